@@ -1,0 +1,1 @@
+//! # spillway-bench

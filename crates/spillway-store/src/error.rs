@@ -1,0 +1,219 @@
+//! Errors of every store: one hand-written, `#[non_exhaustive]` enum whose messages say
+//! what happened, where (file and offset) and what to do about it.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Result alias for store operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything a store operation can fail with.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    Io {
+        /// What the store was doing ("write log page", "fsync segment", ...).
+        op: &'static str,
+        /// The file involved.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A read or write transferred fewer bytes than requested.
+    ShortIo {
+        /// "read" or "write" and what for.
+        op: &'static str,
+        /// The file involved.
+        path: PathBuf,
+        /// Byte offset of the transfer.
+        offset: u64,
+        /// Bytes requested.
+        expected: usize,
+        /// Bytes transferred.
+        actual: usize,
+    },
+    /// Bytes on disk failed a checksum or structural check.
+    Corrupt {
+        /// The file involved.
+        path: PathBuf,
+        /// Byte offset of the bad structure.
+        offset: u64,
+        /// What was wrong.
+        what: String,
+    },
+    /// The directory holds something other than a store of this kind.
+    NotAStore {
+        /// The directory or file.
+        path: PathBuf,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// The files were written by a newer format version than this build reads.
+    NewerFormat {
+        /// The file.
+        path: PathBuf,
+        /// Version found in the file.
+        found: u32,
+        /// Newest version this build reads.
+        supported: u32,
+    },
+    /// The memory budget cannot hold what the store needs to run.
+    BudgetTooSmall {
+        /// The configured budget in bytes.
+        budget: u64,
+        /// Bytes needed.
+        needed: u64,
+        /// What needed them.
+        what: String,
+    },
+    /// A key is longer than the store's documented maximum.
+    KeyTooLarge {
+        /// Length given.
+        len: usize,
+        /// Maximum allowed.
+        max: usize,
+    },
+    /// A value (or a merged list) is longer than the store's documented maximum.
+    ValueTooLarge {
+        /// Length given (or that the merge would produce).
+        len: usize,
+        /// Maximum allowed.
+        max: usize,
+    },
+    /// The backend does not implement this operation.
+    Unsupported {
+        /// Store name.
+        store: &'static str,
+        /// Operation name.
+        op: &'static str,
+        /// What to use instead.
+        hint: &'static str,
+    },
+    /// A namespace name was not declared when the store was opened.
+    UnknownNamespace {
+        /// The name asked for.
+        name: String,
+    },
+    /// The namespaces declared at open differ from those the checkpoint was written with.
+    NamespaceMismatch {
+        /// Description of the difference.
+        detail: String,
+    },
+    /// The options given at open are invalid.
+    InvalidOption {
+        /// Option name.
+        option: &'static str,
+        /// What is wrong and what is allowed.
+        detail: String,
+    },
+    /// A previous I/O error left the store in an unknown state; it refuses writes.
+    Poisoned {
+        /// The error that poisoned it.
+        cause: String,
+    },
+    /// The log's address space (documented in the hashlog FORMAT section) is used up.
+    AddressSpaceExhausted,
+    /// An error reported by an external engine (RocksDB).
+    Backend {
+        /// Which engine.
+        engine: &'static str,
+        /// Its message.
+        message: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { op, path: path.into(), source }
+    }
+
+    pub(crate) fn corrupt(path: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
+        Error::Corrupt { path: path.into(), offset, what: what.into() }
+    }
+
+    /// True for errors after which the store must not accept further writes.
+    pub fn poisons(&self) -> bool {
+        matches!(self, Error::Io { .. } | Error::ShortIo { .. } | Error::Corrupt { .. })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => {
+                write!(f, "I/O error during {op} on {}: {source}", path.display())
+            }
+            Error::ShortIo { op, path, offset, expected, actual } => write!(
+                f,
+                "short {op} on {} at offset {offset}: expected {expected} bytes, got {actual} \
+                 (file truncated or disk full?)",
+                path.display()
+            ),
+            Error::Corrupt { path, offset, what } => write!(
+                f,
+                "corrupt data in {} at offset {offset}: {what}; the store will not return \
+                 data from it (restore the directory from a backup or move the damaged \
+                 checkpoint aside)",
+                path.display()
+            ),
+            Error::NotAStore { path, reason } => {
+                write!(f, "{} is not a store of this kind: {reason}", path.display())
+            }
+            Error::NewerFormat { path, found, supported } => write!(
+                f,
+                "{} has format version {found}, but this build reads versions up to \
+                 {supported}; upgrade spillway to open it",
+                path.display()
+            ),
+            Error::BudgetTooSmall { budget, needed, what } => write!(
+                f,
+                "memory budget of {budget} bytes is too small: {what} needs {needed} bytes; \
+                 raise the memory budget"
+            ),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes exceeds the maximum of {max} bytes")
+            }
+            Error::ValueTooLarge { len, max } => write!(
+                f,
+                "value of {len} bytes exceeds this store's maximum of {max} bytes (for hashlog \
+                 the maximum follows from the page size; raise it with page_size)"
+            ),
+            Error::Unsupported { store, op, hint } => {
+                write!(f, "the {store} store does not support {op}: {hint}")
+            }
+            Error::UnknownNamespace { name } => write!(
+                f,
+                "namespace {name:?} was not declared when the store was opened; declare it \
+                 in the store options"
+            ),
+            Error::NamespaceMismatch { detail } => write!(
+                f,
+                "the namespaces declared at open do not match the checkpoint: {detail}"
+            ),
+            Error::InvalidOption { option, detail } => {
+                write!(f, "invalid store option {option}: {detail}")
+            }
+            Error::Poisoned { cause } => write!(
+                f,
+                "the store refuses writes after an earlier I/O error ({cause}); close it and \
+                 reopen it to recover the last checkpoint"
+            ),
+            Error::AddressSpaceExhausted => write!(
+                f,
+                "the hybrid log has used its whole address space (128 TiB of appends); \
+                 checkpoint, then copy the state into a fresh store"
+            ),
+            Error::Backend { engine, message } => write!(f, "{engine} error: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

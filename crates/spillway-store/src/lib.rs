@@ -1,0 +1,306 @@
+//! # spillway-store
+//!
+//! The state-store contract of Spillway ([`StateStore`]) and its backends:
+//!
+//! | store | module | layout | order | durable checkpoint |
+//! |---|---|---|---|---|
+//! | [`MemStore`] | [`mem`] | hash map per namespace (Flink's heap backend) | no | snapshot file |
+//! | [`HashLogStore`] | [`hashlog`] | FASTER-class hybrid log + compact hash index | no | fold-over log + index snapshot |
+//! | `RocksStore` | `rocks` (feature `rocksdb`) | RocksDB LSM, Flink-style settings | yes | RocksDB checkpoint |
+//!
+//! ## The contract
+//! - Byte keys and byte values inside a [namespace](namespace) (one per operator state),
+//!   each declaring its merge semantics ([`MergeOp`]): list append or a user function.
+//! - A store instance has a single writer: every operation takes `&mut self` and no
+//!   lock is taken on the hot path. Parallelism comes from one instance per task.
+//! - Operations a backend cannot serve (ordered range scans on a hash store) return
+//!   [`Error::Unsupported`]; nothing is silently skipped. [`Capabilities`] says which.
+//! - Durability is explicit: [`StateStore::checkpoint`] atomically publishes the
+//!   current state in the store's directory; opening the directory again recovers
+//!   exactly the state of the last completed checkpoint, or fails with a clear error.
+//! - Memory is a budget in bytes given at open ([`StoreOptions::memory_budget`]); the
+//!   store keeps its resident state within it, and [`StoreStats`] shows it.
+//! - After an I/O or corruption error a store is poisoned and refuses further writes.
+//!
+//! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
+//! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size).
+
+pub mod error;
+pub mod hashlog;
+pub mod io;
+pub mod list;
+pub mod mem;
+pub mod namespace;
+#[cfg(feature = "rocksdb")]
+pub mod rocks;
+pub mod stats;
+
+mod blockfile;
+mod manifest;
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+pub use error::{Error, Result};
+pub use hashlog::{HashLogOptions, HashLogStore};
+pub use mem::MemStore;
+pub use namespace::{merges, MergeOp, NamespaceSpec, Ns};
+#[cfg(feature = "rocksdb")]
+pub use rocks::RocksStore;
+pub use stats::StoreStats;
+
+/// Longest key any store accepts, in bytes.
+pub const MAX_KEY_LEN: usize = 32 * 1024;
+/// Longest value any store accepts, in bytes (hashlog: also bounded by its page size).
+pub const MAX_VALUE_LEN: usize = 256 * 1024 * 1024;
+
+/// What a read-modify-write closure asks the store to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rmw {
+    /// Store the bytes the closure wrote into `out` as the new value.
+    Put,
+    /// Delete the key.
+    Delete,
+    /// Leave the value as it was.
+    Keep,
+}
+
+/// The closure of [`StateStore::rmw`]: receives the current value (if any) and an empty
+/// buffer for the new one.
+pub type RmwFn<'a> = dyn FnMut(Option<&[u8]>, &mut Vec<u8>) -> Rmw + 'a;
+
+/// The visitor of scans: receives each key and value; returns `false` to stop.
+pub type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
+
+/// Which optional operations a backend serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Scans return keys in byte order and `scan_range` works.
+    pub ordered: bool,
+    /// Updates happen in place in memory where possible.
+    pub in_place_updates: bool,
+}
+
+/// Metadata of a completed checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// Sequence number, increasing by one per checkpoint of a store directory.
+    pub seq: u64,
+    /// Wall time the checkpoint took, in microseconds.
+    pub micros: u64,
+}
+
+/// The state-store contract. See the crate docs for the rules every backend follows.
+pub trait StateStore: Send {
+    /// Short backend name ("mem", "hashlog", "rocksdb").
+    fn name(&self) -> &'static str;
+
+    /// Optional operations this backend serves.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The handle of a namespace declared at open.
+    fn namespace(&self, name: &str) -> Result<Ns>;
+
+    /// Sequence number of the checkpoint the store was recovered from or last wrote
+    /// (0 for a fresh store).
+    fn checkpoint_seq(&self) -> u64;
+
+    /// Reads the value of `key` into `out` (cleared first); returns whether it exists.
+    fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+
+    /// Reads the value of `key`.
+    fn get(&mut self, ns: Ns, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        Ok(self.get_into(ns, key, &mut out)?.then_some(out))
+    }
+
+    /// Reads several keys of one namespace.
+    fn multi_get(&mut self, ns: Ns, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(ns, k)).collect()
+    }
+
+    /// Sets the value of `key`.
+    fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Combines `operand` with the value of `key` as the namespace's [`MergeOp`] says.
+    fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()>;
+
+    /// Removes `key` (no error if absent).
+    fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()>;
+
+    /// Read-modify-write: calls `f` with the current value and applies what it returns.
+    /// Backends with in-place updates write the new value over the old one when it fits.
+    fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()>;
+
+    /// Visits every key of `ns` that starts with `prefix` (byte order only if
+    /// [`Capabilities::ordered`]).
+    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()>;
+
+    /// Visits the keys of `ns` within the bounds in byte order. Unordered backends
+    /// return [`Error::Unsupported`].
+    fn scan_range(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        visit: &mut Visitor<'_>,
+    ) -> Result<()>;
+
+    /// Atomically publishes the current state in the store directory.
+    fn checkpoint(&mut self) -> Result<CheckpointInfo>;
+
+    /// Counters and resource use.
+    fn stats(&self) -> StoreStats;
+}
+
+/// Options every store is opened with.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct StoreOptions {
+    /// Directory owning the store's files (created if missing).
+    pub dir: PathBuf,
+    /// Resident memory budget in bytes. Default: 256 MiB.
+    pub memory_budget: u64,
+    /// Namespace declarations; their order fixes the [`Ns`] handles.
+    pub namespaces: Vec<NamespaceSpec>,
+}
+
+impl StoreOptions {
+    /// Options for a store in `dir` with the default budget (256 MiB) and no namespaces.
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        StoreOptions {
+            dir: dir.as_ref().to_path_buf(),
+            memory_budget: 256 << 20,
+            namespaces: Vec::new(),
+        }
+    }
+
+    /// Sets the memory budget in bytes (default 256 MiB).
+    pub fn memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = bytes;
+        self
+    }
+
+    /// Declares a namespace.
+    pub fn namespace(mut self, spec: NamespaceSpec) -> Self {
+        self.namespaces.push(spec);
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.namespaces.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "namespaces",
+                detail: "declare at least one namespace".into(),
+            });
+        }
+        if self.namespaces.len() > u16::MAX as usize {
+            return Err(Error::InvalidOption {
+                option: "namespaces",
+                detail: format!("at most {} namespaces", u16::MAX),
+            });
+        }
+        for (i, ns) in self.namespaces.iter().enumerate() {
+            if ns.name.is_empty() || ns.name.len() > 255 {
+                return Err(Error::InvalidOption {
+                    option: "namespaces",
+                    detail: format!("namespace name {:?} must be 1..=255 bytes", ns.name),
+                });
+            }
+            if self.namespaces[..i].iter().any(|o| o.name == ns.name) {
+                return Err(Error::InvalidOption {
+                    option: "namespaces",
+                    detail: format!("namespace {:?} is declared twice", ns.name),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn lookup(&self, name: &str) -> Result<Ns> {
+        self.namespaces
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| Ns(i as u16))
+            .ok_or_else(|| Error::UnknownNamespace { name: name.to_string() })
+    }
+}
+
+/// The backends by name, for tools that pick one at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreKind {
+    /// [`MemStore`].
+    Mem,
+    /// [`HashLogStore`].
+    HashLog,
+    /// `RocksStore` (needs the `rocksdb` feature).
+    Rocks,
+}
+
+impl StoreKind {
+    /// All kinds this build knows, including ones whose feature is off.
+    pub const ALL: [StoreKind; 3] = [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks];
+
+    /// The name used on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Mem => "mem",
+            StoreKind::HashLog => "hashlog",
+            StoreKind::Rocks => "rocksdb",
+        }
+    }
+
+    /// Whether this build can open this kind.
+    pub fn available(self) -> bool {
+        match self {
+            StoreKind::Rocks => cfg!(feature = "rocksdb"),
+            _ => true,
+        }
+    }
+
+    /// Opens (or recovers) a store of this kind with default backend-specific settings.
+    pub fn open(self, opts: StoreOptions) -> Result<Box<dyn StateStore>> {
+        Ok(match self {
+            StoreKind::Mem => Box::new(MemStore::open(opts)?),
+            StoreKind::HashLog => Box::new(HashLogStore::open(opts, HashLogOptions::default())?),
+            #[cfg(feature = "rocksdb")]
+            StoreKind::Rocks => Box::new(RocksStore::open(opts)?),
+            #[cfg(not(feature = "rocksdb"))]
+            StoreKind::Rocks => {
+                return Err(Error::Unsupported {
+                    store: "rocksdb",
+                    op: "open",
+                    hint: "this build lacks the `rocksdb` cargo feature; rebuild with \
+                           --features rocksdb",
+                })
+            }
+        })
+    }
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "mem" => Ok(StoreKind::Mem),
+            "hashlog" => Ok(StoreKind::HashLog),
+            "rocksdb" | "rocks" => Ok(StoreKind::Rocks),
+            other => Err(format!("unknown store {other:?}; expected one of mem, hashlog, rocksdb")),
+        }
+    }
+}
+
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
+    }
+    Ok(())
+}
+
+pub(crate) fn check_value(len: usize, max: usize) -> Result<()> {
+    if len > max {
+        return Err(Error::ValueTooLarge { len, max });
+    }
+    Ok(())
+}

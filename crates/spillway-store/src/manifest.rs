@@ -1,0 +1,210 @@
+//! Store directories: the `STORE` marker naming the backend and format, and the
+//! numbered `MANIFEST-<seq>` files that publish checkpoints atomically.
+//!
+//! FORMAT: `STORE` and every manifest are [block files](crate::blockfile) (magic
+//! `SWSTORE\0` / `SWMANIFS`) holding one frame of UTF-8 `key=value` lines. A manifest
+//! always has `seq`, `store`, and one `ns=<merge tag> <name>` line per namespace in
+//! declaration order; each backend adds its own keys. A manifest is written as
+//! `MANIFEST-<seq>.tmp`, fsynced, renamed, and the directory fsynced: a checkpoint
+//! exists exactly when its final name does.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::blockfile::{publish, BlockReader, BlockWriter};
+use crate::error::{Error, Result};
+use crate::io::{join, Fs};
+use crate::StoreOptions;
+
+const STORE_MAGIC: [u8; 8] = *b"SWSTORE\0";
+const MANIFEST_MAGIC: [u8; 8] = *b"SWMANIFS";
+const MANIFEST_VERSION: u32 = 1;
+
+/// Key/value content of a manifest.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Manifest {
+    pub(crate) seq: u64,
+    pub(crate) fields: BTreeMap<String, String>,
+    pub(crate) namespaces: Vec<(String, String)>,
+}
+
+impl Manifest {
+    pub(crate) fn new(seq: u64, store: &str, opts: &StoreOptions) -> Self {
+        let mut fields = BTreeMap::new();
+        fields.insert("store".to_string(), store.to_string());
+        let namespaces = opts.namespaces.iter().map(|n| (n.merge.tag(), n.name.clone())).collect();
+        Manifest { seq, fields, namespaces }
+    }
+
+    pub(crate) fn set(&mut self, key: &str, value: impl ToString) {
+        self.fields.insert(key.to_string(), value.to_string());
+    }
+
+    pub(crate) fn get_u64(&self, path: &Path, key: &str) -> Result<u64> {
+        let v = self.fields.get(key).ok_or_else(|| Error::corrupt(path, 0, format!("manifest lacks `{key}`")))?;
+        v.parse().map_err(|_| Error::corrupt(path, 0, format!("manifest field `{key}` = {v:?} is not a number")))
+    }
+
+    pub(crate) fn get_str(&self, path: &Path, key: &str) -> Result<&str> {
+        self.fields
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| Error::corrupt(path, 0, format!("manifest lacks `{key}`")))
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut s = format!("seq={}\n", self.seq);
+        for (k, v) in &self.fields {
+            s.push_str(&format!("{k}={v}\n"));
+        }
+        for (tag, name) in &self.namespaces {
+            s.push_str(&format!("ns={tag} {name}\n"));
+        }
+        s.into_bytes()
+    }
+
+    fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
+        let text = std::str::from_utf8(bytes).map_err(|_| Error::corrupt(path, 16, "manifest is not UTF-8"))?;
+        let mut m = Manifest::default();
+        let mut seq = None;
+        for line in text.lines() {
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| Error::corrupt(path, 16, format!("manifest line {line:?} lacks `=`")))?;
+            match k {
+                "seq" => seq = v.parse().ok(),
+                "ns" => {
+                    let (tag, name) = v
+                        .split_once(' ')
+                        .ok_or_else(|| Error::corrupt(path, 16, format!("bad namespace line {line:?}")))?;
+                    m.namespaces.push((tag.to_string(), name.to_string()));
+                }
+                _ => {
+                    m.fields.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+        m.seq = seq.ok_or_else(|| Error::corrupt(path, 16, "manifest lacks a valid `seq`"))?;
+        Ok(m)
+    }
+
+    /// Errors unless the namespaces declared in `opts` equal the manifest's.
+    pub(crate) fn check_namespaces(&self, opts: &StoreOptions) -> Result<()> {
+        let declared: Vec<(String, String)> =
+            opts.namespaces.iter().map(|n| (n.merge.tag(), n.name.clone())).collect();
+        if declared != self.namespaces {
+            let show = |v: &[(String, String)]| {
+                v.iter().map(|(t, n)| format!("{n}({t})")).collect::<Vec<_>>().join(", ")
+            };
+            return Err(Error::NamespaceMismatch {
+                detail: format!(
+                    "checkpoint {} has [{}], open declared [{}]",
+                    self.seq,
+                    show(&self.namespaces),
+                    show(&declared)
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn manifest_name(seq: u64) -> String {
+    format!("MANIFEST-{seq:016}")
+}
+
+/// Writes and publishes a manifest.
+pub(crate) fn write_manifest(fs: &dyn Fs, dir: &Path, m: &Manifest) -> Result<()> {
+    let name = manifest_name(m.seq);
+    let tmp = join(dir, &format!("{name}.tmp"));
+    let mut w = BlockWriter::create(fs, &tmp, MANIFEST_MAGIC, MANIFEST_VERSION)?;
+    w.frame(&m.encode())?;
+    w.finish()?;
+    publish(fs, dir, &tmp, &join(dir, &name))
+}
+
+pub(crate) fn read_manifest(fs: &dyn Fs, dir: &Path, seq: u64) -> Result<Manifest> {
+    let path = join(dir, &manifest_name(seq));
+    let mut r = BlockReader::open(fs, &path, MANIFEST_MAGIC, MANIFEST_VERSION)?;
+    let mut buf = Vec::new();
+    if !r.next(&mut buf)? {
+        return Err(Error::corrupt(&path, 16, "manifest has no content frame"));
+    }
+    let m = Manifest::decode(&path, &buf)?;
+    let mut extra = Vec::new();
+    if r.next(&mut extra)? {
+        return Err(Error::corrupt(&path, 16, "manifest has more than one frame"));
+    }
+    if m.seq != seq {
+        return Err(Error::corrupt(&path, 16, format!("manifest names seq {} but its file says {seq}", m.seq)));
+    }
+    Ok(m)
+}
+
+/// Sequence numbers of the published manifests in `dir`, ascending. Leftover `.tmp`
+/// files of an interrupted checkpoint are ignored.
+pub(crate) fn list_manifests(fs: &dyn Fs, dir: &Path) -> Result<Vec<u64>> {
+    let mut seqs: Vec<u64> = fs
+        .list_dir(dir)
+        .map_err(|e| Error::io("list directory", dir, e))?
+        .iter()
+        .filter_map(|n| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
+        .collect();
+    seqs.sort_unstable();
+    Ok(seqs)
+}
+
+/// Opens or initialises a store directory for backend `store` at format `version`.
+///
+/// A missing or empty directory becomes a new store. A directory with files but no
+/// `STORE` marker, or a marker for another backend, is [`Error::NotAStore`]; a newer
+/// format is [`Error::NewerFormat`]. Returns the marker's format version.
+pub(crate) fn init_dir(fs: &dyn Fs, dir: &Path, store: &str, version: u32) -> Result<u32> {
+    fs.create_dir_all(dir).map_err(|e| Error::io("create store directory", dir, e))?;
+    let names = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
+    let marker = join(dir, "STORE");
+    if names.iter().any(|n| n == "STORE") {
+        let mut r = BlockReader::open(fs, &marker, STORE_MAGIC, u32::MAX)?;
+        let mut buf = Vec::new();
+        if !r.next(&mut buf)? {
+            return Err(Error::corrupt(&marker, 16, "STORE marker is empty"));
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let found = text.strip_prefix("store=").unwrap_or("").trim();
+        if found != store {
+            return Err(Error::NotAStore {
+                path: dir.to_path_buf(),
+                reason: format!("it holds a {found:?} store, not {store:?}"),
+            });
+        }
+        if r.version > version {
+            return Err(Error::NewerFormat { path: marker, found: r.version, supported: version });
+        }
+        return Ok(r.version);
+    }
+    let foreign: Vec<&String> = names.iter().filter(|n| !n.ends_with(".tmp")).collect();
+    if !foreign.is_empty() {
+        return Err(Error::NotAStore {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "it has no STORE marker but holds other files (e.g. {:?}); give an empty or new directory",
+                foreign[0]
+            ),
+        });
+    }
+    let tmp = join(dir, "STORE.tmp");
+    let mut w = BlockWriter::create(fs, &tmp, STORE_MAGIC, version)?;
+    w.frame(format!("store={store}\n").as_bytes())?;
+    w.finish()?;
+    publish(fs, dir, &tmp, &marker)?;
+    Ok(version)
+}
+
+/// Removes `name` from `dir`, ignoring a file that is already gone.
+pub(crate) fn remove_quiet(fs: &dyn Fs, dir: &Path, name: &str) -> Result<()> {
+    match fs.remove_file(&join(dir, name)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove file", join(dir, name), e)),
+    }
+}

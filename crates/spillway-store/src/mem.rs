@@ -1,0 +1,350 @@
+//! MemStore: every namespace is a hash map in memory (the equivalent of Flink's heap
+//! state backend). Checkpoints write a full snapshot file.
+//!
+//! FORMAT: `snapshot-<seq>.mem` is a [block file](crate::blockfile) (magic `SWMEMSNP`,
+//! version 1) whose frames hold records `ns u16 | key_len u32 | value_len u32 | key |
+//! value`, batched up to 1 MiB per frame. The manifest `MANIFEST-<seq>` names it under
+//! `snapshot=`. Checkpoint protocol: write the snapshot under a temporary name, fsync,
+//! rename; then publish the manifest the same way; then delete snapshots and manifests
+//! older than the previous one. Recovery loads the newest manifest's snapshot.
+//!
+//! Memory: the store counts key and value bytes plus a fixed per-entry overhead of
+//! [`ENTRY_OVERHEAD`] bytes and refuses writes that would exceed its budget.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hashbrown::HashMap;
+
+use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor};
+use crate::error::{Error, Result};
+use crate::io::{join, Fs, StdFs};
+use crate::manifest::{self, Manifest};
+use crate::{
+    check_key, check_value, Capabilities, CheckpointInfo, Ns, Rmw, RmwFn, StateStore, StoreOptions,
+    StoreStats, Visitor, MAX_VALUE_LEN,
+};
+
+const SNAP_MAGIC: [u8; 8] = *b"SWMEMSNP";
+const FORMAT_VERSION: u32 = 1;
+/// Bytes charged per entry on top of its key and value (hash slot, two heap headers).
+pub const ENTRY_OVERHEAD: u64 = 64;
+const FRAME_TARGET: usize = 1 << 20;
+
+/// The in-memory hash-map store. See the [module docs](self).
+pub struct MemStore {
+    opts: StoreOptions,
+    fs: Arc<dyn Fs>,
+    maps: Vec<HashMap<Box<[u8]>, Vec<u8>>>,
+    bytes: u64,
+    seq: u64,
+    poisoned: Option<String>,
+    stats: StoreStats,
+    scratch: Vec<u8>,
+}
+
+fn entry_cost(key: usize, value: usize) -> u64 {
+    (key + value) as u64 + ENTRY_OVERHEAD
+}
+
+impl MemStore {
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    pub fn open(opts: StoreOptions) -> Result<Self> {
+        Self::open_with_fs(opts, Arc::new(StdFs))
+    }
+
+    /// Like [`open`](Self::open), doing all file I/O through `fs`.
+    pub fn open_with_fs(opts: StoreOptions, fs: Arc<dyn Fs>) -> Result<Self> {
+        opts.validate()?;
+        manifest::init_dir(&*fs, &opts.dir, "mem", FORMAT_VERSION)?;
+        let mut store = MemStore {
+            maps: opts.namespaces.iter().map(|_| HashMap::new()).collect(),
+            fs,
+            bytes: 0,
+            seq: 0,
+            poisoned: None,
+            stats: StoreStats { memory_budget: opts.memory_budget, ..Default::default() },
+            scratch: Vec::new(),
+            opts,
+        };
+        if let Some(&seq) = manifest::list_manifests(&*store.fs, &store.opts.dir)?.last() {
+            store.recover(seq)?;
+        }
+        Ok(store)
+    }
+
+    fn recover(&mut self, seq: u64) -> Result<()> {
+        let dir = self.opts.dir.clone();
+        let m = manifest::read_manifest(&*self.fs, &dir, seq)?;
+        m.check_namespaces(&self.opts)?;
+        let path = join(&dir, m.get_str(&join(&dir, &manifest::manifest_name(seq)), "snapshot")?);
+        let mut r = BlockReader::open(&*self.fs, &path, SNAP_MAGIC, FORMAT_VERSION)?;
+        let mut frame = Vec::new();
+        while r.next(&mut frame)? {
+            let mut c = Cursor::new(&frame, r.path(), 0);
+            while !c.is_empty() {
+                let ns = c.u16()? as usize;
+                let klen = c.u32()? as usize;
+                let vlen = c.u32()? as usize;
+                let key = c.bytes(klen)?;
+                let value = c.bytes(vlen)?;
+                if ns >= self.maps.len() {
+                    return Err(Error::corrupt(&path, 0, format!("record names namespace {ns}")));
+                }
+                self.bytes += entry_cost(klen, vlen);
+                self.maps[ns].insert(key.into(), value.to_vec());
+            }
+        }
+        self.check_budget(0)?;
+        self.seq = seq;
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_budget(&self, extra: u64) -> Result<()> {
+        let needed = self.bytes + extra;
+        if needed > self.opts.memory_budget {
+            return Err(Error::BudgetTooSmall {
+                budget: self.opts.memory_budget,
+                needed,
+                what: "the in-memory state of the mem store".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
+        check_value(value.len(), MAX_VALUE_LEN)?;
+        let map = &mut self.maps[ns.index()];
+        match map.get_mut(key) {
+            Some(v) => {
+                let extra = value.len().saturating_sub(v.len()) as u64;
+                let needed = self.bytes + extra;
+                if needed > self.opts.memory_budget {
+                    return Err(Error::BudgetTooSmall {
+                        budget: self.opts.memory_budget,
+                        needed,
+                        what: "the in-memory state of the mem store".into(),
+                    });
+                }
+                self.bytes = self.bytes + value.len() as u64 - v.len() as u64;
+                v.clear();
+                v.extend_from_slice(value);
+                self.stats.in_place_updates += 1;
+            }
+            None => {
+                self.check_budget(entry_cost(key.len(), value.len()))?;
+                self.bytes += entry_cost(key.len(), value.len());
+                self.maps[ns.index()].insert(key.into(), value.to_vec());
+            }
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, ns: Ns, key: &[u8]) {
+        if let Some((k, v)) = self.maps[ns.index()].remove_entry(key) {
+            self.bytes -= entry_cost(k.len(), v.len());
+        }
+    }
+
+    fn ns_ok(&self, ns: Ns) -> Result<()> {
+        if ns.index() >= self.maps.len() {
+            return Err(Error::UnknownNamespace { name: format!("#{}", ns.index()) });
+        }
+        Ok(())
+    }
+
+    fn write_checkpoint(&mut self, seq: u64) -> Result<()> {
+        let dir = self.opts.dir.clone();
+        let name = format!("snapshot-{seq:016}.mem");
+        let tmp = join(&dir, &format!("{name}.tmp"));
+        let mut w = BlockWriter::create(&*self.fs, &tmp, SNAP_MAGIC, FORMAT_VERSION)?;
+        let mut frame = Vec::with_capacity(FRAME_TARGET + 1024);
+        for (ns, map) in self.maps.iter().enumerate() {
+            for (k, v) in map {
+                frame.extend_from_slice(&(ns as u16).to_le_bytes());
+                frame.extend_from_slice(&(k.len() as u32).to_le_bytes());
+                frame.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                frame.extend_from_slice(k);
+                frame.extend_from_slice(v);
+                if frame.len() >= FRAME_TARGET {
+                    w.frame(&frame)?;
+                    frame.clear();
+                }
+            }
+        }
+        if !frame.is_empty() {
+            w.frame(&frame)?;
+        }
+        self.stats.bytes_written += w.finish()?;
+        publish(&*self.fs, &dir, &tmp, &join(&dir, &name))?;
+        let mut m = Manifest::new(seq, "mem", &self.opts);
+        m.set("snapshot", &name);
+        manifest::write_manifest(&*self.fs, &dir, &m)?;
+        // Keep this checkpoint and the one before it; drop older ones.
+        for old in manifest::list_manifests(&*self.fs, &dir)? {
+            if old + 1 < seq {
+                manifest::remove_quiet(&*self.fs, &dir, &manifest::manifest_name(old))?;
+                manifest::remove_quiet(&*self.fs, &dir, &format!("snapshot-{old:016}.mem"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StateStore for MemStore {
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ordered: false, in_place_updates: true }
+    }
+
+    fn namespace(&self, name: &str) -> Result<Ns> {
+        self.opts.lookup(name)
+    }
+
+    fn checkpoint_seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        self.ns_ok(ns)?;
+        self.stats.gets += 1;
+        out.clear();
+        match self.maps[ns.index()].get(key) {
+            Some(v) => {
+                out.extend_from_slice(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        self.ns_ok(ns)?;
+        check_key(key)?;
+        self.stats.puts += 1;
+        self.set(ns, key, value)
+    }
+
+    fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        self.ns_ok(ns)?;
+        check_key(key)?;
+        self.stats.merges += 1;
+        let op = self.opts.namespaces[ns.index()].merge.clone();
+        if let crate::MergeOp::ListAppend = op {
+            if let Some(v) = self.maps[ns.index()].get_mut(key) {
+                let add = crate::list::framed_len(operand);
+                check_value(v.len() + add, MAX_VALUE_LEN)?;
+                let needed = self.bytes + add as u64;
+                if needed > self.opts.memory_budget {
+                    return Err(Error::BudgetTooSmall {
+                        budget: self.opts.memory_budget,
+                        needed,
+                        what: "the in-memory state of the mem store".into(),
+                    });
+                }
+                crate::list::push(v, operand);
+                self.bytes += add as u64;
+                self.stats.in_place_updates += 1;
+                return Ok(());
+            }
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        op.apply(self.maps[ns.index()].get(key).map(|v| &v[..]), operand, &mut out);
+        let r = self.set(ns, key, &out);
+        self.scratch = out;
+        r
+    }
+
+    fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        self.ns_ok(ns)?;
+        self.stats.deletes += 1;
+        self.remove(ns, key);
+        Ok(())
+    }
+
+    fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()> {
+        self.check_writable()?;
+        self.ns_ok(ns)?;
+        check_key(key)?;
+        self.stats.rmws += 1;
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        let action = f(self.maps[ns.index()].get(key).map(|v| &v[..]), &mut out);
+        let r = match action {
+            Rmw::Put => self.set(ns, key, &out),
+            Rmw::Delete => {
+                self.remove(ns, key);
+                Ok(())
+            }
+            Rmw::Keep => Ok(()),
+        };
+        self.scratch = out;
+        r
+    }
+
+    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        self.ns_ok(ns)?;
+        self.stats.scans += 1;
+        for (k, v) in &self.maps[ns.index()] {
+            if k.starts_with(prefix) && !visit(k, v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn scan_range(&mut self, _: Ns, _: Bound<&[u8]>, _: Bound<&[u8]>, _: &mut Visitor<'_>) -> Result<()> {
+        Err(Error::Unsupported {
+            store: "mem",
+            op: "ordered range scan",
+            hint: "it keeps keys in hash order; use scan_prefix or an ordered store (rocksdb)",
+        })
+    }
+
+    fn checkpoint(&mut self) -> Result<CheckpointInfo> {
+        self.check_writable()?;
+        let start = Instant::now();
+        let seq = self.seq + 1;
+        if let Err(e) = self.write_checkpoint(seq) {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        self.seq = seq;
+        let micros = start.elapsed().as_micros() as u64;
+        self.stats.checkpoints += 1;
+        self.stats.last_checkpoint_micros = micros;
+        Ok(CheckpointInfo { seq, micros })
+    }
+
+    fn stats(&self) -> StoreStats {
+        let mut s = self.stats.clone();
+        s.bytes_in_memory = self.bytes;
+        s.index_bytes = self.maps.iter().map(|m| (m.capacity() * 40) as u64).sum();
+        s.live_keys = Some(self.maps.iter().map(|m| m.len() as u64).sum());
+        s.bytes_on_disk = dir_bytes(&self.opts.dir);
+        s
+    }
+}
+
+/// Sum of the sizes of the files directly in `dir` (0 if unreadable).
+pub(crate) fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0)
+}

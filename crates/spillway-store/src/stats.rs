@@ -1,0 +1,43 @@
+//! Operation counters and resource figures every store reports through `stats()`.
+
+/// A snapshot of a store's counters and resource use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreStats {
+    /// `get` calls (including each key of a `multi_get`).
+    pub gets: u64,
+    /// `put` calls.
+    pub puts: u64,
+    /// `merge` calls.
+    pub merges: u64,
+    /// `delete` calls.
+    pub deletes: u64,
+    /// `rmw` calls.
+    pub rmws: u64,
+    /// Prefix and range scans.
+    pub scans: u64,
+    /// Updates applied in place (hashlog mutable region).
+    pub in_place_updates: u64,
+    /// Records read from disk (not from memory).
+    pub disk_reads: u64,
+    /// Bytes written to the store's files.
+    pub bytes_written: u64,
+    /// The memory budget given at open.
+    pub memory_budget: u64,
+    /// Resident bytes the store accounts for (index + in-memory log/caches + data).
+    pub bytes_in_memory: u64,
+    /// Bytes of the in-memory index.
+    pub index_bytes: u64,
+    /// Bytes in the store's files on disk.
+    pub bytes_on_disk: u64,
+    /// Live keys, where the backend knows it exactly.
+    pub live_keys: Option<u64>,
+    /// Completed compaction passes (or RocksDB compactions).
+    pub compactions: u64,
+    /// Bytes of superseded or deleted records reclaimed by compaction.
+    pub compacted_bytes: u64,
+    /// Completed checkpoints since open.
+    pub checkpoints: u64,
+    /// Wall time of the last checkpoint in microseconds.
+    pub last_checkpoint_micros: u64,
+}
