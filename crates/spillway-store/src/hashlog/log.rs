@@ -1,0 +1,396 @@
+//! The hybrid log: a logical address space of fixed-size pages whose newest pages live
+//! in memory (a mutable tail, then a read-only region) and whose older pages live in
+//! segment files on disk.
+//!
+//! ```text
+//!  begin            head               read_only              tail
+//!    | on disk only   | in memory, immutable | in memory, mutable   |
+//! ```
+//! A page is written to disk exactly once, whole (one `pwrite` up to its used bytes,
+//! rounded to 4 KiB), when it leaves the mutable region; record and page checksums are
+//! computed at that moment, so in-place updates in the mutable region cost no
+//! checksum work. A checkpoint seals the tail page early (the rest of it stays empty)
+//! so that no page below a checkpoint's tail is ever written again.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::record::{put_u32, u32_at, Rec, LOG_VERSION, PAGE_HDR, PAGE_MAGIC, REC_HDR};
+use crate::error::{Error, Result};
+use crate::io::{read_exact_at, write_all_at, FileHandle, Fs};
+
+/// Logical addresses end here: 44 bits of 8-byte units.
+pub(crate) const ADDRESS_LIMIT: u64 = 1 << (super::index::ADDR_BITS + 3);
+/// Bytes a record leaves free at the end of an otherwise empty page, so no record
+/// ends exactly at a page boundary.
+pub(crate) const MAX_RECORD_SLACK: usize = 8;
+/// First bytes read for a disk-resident record before its length is known.
+const READ_HINT: usize = 512;
+
+pub(crate) struct Log {
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) dir: PathBuf,
+    pub(crate) page_bits: u32,
+    pub(crate) page_size: usize,
+    pub(crate) seg_page_bits: u32,
+    frames: VecDeque<Box<[u8]>>,
+    spare: Option<Box<[u8]>>,
+    head_page: u64,
+    pub(crate) max_frames: usize,
+    pub(crate) mutable_pages: usize,
+    pub(crate) begin: u64,
+    pub(crate) read_only: u64,
+    /// Pages below this page-aligned address are on disk.
+    flushed: u64,
+    pub(crate) tail: u64,
+    files: HashMap<u64, Box<dyn FileHandle>>,
+    dirty: HashSet<u64>,
+    disk_buf: Vec<u8>,
+    disk_addr: u64,
+    pub(crate) bytes_written: u64,
+    pub(crate) disk_reads: u64,
+}
+
+pub(crate) fn segment_name(seg: u64) -> String {
+    format!("log-{seg:010}.seg")
+}
+
+impl Log {
+    /// A log whose tail is at the start of `tail_page` (after its header) and whose
+    /// valid records start at `begin`.
+    pub(crate) fn new(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        page_bits: u32,
+        seg_page_bits: u32,
+        begin: u64,
+        tail: u64,
+    ) -> Self {
+        let page_size = 1usize << page_bits;
+        let tail_page = tail >> page_bits;
+        let mut log = Log {
+            fs,
+            dir: dir.to_path_buf(),
+            page_bits,
+            page_size,
+            seg_page_bits,
+            frames: VecDeque::new(),
+            spare: None,
+            head_page: tail_page,
+            max_frames: 2,
+            mutable_pages: 1,
+            begin,
+            read_only: tail,
+            flushed: tail_page << page_bits,
+            tail,
+            files: HashMap::new(),
+            dirty: HashSet::new(),
+            disk_buf: Vec::new(),
+            disk_addr: 0,
+            bytes_written: 0,
+            disk_reads: 0,
+        };
+        log.frames.push_back(vec![0u8; page_size].into_boxed_slice());
+        log
+    }
+
+    #[inline]
+    fn mask(&self) -> u64 {
+        (self.page_size - 1) as u64
+    }
+
+    #[inline]
+    pub(crate) fn tail_page(&self) -> u64 {
+        self.tail >> self.page_bits
+    }
+
+    #[inline]
+    pub(crate) fn head(&self) -> u64 {
+        self.head_page << self.page_bits
+    }
+
+    pub(crate) fn frames_in_memory(&self) -> usize {
+        self.frames.len() + usize::from(self.spare.is_some())
+    }
+
+    /// Bytes held by the buffer of the last disk-resident record read.
+    pub(crate) fn disk_buf_bytes(&self) -> usize {
+        self.disk_buf.capacity()
+    }
+
+    /// Bytes from `a` to the end of its in-memory page.
+    #[inline]
+    pub(crate) fn mem(&self, a: u64) -> &[u8] {
+        let f = &self.frames[((a >> self.page_bits) - self.head_page) as usize];
+        &f[(a & self.mask()) as usize..]
+    }
+
+    #[inline]
+    pub(crate) fn mem_mut(&mut self, a: u64) -> &mut [u8] {
+        let mask = self.mask();
+        let f = &mut self.frames[((a >> self.page_bits) - self.head_page) as usize];
+        &mut f[(a & mask) as usize..]
+    }
+
+    /// Makes the record at `a` readable through [`view`](Self::view).
+    #[inline]
+    pub(crate) fn load(&mut self, a: u64) -> Result<()> {
+        if a >= self.head() || self.disk_addr == a {
+            return Ok(());
+        }
+        self.read_disk_record(a)
+    }
+
+    /// The record at `a`, which must be in memory or just [`load`](Self::load)ed.
+    #[inline]
+    pub(crate) fn view(&self, a: u64) -> Rec<'_> {
+        if a >= self.head() {
+            Rec(self.mem(a))
+        } else {
+            debug_assert_eq!(self.disk_addr, a);
+            Rec(&self.disk_buf)
+        }
+    }
+
+    fn locate(&self, a: u64) -> (u64, u64) {
+        let page = a >> self.page_bits;
+        let seg = page >> self.seg_page_bits;
+        let in_seg = ((page & ((1 << self.seg_page_bits) - 1)) << self.page_bits) | (a & self.mask());
+        (seg, in_seg)
+    }
+
+    fn file(&mut self, seg: u64) -> Result<&dyn FileHandle> {
+        if !self.files.contains_key(&seg) {
+            let path = self.dir.join(segment_name(seg));
+            let f = self.fs.open(&path, true).map_err(|e| Error::io("open log segment", &path, e))?;
+            self.files.insert(seg, f);
+        }
+        Ok(&*self.files[&seg])
+    }
+
+    fn read_disk_record(&mut self, a: u64) -> Result<()> {
+        let (seg, off) = self.locate(a);
+        let in_page = (a & self.mask()) as usize;
+        let page_left = self.page_size - in_page;
+        // A page is written up to its used bytes rounded to 4 KiB, so the bytes up to
+        // the 4 KiB boundary after the record header are always in the file.
+        let to_boundary = ((in_page + REC_HDR + 4095) & !4095) - in_page;
+        let first = page_left.min(READ_HINT.min(to_boundary).max(REC_HDR));
+        let path = self.dir.join(segment_name(seg));
+        let mut buf = std::mem::take(&mut self.disk_buf);
+        buf.clear();
+        buf.resize(first, 0);
+        let r = (|| {
+            let f = self.file(seg)?;
+            read_exact_at(f, &path, &mut buf, off, "read log record")?;
+            if first < REC_HDR {
+                return Err(Error::corrupt(&path, off, "record header crosses its page end"));
+            }
+            let (klen, vlen, vcap) = {
+                let r = Rec(&buf);
+                (r.klen(), r.vlen(), r.vcap())
+            };
+            if vlen > vcap || REC_HDR + klen + vcap > page_left {
+                return Err(Error::corrupt(
+                    &path,
+                    off,
+                    format!("record lengths (key {klen}, value {vlen}/{vcap}) overrun the page"),
+                ));
+            }
+            let need = REC_HDR + klen + vlen;
+            if need > first {
+                buf.resize(need, 0);
+                let f = self.file(seg)?;
+                read_exact_at(f, &path, &mut buf[first..], off + first as u64, "read log record")?;
+            }
+            let r = Rec(&buf);
+            if crc32c::crc32c(r.crc_span()) != u32_at(&buf, 0) {
+                return Err(Error::corrupt(&path, off, "log record checksum mismatch"));
+            }
+            Ok(())
+        })();
+        self.disk_buf = buf;
+        self.disk_reads += 1;
+        match r {
+            Ok(()) => {
+                self.disk_addr = a;
+                Ok(())
+            }
+            Err(e) => {
+                self.disk_addr = 0;
+                Err(e)
+            }
+        }
+    }
+
+    /// Reserves `size` bytes at the tail (records never span pages). A record never
+    /// ends exactly at its page's end (see [`MAX_RECORD_SLACK`]), so the tail always
+    /// lies inside the tail page's frame.
+    #[inline]
+    pub(crate) fn alloc(&mut self, size: usize) -> Result<u64> {
+        debug_assert!(PAGE_HDR + size + MAX_RECORD_SLACK <= self.page_size);
+        let off = (self.tail & self.mask()) as usize;
+        if off + size >= self.page_size {
+            self.turn_page()?;
+        }
+        let a = self.tail;
+        self.tail += size as u64;
+        Ok(a)
+    }
+
+    /// Seals the tail page at its current fill and starts the next one.
+    pub(crate) fn turn_page(&mut self) -> Result<()> {
+        let p = self.tail_page();
+        let used = (self.tail & self.mask()) as u32;
+        put_u32(self.mem_mut(p << self.page_bits), 16, used);
+        if (p + 2) << self.page_bits > ADDRESS_LIMIT {
+            return Err(Error::AddressSpaceExhausted);
+        }
+        self.tail = ((p + 1) << self.page_bits) + PAGE_HDR as u64;
+        let ro_page = (p + 2).saturating_sub(self.mutable_pages as u64);
+        self.advance_read_only(ro_page << self.page_bits)?;
+        while self.frames.len() >= self.max_frames.max(2) {
+            self.evict_head()?;
+        }
+        let mut frame = self.spare.take().unwrap_or_else(|| vec![0u8; self.page_size].into_boxed_slice());
+        frame.fill(0);
+        self.frames.push_back(frame);
+        Ok(())
+    }
+
+    /// Moves the read-only boundary up to `to` (never past the tail) and writes every
+    /// complete page below it that is not on disk yet.
+    pub(crate) fn advance_read_only(&mut self, to: u64) -> Result<()> {
+        let to = to.min(self.tail);
+        if to > self.read_only {
+            self.read_only = to;
+        }
+        while self.flushed + (self.page_size as u64) <= self.read_only {
+            self.flush_page(self.flushed >> self.page_bits)?;
+            self.flushed += self.page_size as u64;
+        }
+        Ok(())
+    }
+
+    /// Drops the oldest in-memory page, writing it first if needed.
+    pub(crate) fn evict_head(&mut self) -> Result<()> {
+        debug_assert!(self.head_page < self.tail_page());
+        self.advance_read_only((self.head_page + 1) << self.page_bits)?;
+        let frame = self.frames.pop_front().expect("head frame");
+        self.head_page += 1;
+        if self.spare.is_none() {
+            self.spare = Some(frame);
+        }
+        Ok(())
+    }
+
+    /// Evicts pages until at most `max_frames` are resident.
+    pub(crate) fn shrink(&mut self) -> Result<()> {
+        self.spare = None;
+        while self.frames.len() > self.max_frames.max(2) {
+            self.evict_head()?;
+        }
+        Ok(())
+    }
+
+    /// Computes record and page checksums of complete page `p` and writes it.
+    fn flush_page(&mut self, p: u64) -> Result<()> {
+        let page_bits = self.page_bits;
+        let frame = &mut self.frames[(p - self.head_page) as usize];
+        let used = u32_at(frame, 16) as usize;
+        let mut off = PAGE_HDR;
+        while off < used {
+            let (size, crc) = {
+                let r = Rec(&frame[off..]);
+                (r.size(), crc32c::crc32c(r.crc_span()))
+            };
+            put_u32(frame, off, crc);
+            off += size;
+        }
+        put_u32(frame, 4, PAGE_MAGIC);
+        frame[8..16].copy_from_slice(&p.to_le_bytes());
+        frame[20..22].copy_from_slice(&LOG_VERSION.to_le_bytes());
+        let crc = crc32c::crc32c(&frame[4..used]);
+        put_u32(frame, 0, crc);
+        let len = ((used + 4095) & !4095).min(self.page_size);
+        let (seg, off) = self.locate(p << page_bits);
+        let path = self.dir.join(segment_name(seg));
+        self.file(seg)?;
+        let frame = &self.frames[(p - self.head_page) as usize];
+        write_all_at(&*self.files[&seg], &path, &frame[..len], off, "write log page")?;
+        self.dirty.insert(seg);
+        self.bytes_written += len as u64;
+        Ok(())
+    }
+
+    /// Reads complete page `p` into `buf` (from memory or disk, verifying its checksum
+    /// when read from disk) and returns the bytes it uses. For the tail page, the used
+    /// bytes end at the tail.
+    pub(crate) fn read_page(&mut self, p: u64, buf: &mut Vec<u8>) -> Result<usize> {
+        buf.clear();
+        if p >= self.head_page {
+            let f = &self.frames[(p - self.head_page) as usize];
+            let used = if p == self.tail_page() { (self.tail & self.mask()) as usize } else { u32_at(f, 16) as usize };
+            buf.extend_from_slice(&f[..used]);
+            return Ok(used);
+        }
+        let (seg, off) = self.locate(p << self.page_bits);
+        let path = self.dir.join(segment_name(seg));
+        buf.resize(PAGE_HDR, 0);
+        let f = self.file(seg)?;
+        read_exact_at(f, &path, buf, off, "read log page header")?;
+        let used = u32_at(buf, 16) as usize;
+        if u32_at(buf, 4) != PAGE_MAGIC
+            || u64::from_le_bytes(buf[8..16].try_into().expect("8")) != p
+            || used < PAGE_HDR
+            || used > self.page_size
+        {
+            return Err(Error::corrupt(&path, off, format!("bad header of log page {p}")));
+        }
+        let version = u16::from_le_bytes([buf[20], buf[21]]);
+        if version > LOG_VERSION {
+            return Err(Error::NewerFormat { path, found: u32::from(version), supported: u32::from(LOG_VERSION) });
+        }
+        buf.resize(used, 0);
+        let f = self.file(seg)?;
+        read_exact_at(f, &path, &mut buf[PAGE_HDR..], off + PAGE_HDR as u64, "read log page")?;
+        if crc32c::crc32c(&buf[4..used]) != u32_at(buf, 0) {
+            return Err(Error::corrupt(&path, off, format!("log page {p} checksum mismatch")));
+        }
+        self.disk_reads += 1;
+        Ok(used)
+    }
+
+    /// Seals the tail page if it holds records, then writes every page below the tail
+    /// and makes all of it read-only. Afterwards nothing below `tail` changes again.
+    pub(crate) fn fold_over(&mut self) -> Result<()> {
+        if (self.tail & self.mask()) as usize > PAGE_HDR {
+            self.turn_page()?;
+        }
+        self.advance_read_only(self.tail)
+    }
+
+    /// fsyncs every segment written since the last call.
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        let mut segs: Vec<u64> = self.dirty.iter().copied().collect();
+        segs.sort_unstable();
+        for seg in segs {
+            let path = self.dir.join(segment_name(seg));
+            self.file(seg)?.sync_data().map_err(|e| Error::io("fsync log segment", &path, e))?;
+            self.dirty.remove(&seg);
+        }
+        Ok(())
+    }
+
+    /// Closes handles of segments wholly below `addr` (they are about to be deleted).
+    pub(crate) fn forget_segments_below(&mut self, addr: u64) {
+        let first_live = (addr >> self.page_bits) >> self.seg_page_bits;
+        self.files.retain(|seg, _| *seg >= first_live);
+        self.dirty.retain(|seg| *seg >= first_live);
+    }
+
+    pub(crate) fn segment_of(&self, addr: u64) -> u64 {
+        (addr >> self.page_bits) >> self.seg_page_bits
+    }
+}

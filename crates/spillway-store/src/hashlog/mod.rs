@@ -1,0 +1,918 @@
+//! HashLogStore: a FASTER-class hybrid-log store for point updates.
+//!
+//! # Design
+//! - **Index** ([`index`]): an in-memory hash table from (namespace, key) hash to the
+//!   log address of the key's newest record. It stores no keys: 8 bytes per entry in
+//!   64-byte buckets; lookups confirm a tag match by comparing the key in the record.
+//! - **Hybrid log** ([`log`]): records are appended to a log of fixed-size pages. The
+//!   newest pages are in memory and *mutable*: an update whose new value fits the
+//!   record's value capacity is written in place, with no allocation and no checksum
+//!   work. Older in-memory pages are *read-only*: an update copies the record to the
+//!   tail. Pages leaving the mutable region are written to segment files with one
+//!   `pwrite` per page (no fsync per operation) and are dropped from memory once the
+//!   memory budget needs their frame; reads of disk-resident records use `pread`.
+//! - **Lists** (namespaces with [`MergeOp::ListAppend`](crate::MergeOp)): an append to a
+//!   record in the mutable region writes the element after the existing ones when the
+//!   capacity allows; otherwise the list is copied to the tail with its capacity
+//!   doubled, so appends cost amortised O(element) while the list stays in the mutable
+//!   region. Once the list's record has left it (read-only or on disk), the next append
+//!   reads the whole list (from disk: one `pread` of its size) and rewrites it at the
+//!   tail: O(list length) for that append, then amortised O(1) again. Holistic window
+//!   state with long lists belongs in a chunked append store.
+//! - **Deletes** remove the index entry; no tombstone is logged because recovery never
+//!   replays the log past a checkpoint: it loads the index snapshot taken with it.
+//! - **Compaction** is lookup-based: when superseded and deleted records exceed
+//!   [`HashLogOptions::garbage_ratio`] of the log, the store walks the log from its
+//!   beginning in steps of at most [`HashLogOptions::compaction_step`] bytes (one step
+//!   per write operation, so no operation stalls for long), copies each record the
+//!   index still points to onto the tail, and advances the log's beginning. Segment
+//!   files wholly below the beginning are deleted only once no retained checkpoint
+//!   needs them.
+//! - **Memory**: index bytes + in-memory pages + read buffers stay within the budget.
+//!   The number of in-memory pages is `(budget - index - reserve) / page_size`; when the
+//!   index grows, pages are evicted. A budget that cannot hold the index and two pages
+//!   is refused with [`Error::BudgetTooSmall`].
+//!
+//! # FORMAT
+//! All integers little-endian. A store directory holds `STORE`, `MANIFEST-<seq>`,
+//! `index-<seq>.snap` and `log-<segment>.seg` files.
+//!
+//! Log addresses are byte offsets in a logical log of pages of `2^page_bits` bytes
+//! (default 4 MiB); page 0 is never used, so address 0 means "none". Segment file `s`
+//! holds pages `s * 2^segment_page_bits ..` back to back.
+//! ```text
+//! page   : crc32c(bytes 4..used) u32 | magic "SWPG" u32 | page number u64 |
+//!          used u32 | version u16 (1) | reserved u16 | reserved u64      (32 bytes)
+//!          records, each 8-byte aligned, up to `used`
+//! record : crc32c(bytes 4..24+key_len+value_len) u32 | namespace u16 | flags u8 (0) |
+//!          reserved u8 | key_len u32 | value_len u32 | value_capacity u32 |
+//!          reserved u32 | key | value | spare capacity and padding to 8 bytes
+//! ```
+//! Records never span pages; a record is at most `page_size - 40` bytes (page header plus 8 bytes of slack, so no record ends exactly at a page boundary), which bounds
+//! the value size ([`Error::ValueTooLarge`] names the limit). Pages are written once,
+//! rounded up to 4 KiB, when they leave the mutable region or at a checkpoint.
+//!
+//! `index-<seq>.snap` is a [block file](crate::blockfile) (magic `SWHLIDX\0`, version 1):
+//! frame 0 = `b0 u32 | bits u32 | main buckets u64 | overflow buckets u64 | entries u64`,
+//! then the main and overflow bucket arrays as raw `u64`s, 16384 buckets per frame.
+//!
+//! The manifest (see [`crate::manifest`]) adds `begin`, `tail`, `page_bits`,
+//! `segment_page_bits`, `garbage` and `index=index-<seq>.snap`.
+//!
+//! # Checkpoint protocol (fold-over)
+//! 1. Seal the tail page if it holds records; write every page below the tail; make
+//!    the whole log read-only, so no byte below the checkpoint's tail changes again.
+//! 2. fsync every segment written since the last checkpoint.
+//! 3. Write `index-<seq>.snap.tmp`, fsync, rename, fsync the directory.
+//! 4. Write `MANIFEST-<seq>.tmp`, fsync, rename, fsync the directory. The checkpoint
+//!    exists from this rename on.
+//! 5. Delete manifests and snapshots older than the previous checkpoint, then segment
+//!    files wholly below the `begin` of every retained checkpoint.
+//!
+//! Any I/O error poisons the store: it refuses further writes until reopened.
+//!
+//! # Recovery and what it assumes of the disk
+//! Opening loads the newest `MANIFEST-<seq>` and its index snapshot, sets the tail to
+//! the manifest's tail (a page boundary) and deletes leftover `.tmp` files and segment
+//! files past the tail. It assumes that fsync makes data durable, that rename within a
+//! directory is atomic and durable after the directory fsync, and that bytes written
+//! once are never changed by the disk except through detectable corruption. Bytes
+//! below the checkpoint tail are immutable after step 1, so a torn write after the
+//! checkpoint can only damage pages past its tail, which recovery ignores. A damaged
+//! manifest or index snapshot makes open fail with [`Error::Corrupt`] naming the file
+//! and offset (the previous checkpoint is kept on disk; move the damaged manifest
+//! aside to fall back to it); a damaged log record or page is reported the same way
+//! when read. Data is never returned from bytes whose checksum does not match.
+
+mod index;
+mod log;
+mod record;
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use self::index::{HashIndex, Slot, BUCKET_BYTES};
+use self::log::{segment_name, Log};
+use self::record::{record_size, write_record, Rec, PAGE_HDR, REC_HDR};
+use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor};
+use crate::error::{Error, Result};
+use crate::io::{join, Fs, StdFs};
+use crate::manifest::{self, Manifest};
+use crate::{
+    check_key, Capabilities, CheckpointInfo, MergeOp, Ns, Rmw, RmwFn, StateStore, StoreOptions,
+    StoreStats, Visitor,
+};
+
+const FORMAT_VERSION: u32 = 1;
+const INDEX_MAGIC: [u8; 8] = *b"SWHLIDX\0";
+const BUCKETS_PER_FRAME: usize = 16384;
+/// Pages of memory held back from the page budget for buffers that can each grow to a
+/// page: the scan buffer, the compaction buffer, the value scratch buffer and the
+/// disk-record buffer.
+const RESERVE_PAGES: u64 = 4;
+
+/// Tuning of a [`HashLogStore`]. Every setter documents its default.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct HashLogOptions {
+    page_bits: u32,
+    segment_bytes: u64,
+    mutable_fraction: f64,
+    garbage_ratio: f64,
+    compaction_step: usize,
+    initial_index_bits: Option<u32>,
+}
+
+impl Default for HashLogOptions {
+    fn default() -> Self {
+        HashLogOptions {
+            page_bits: 22,
+            segment_bytes: 64 << 20,
+            mutable_fraction: 0.9,
+            garbage_ratio: 0.5,
+            compaction_step: 256 << 10,
+            initial_index_bits: None,
+        }
+    }
+}
+
+impl HashLogOptions {
+    /// Log page size in bytes, a power of two from 4 KiB to 1 GiB. Default 4 MiB. It
+    /// bounds the largest record; it applies to new stores (a recovered store keeps
+    /// the page size it was created with).
+    pub fn page_size(mut self, bytes: usize) -> Self {
+        self.page_bits = bytes.max(1).next_power_of_two().trailing_zeros();
+        self
+    }
+
+    /// Segment file size in bytes (rounded to whole pages). Default 64 MiB.
+    pub fn segment_size(mut self, bytes: u64) -> Self {
+        self.segment_bytes = bytes;
+        self
+    }
+
+    /// Fraction of the in-memory pages that are mutable. Default 0.9 (FASTER's).
+    pub fn mutable_fraction(mut self, f: f64) -> Self {
+        self.mutable_fraction = f;
+        self
+    }
+
+    /// Garbage fraction of the log that starts a compaction pass. Default 0.5.
+    pub fn garbage_ratio(mut self, r: f64) -> Self {
+        self.garbage_ratio = r;
+        self
+    }
+
+    /// Log bytes one compaction step examines (one step runs per write). Default 256 KiB.
+    pub fn compaction_step(mut self, bytes: usize) -> Self {
+        self.compaction_step = bytes.max(1);
+        self
+    }
+
+    /// Presizes the index for this many keys. Default: sized from the memory budget
+    /// (about 1/8 of it) and doubled as keys arrive.
+    pub fn expected_keys(mut self, keys: u64) -> Self {
+        let buckets = (keys / 4).max(256).next_power_of_two();
+        self.initial_index_bits = Some(buckets.trailing_zeros());
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |option, detail: &str| Err(Error::InvalidOption { option, detail: detail.into() });
+        if !(12..=30).contains(&self.page_bits) {
+            return bad("page_size", "must be a power of two from 4 KiB to 1 GiB");
+        }
+        if !(self.mutable_fraction > 0.0 && self.mutable_fraction <= 1.0) {
+            return bad("mutable_fraction", "must be in (0, 1]");
+        }
+        if !(self.garbage_ratio > 0.0 && self.garbage_ratio < 1.0) {
+            return bad("garbage_ratio", "must be in (0, 1)");
+        }
+        Ok(())
+    }
+}
+
+struct Compaction {
+    until: u64,
+    cursor: u64,
+    page: u64,
+    used: usize,
+    buf: Vec<u8>,
+}
+
+/// The FASTER-class hybrid-log store. See the [module docs](self) for its design,
+/// on-disk format and checkpoint protocol.
+pub struct HashLogStore {
+    opts: StoreOptions,
+    hopts: HashLogOptions,
+    fs: Arc<dyn Fs>,
+    index: HashIndex,
+    log: Log,
+    merges: Vec<MergeOp>,
+    seq: u64,
+    garbage: u64,
+    poisoned: Option<String>,
+    stats: StoreStats,
+    scratch: Vec<u8>,
+    compaction: Option<Compaction>,
+    scan_buf: Vec<u8>,
+}
+
+#[inline]
+fn hash(ns: u16, key: &[u8]) -> u64 {
+    xxh3_64_with_seed(key, u64::from(ns))
+}
+
+impl HashLogStore {
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    pub fn open(opts: StoreOptions, hopts: HashLogOptions) -> Result<Self> {
+        Self::open_with_fs(opts, hopts, Arc::new(StdFs))
+    }
+
+    /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam).
+    pub fn open_with_fs(opts: StoreOptions, hopts: HashLogOptions, fs: Arc<dyn Fs>) -> Result<Self> {
+        opts.validate()?;
+        hopts.validate()?;
+        let dir = opts.dir.clone();
+        manifest::init_dir(&*fs, &dir, "hashlog", FORMAT_VERSION)?;
+        let newest = manifest::list_manifests(&*fs, &dir)?.last().copied();
+        let (index, log, seq, garbage) = match newest {
+            None => {
+                let bits = hopts.initial_index_bits.unwrap_or_else(|| {
+                    let buckets = (opts.memory_budget / 8 / BUCKET_BYTES).max(256);
+                    (63 - buckets.leading_zeros()).clamp(8, 24)
+                });
+                let page_bits = hopts.page_bits;
+                let seg_bits = segment_bits(hopts.segment_bytes, page_bits);
+                let start = (1u64 << page_bits) + PAGE_HDR as u64;
+                (HashIndex::new(bits), Log::new(fs.clone(), &dir, page_bits, seg_bits, start, start), 0, 0)
+            }
+            Some(seq) => {
+                let m = manifest::read_manifest(&*fs, &dir, seq)?;
+                let mpath = join(&dir, &manifest::manifest_name(seq));
+                if m.get_str(&mpath, "store")? != "hashlog" {
+                    return Err(Error::NotAStore { path: mpath, reason: "manifest of another store".into() });
+                }
+                m.check_namespaces(&opts)?;
+                let page_bits = m.get_u64(&mpath, "page_bits")? as u32;
+                let seg_bits = m.get_u64(&mpath, "segment_page_bits")? as u32;
+                let begin = m.get_u64(&mpath, "begin")?;
+                let tail = m.get_u64(&mpath, "tail")?;
+                if !(12..=30).contains(&page_bits)
+                    || seg_bits > 20
+                    || begin > tail
+                    || tail & ((1 << page_bits) - 1) != PAGE_HDR as u64
+                {
+                    return Err(Error::corrupt(&mpath, 16, "inconsistent log geometry in manifest"));
+                }
+                let index = read_index(&*fs, &join(&dir, m.get_str(&mpath, "index")?))?;
+                let log = Log::new(fs.clone(), &dir, page_bits, seg_bits, begin, tail);
+                (index, log, seq, m.get_u64(&mpath, "garbage")?)
+            }
+        };
+        let mut store = HashLogStore {
+            merges: opts.namespaces.iter().map(|n| n.merge.clone()).collect(),
+            stats: StoreStats { memory_budget: opts.memory_budget, ..Default::default() },
+            opts,
+            hopts,
+            fs,
+            index,
+            log,
+            seq,
+            garbage,
+            poisoned: None,
+            scratch: Vec::new(),
+            compaction: None,
+            scan_buf: Vec::new(),
+        };
+        store.size_frames()?;
+        store.clean_dir()?;
+        Ok(store)
+    }
+
+    /// Recomputes how many pages fit beside the index; fails if fewer than two do.
+    fn size_frames(&mut self) -> Result<()> {
+        let page = self.log.page_size as u64;
+        let budget = self.opts.memory_budget;
+        let fixed = self.index.bytes() + RESERVE_PAGES * page;
+        let frames = budget.saturating_sub(fixed) / page;
+        if frames < 2 {
+            return Err(Error::BudgetTooSmall {
+                budget,
+                needed: fixed + 2 * page,
+                what: format!(
+                    "the hash index ({} bytes for {} keys) plus {} log pages of {page} bytes",
+                    self.index.bytes(),
+                    self.index.count,
+                    2 + RESERVE_PAGES
+                ),
+            });
+        }
+        self.log.max_frames = frames as usize;
+        let m = ((frames as f64) * self.hopts.mutable_fraction) as usize;
+        self.log.mutable_pages = m.clamp(1, frames as usize - 1);
+        Ok(())
+    }
+
+    /// Removes leftovers: temporary files, snapshots and manifests no retained
+    /// checkpoint uses, and segments outside every retained checkpoint's log range.
+    fn clean_dir(&mut self) -> Result<()> {
+        let dir = self.opts.dir.clone();
+        let fs = self.fs.clone();
+        let retained: Vec<u64> = manifest::list_manifests(&*fs, &dir)?
+            .into_iter()
+            .filter(|s| *s + 1 >= self.seq && *s <= self.seq)
+            .collect();
+        let mut min_begin = self.log.begin;
+        for &s in &retained {
+            if s != self.seq {
+                if let Ok(m) = manifest::read_manifest(&*fs, &dir, s) {
+                    if let Some(b) = m.fields.get("begin").and_then(|b| b.parse::<u64>().ok()) {
+                        min_begin = min_begin.min(b);
+                    }
+                }
+            }
+        }
+        let first_seg = self.log.segment_of(min_begin);
+        let last_seg = self.log.segment_of(self.log.tail.max(1) - 1);
+        let keep_last = if self.seq == 0 { None } else { Some(last_seg) };
+        for name in fs.list_dir(&dir).map_err(|e| Error::io("list directory", &dir, e))? {
+            let remove = if name.ends_with(".tmp") {
+                true
+            } else if let Some(s) = name.strip_prefix("log-").and_then(|n| n.strip_suffix(".seg")) {
+                match (s.parse::<u64>(), keep_last) {
+                    (Ok(seg), Some(last)) => seg < first_seg || seg > last,
+                    (Ok(_), None) => true,
+                    _ => false,
+                }
+            } else if let Some(s) = name.strip_prefix("index-").and_then(|n| n.strip_suffix(".snap")) {
+                s.parse::<u64>().is_ok_and(|s| !retained.contains(&s))
+            } else if let Some(s) = name.strip_prefix("MANIFEST-") {
+                s.parse::<u64>().is_ok_and(|s| !retained.contains(&s))
+            } else {
+                false
+            };
+            if remove {
+                manifest::remove_quiet(&*fs, &dir, &name)?;
+            }
+        }
+        self.log.forget_segments_below(min_begin);
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if e.poisons() && self.poisoned.is_none() {
+                self.poisoned = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn ns_id(&self, ns: Ns) -> Result<u16> {
+        if ns.index() >= self.merges.len() {
+            return Err(Error::UnknownNamespace { name: format!("#{}", ns.index()) });
+        }
+        Ok(ns.0)
+    }
+
+    /// Largest value a record with a key of `klen` bytes can hold.
+    fn max_value(&self, klen: usize) -> usize {
+        (self.log.page_size - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK - klen) & !7
+    }
+
+    fn check_sizes(&self, key: &[u8], vlen: usize) -> Result<()> {
+        check_key(key)?;
+        crate::check_value(vlen, self.max_value(key.len()).min(crate::MAX_VALUE_LEN))
+    }
+
+    /// Finds the record of (ns, key); on success the record is readable via `log.view`.
+    #[inline]
+    fn find(&mut self, ns: u16, key: &[u8], h: u64) -> Result<Option<(Slot, u64)>> {
+        let mut p = self.index.probe(h);
+        while let Some((slot, addr)) = self.index.next(&mut p) {
+            self.log.load(addr)?;
+            let r = self.log.view(addr);
+            if r.ns() == ns && r.key() == key {
+                return Ok(Some((slot, addr)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Appends a record and returns its address.
+    fn append(&mut self, ns: u16, key: &[u8], value: &[u8], vcap: usize) -> Result<u64> {
+        let size = record_size(key.len(), vcap);
+        let a = self.log.alloc(size)?;
+        write_record(self.log.mem_mut(a), ns, key, value, vcap);
+        Ok(a)
+    }
+
+    /// Points `slot` (or a new entry) at `addr`, growing the index within the budget.
+    fn link(&mut self, found: Option<(Slot, u64)>, h: u64, addr: u64, old_size: usize, new_size: usize) -> Result<()> {
+        match found {
+            Some((slot, _)) => {
+                self.index.set(slot, addr);
+                self.garbage += old_size as u64;
+            }
+            None => {
+                if self.index.wants_grow() {
+                    let page = self.log.page_size as u64;
+                    let after = self.index.grown_bytes() + (RESERVE_PAGES + 2) * page;
+                    if after <= self.opts.memory_budget {
+                        self.index.grow();
+                        self.size_frames()?;
+                        self.log.shrink()?;
+                    }
+                }
+                let cost = self.index.insert_cost(h);
+                if cost > 0 {
+                    let page = self.log.page_size as u64;
+                    let need = self.index.bytes() + cost + (RESERVE_PAGES + 2) * page;
+                    if need > self.opts.memory_budget {
+                        // The record just appended stays in the log unreferenced.
+                        self.garbage += new_size as u64;
+                        return Err(Error::BudgetTooSmall {
+                            budget: self.opts.memory_budget,
+                            needed: need,
+                            what: format!("the hash index for {} keys plus {} log pages", self.index.count + 1, RESERVE_PAGES + 2),
+                        });
+                    }
+                }
+                self.index.insert(h, addr);
+                if cost > 0 {
+                    self.size_frames()?;
+                    self.log.shrink()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `value` for a found-or-new key: in place when the record is mutable and
+    /// the value fits, otherwise as a new record with capacity `vcap`.
+    fn upsert(&mut self, ns: u16, key: &[u8], h: u64, found: Option<(Slot, u64)>, value_src: ValueSrc<'_>, vcap: usize) -> Result<()> {
+        let value: &[u8] = match value_src {
+            ValueSrc::Arg(v) => v,
+            ValueSrc::Scratch => &[],
+        };
+        let vlen = if matches!(value_src, ValueSrc::Scratch) { self.scratch.len() } else { value.len() };
+        if let Some((_, addr)) = found {
+            if addr >= self.log.read_only {
+                let rec = self.log.mem_mut(addr);
+                let (klen, cap) = { let r = Rec(rec); (r.klen(), r.vcap()) };
+                if vlen <= cap {
+                    let v = REC_HDR + klen;
+                    match value_src {
+                        ValueSrc::Arg(val) => rec[v..v + vlen].copy_from_slice(val),
+                        ValueSrc::Scratch => rec[v..v + vlen].copy_from_slice(&self.scratch),
+                    }
+                    record::put_u32(rec, 12, vlen as u32);
+                    self.stats.in_place_updates += 1;
+                    return Ok(());
+                }
+            }
+        }
+        let old_size = found.map_or(0, |(_, a)| self.log.view(a).size());
+        let vcap = vcap.max(vlen);
+        let new_size = record_size(key.len(), vcap);
+        let a = match value_src {
+            ValueSrc::Arg(val) => self.append(ns, key, val, vcap)?,
+            ValueSrc::Scratch => {
+                let scratch = std::mem::take(&mut self.scratch);
+                let r = self.append(ns, key, &scratch, vcap);
+                self.scratch = scratch;
+                r?
+            }
+        };
+        self.link(found, h, a, old_size, new_size)
+    }
+
+    fn remove_found(&mut self, found: Option<(Slot, u64)>) {
+        if let Some((slot, addr)) = found {
+            self.garbage += self.log.view(addr).size() as u64;
+            self.index.remove(slot);
+        }
+    }
+
+    /// Runs one bounded compaction step if a pass is due or under way.
+    fn maintain(&mut self) -> Result<()> {
+        if self.compaction.is_none() {
+            let size = self.log.tail - self.log.begin;
+            let page = self.log.page_size as u64;
+            let until = self.log.read_only & !(page - 1);
+            if size > 4 * page
+                && self.garbage as f64 > self.hopts.garbage_ratio * size as f64
+                && until > self.log.begin
+            {
+                self.compaction = Some(Compaction {
+                    until,
+                    cursor: self.log.begin,
+                    page: 0,
+                    used: 0,
+                    buf: Vec::new(),
+                });
+            } else {
+                return Ok(());
+            }
+        }
+        self.compaction_step()
+    }
+
+    fn compaction_step(&mut self) -> Result<()> {
+        let Some(mut c) = self.compaction.take() else { return Ok(()) };
+        let page_bits = self.log.page_bits;
+        let mask = (1u64 << page_bits) - 1;
+        let mut done = 0usize;
+        while done < self.hopts.compaction_step && c.cursor < c.until {
+            let p = c.cursor >> page_bits;
+            if c.page != p || c.buf.is_empty() {
+                c.used = self.log.read_page(p, &mut c.buf)?;
+                c.page = p;
+                if ((c.cursor & mask) as usize) < PAGE_HDR {
+                    c.cursor = (p << page_bits) + PAGE_HDR as u64;
+                }
+                done += PAGE_HDR;
+            }
+            let off = (c.cursor & mask) as usize;
+            if off >= c.used {
+                c.cursor = (p + 1) << page_bits;
+                continue;
+            }
+            let r = Rec(&c.buf[off..]);
+            let size = r.size();
+            if off + size > c.used || r.vlen() > r.vcap() {
+                let path = self.opts.dir.join(segment_name(self.log.segment_of(c.cursor)));
+                return Err(Error::corrupt(path, c.cursor, "record overruns its page"));
+            }
+            let ns = r.ns();
+            let h = hash(ns, r.key());
+            if let Some(slot) = self.index.find_addr(h, c.cursor) {
+                let (key, value) = (r.key(), r.value());
+                let size_new = record_size(key.len(), value.len());
+                let a = self.log.alloc(size_new)?;
+                write_record(self.log.mem_mut(a), ns, key, value, value.len());
+                self.index.set(slot, a);
+            } else {
+                self.garbage = self.garbage.saturating_sub(size as u64);
+                self.stats.compacted_bytes += size as u64;
+            }
+            c.cursor += size as u64;
+            done += size;
+        }
+        self.log.begin = c.cursor.min(c.until);
+        if c.cursor >= c.until {
+            self.log.begin = c.until;
+            self.stats.compactions += 1;
+        } else {
+            self.compaction = Some(c);
+        }
+        Ok(())
+    }
+
+    fn write_checkpoint(&mut self, seq: u64) -> Result<()> {
+        self.log.fold_over()?;
+        self.log.sync()?;
+        let dir = self.opts.dir.clone();
+        let fs = self.fs.clone();
+        let name = format!("index-{seq:016}.snap");
+        let tmp = join(&dir, &format!("{name}.tmp"));
+        let mut w = BlockWriter::create(&*fs, &tmp, INDEX_MAGIC, FORMAT_VERSION)?;
+        let mut head = Vec::with_capacity(32);
+        head.extend_from_slice(&self.index.b0.to_le_bytes());
+        head.extend_from_slice(&self.index.bits.to_le_bytes());
+        head.extend_from_slice(&(self.index.main.len() as u64).to_le_bytes());
+        head.extend_from_slice(&(self.index.overflow.len() as u64).to_le_bytes());
+        head.extend_from_slice(&self.index.count.to_le_bytes());
+        w.frame(&head)?;
+        let mut frame = Vec::with_capacity(BUCKETS_PER_FRAME * 64);
+        for arr in [&self.index.main, &self.index.overflow] {
+            for chunk in arr.chunks(BUCKETS_PER_FRAME) {
+                frame.clear();
+                for b in chunk {
+                    for e in b {
+                        frame.extend_from_slice(&e.to_le_bytes());
+                    }
+                }
+                w.frame(&frame)?;
+            }
+        }
+        self.stats.bytes_written += w.finish()?;
+        publish(&*fs, &dir, &tmp, &join(&dir, &name))?;
+        let mut m = Manifest::new(seq, "hashlog", &self.opts);
+        m.set("begin", self.log.begin);
+        m.set("tail", self.log.tail);
+        m.set("page_bits", self.log.page_bits);
+        m.set("segment_page_bits", self.log.seg_page_bits);
+        m.set("garbage", self.garbage);
+        m.set("index", &name);
+        m.set("keys", self.index.count);
+        manifest::write_manifest(&*fs, &dir, &m)?;
+        self.seq = seq;
+        self.clean_dir()
+    }
+
+    /// Walks the live records of `ns` from the log's beginning to its tail.
+    fn walk(&mut self, ns: u16, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        let page_bits = self.log.page_bits;
+        let mut buf = std::mem::take(&mut self.scan_buf);
+        let mut p = self.log.begin >> page_bits;
+        let last = self.log.tail_page();
+        let begin = self.log.begin;
+        let result = (|| {
+            while p <= last {
+                let used = self.log.read_page(p, &mut buf)?;
+                let mut off = PAGE_HDR;
+                while off < used {
+                    let r = Rec(&buf[off..]);
+                    let size = r.size();
+                    let addr = (p << page_bits) + off as u64;
+                    if off + size > used {
+                        let path = self.opts.dir.join(segment_name(self.log.segment_of(addr)));
+                        return Err(Error::corrupt(path, addr, "record overruns its page"));
+                    }
+                    if addr >= begin
+                        && r.ns() == ns
+                        && r.key().starts_with(prefix)
+                        && self.index.find_addr(hash(ns, r.key()), addr).is_some()
+                        && !visit(r.key(), r.value())
+                    {
+                        return Ok(());
+                    }
+                    off += size;
+                }
+                p += 1;
+            }
+            Ok(())
+        })();
+        if buf.capacity() <= self.log.page_size {
+            self.scan_buf = buf;
+        }
+        result
+    }
+}
+
+#[derive(Clone, Copy)]
+enum ValueSrc<'a> {
+    Arg(&'a [u8]),
+    Scratch,
+}
+
+fn segment_bits(segment_bytes: u64, page_bits: u32) -> u32 {
+    let pages = (segment_bytes >> page_bits).max(1);
+    (63 - pages.leading_zeros()).min(20)
+}
+
+fn read_index(fs: &dyn Fs, path: &Path) -> Result<HashIndex> {
+    let mut r = BlockReader::open(fs, path, INDEX_MAGIC, FORMAT_VERSION)?;
+    let mut buf = Vec::new();
+    if !r.next(&mut buf)? {
+        return Err(Error::corrupt(path, 16, "index snapshot has no header frame"));
+    }
+    let mut c = Cursor::new(&buf, path, 16);
+    let b0 = c.u32()?;
+    let bits = c.u32()?;
+    let n_main = c.u64()?;
+    let n_ov = c.u64()?;
+    let count = c.u64()?;
+    if !(1..=40).contains(&bits) || b0 > bits || n_main != 1 << bits || n_ov > (1 << 36) {
+        return Err(Error::corrupt(path, 16, "index snapshot header has impossible sizes"));
+    }
+    let mut index = HashIndex { b0, bits, main: Vec::with_capacity(n_main as usize), overflow: Vec::with_capacity(n_ov as usize), count };
+    let total = (n_main + n_ov) as usize;
+    let mut loaded = 0usize;
+    while r.next(&mut buf)? {
+        if buf.len() % 64 != 0 || loaded + buf.len() / 64 > total {
+            return Err(Error::corrupt(path, 16, "index snapshot frame of wrong size"));
+        }
+        for b in buf.chunks_exact(64) {
+            let mut bucket = [0u64; 8];
+            for (i, e) in b.chunks_exact(8).enumerate() {
+                bucket[i] = u64::from_le_bytes(e.try_into().expect("8"));
+            }
+            if (loaded as u64) < n_main {
+                index.main.push(bucket);
+            } else {
+                index.overflow.push(bucket);
+            }
+            loaded += 1;
+        }
+    }
+    if loaded != total {
+        return Err(Error::corrupt(path, 16, format!("index snapshot holds {loaded} of {total} buckets")));
+    }
+    let bad_link = index.main.iter().chain(index.overflow.iter()).any(|b| b[7] > n_ov);
+    if bad_link {
+        return Err(Error::corrupt(path, 16, "index snapshot has an overflow link out of range"));
+    }
+    Ok(index)
+}
+
+impl StateStore for HashLogStore {
+    fn name(&self) -> &'static str {
+        "hashlog"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ordered: false, in_place_updates: true }
+    }
+
+    fn namespace(&self, name: &str) -> Result<Ns> {
+        self.opts.lookup(name)
+    }
+
+    fn checkpoint_seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let ns = self.ns_id(ns)?;
+        self.stats.gets += 1;
+        out.clear();
+        let r = self.find(ns, key, hash(ns, key));
+        match self.poison(r)? {
+            Some((_, addr)) => {
+                out.extend_from_slice(self.log.view(addr).value());
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let ns = self.ns_id(ns)?;
+        self.check_sizes(key, value.len())?;
+        self.stats.puts += 1;
+        let h = hash(ns, key);
+        let r = (|| {
+            let found = self.find(ns, key, h)?;
+            self.upsert(ns, key, h, found, ValueSrc::Arg(value), value.len())?;
+            self.maintain()
+        })();
+        self.poison(r)
+    }
+
+    fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let nsid = self.ns_id(ns)?;
+        check_key(key)?;
+        self.stats.merges += 1;
+        let h = hash(nsid, key);
+        let max = self.max_value(key.len());
+        let r = (|| {
+            let found = self.find(nsid, key, h)?;
+            let op = &self.merges[nsid as usize];
+            match op {
+                MergeOp::ListAppend => {
+                    let add = crate::list::framed_len(operand);
+                    let old_len = found.map_or(0, |(_, a)| self.log.view(a).vlen());
+                    crate::check_value(old_len + add, max)?;
+                    if let Some((_, addr)) = found {
+                        if addr >= self.log.read_only {
+                            let rec = self.log.mem_mut(addr);
+                            let (klen, vlen, cap) = { let r = Rec(rec); (r.klen(), r.vlen(), r.vcap()) };
+                            if vlen + add <= cap {
+                                let at = REC_HDR + klen + vlen;
+                                rec[at..at + 4].copy_from_slice(&(operand.len() as u32).to_le_bytes());
+                                rec[at + 4..at + add].copy_from_slice(operand);
+                                record::put_u32(rec, 12, (vlen + add) as u32);
+                                self.stats.in_place_updates += 1;
+                                return self.maintain();
+                            }
+                        }
+                    }
+                    self.scratch.clear();
+                    if let Some((_, a)) = found {
+                        self.scratch.extend_from_slice(self.log.view(a).value());
+                    }
+                    crate::list::push(&mut self.scratch, operand);
+                    let vcap = if found.is_some() { (2 * self.scratch.len()).min(max) } else { self.scratch.len() };
+                    self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)?;
+                }
+                MergeOp::Function { f, .. } => {
+                    let f = f.clone();
+                    self.scratch.clear();
+                    let old = found.map(|(_, a)| self.log.view(a).value());
+                    f(old, operand, &mut self.scratch);
+                    crate::check_value(self.scratch.len(), max)?;
+                    let len = self.scratch.len();
+                    self.upsert(nsid, key, h, found, ValueSrc::Scratch, len)?;
+                }
+            }
+            self.maintain()
+        })();
+        self.poison(r)
+    }
+
+    fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let ns = self.ns_id(ns)?;
+        self.stats.deletes += 1;
+        let r = (|| {
+            let found = self.find(ns, key, hash(ns, key))?;
+            self.remove_found(found);
+            self.maintain()
+        })();
+        self.poison(r)
+    }
+
+    fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()> {
+        self.check_writable()?;
+        let nsid = self.ns_id(ns)?;
+        check_key(key)?;
+        self.stats.rmws += 1;
+        let h = hash(nsid, key);
+        let max = self.max_value(key.len());
+        let r = (|| {
+            let found = self.find(nsid, key, h)?;
+            self.scratch.clear();
+            let old = found.map(|(_, a)| self.log.view(a).value());
+            match f(old, &mut self.scratch) {
+                Rmw::Put => {
+                    crate::check_value(self.scratch.len(), max)?;
+                    let len = self.scratch.len();
+                    self.upsert(nsid, key, h, found, ValueSrc::Scratch, len)?;
+                }
+                Rmw::Delete => self.remove_found(found),
+                Rmw::Keep => return Ok(()),
+            }
+            self.maintain()
+        })();
+        self.poison(r)
+    }
+
+    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        let ns = self.ns_id(ns)?;
+        self.stats.scans += 1;
+        let r = self.walk(ns, prefix, visit);
+        self.poison(r)
+    }
+
+    fn scan_range(&mut self, _: Ns, _: Bound<&[u8]>, _: Bound<&[u8]>, _: &mut Visitor<'_>) -> Result<()> {
+        Err(Error::Unsupported {
+            store: "hashlog",
+            op: "ordered range scan",
+            hint: "its index is a hash table; use scan_prefix (unordered, walks the log) or an \
+                   ordered store (rocksdb)",
+        })
+    }
+
+    fn checkpoint(&mut self) -> Result<CheckpointInfo> {
+        self.check_writable()?;
+        let start = Instant::now();
+        let seq = self.seq + 1;
+        let r = self.write_checkpoint(seq);
+        if let Err(e) = r {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        let micros = start.elapsed().as_micros() as u64;
+        self.stats.checkpoints += 1;
+        self.stats.last_checkpoint_micros = micros;
+        Ok(CheckpointInfo { seq, micros })
+    }
+
+    fn stats(&self) -> StoreStats {
+        let mut s = self.stats.clone();
+        s.index_bytes = self.index.bytes();
+        s.bytes_in_memory = s.index_bytes
+            + (self.log.frames_in_memory() * self.log.page_size) as u64
+            + (self.scratch.capacity() + self.scan_buf.capacity()) as u64
+            + self.log.disk_buf_bytes() as u64
+            + self.compaction.as_ref().map_or(0, |c| c.buf.capacity() as u64);
+        s.bytes_on_disk = crate::mem::dir_bytes(&self.opts.dir);
+        s.bytes_written += self.log.bytes_written;
+        s.disk_reads = self.log.disk_reads;
+        s.live_keys = Some(self.index.count);
+        s
+    }
+}
+
+impl HashLogStore {
+    /// Bytes of superseded or deleted records still in the log.
+    pub fn garbage_bytes(&self) -> u64 {
+        self.garbage
+    }
+
+    /// Bytes between the log's beginning and its tail.
+    pub fn log_bytes(&self) -> u64 {
+        self.log.tail - self.log.begin
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &PathBuf {
+        &self.opts.dir
+    }
+}

@@ -1,0 +1,392 @@
+//! Shared pieces of the conformance suite: the stores under test, their namespaces,
+//! and the BTreeMap model every store is compared against.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use spillway_store::io::Fs;
+use spillway_store::{
+    merges, Capabilities, CheckpointInfo, RmwFn, StoreStats, Visitor, HashLogOptions, HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, StateStore,
+    StoreOptions,
+};
+
+/// Namespace 0: plain values, merge = add_u64. Namespace 1: list append.
+pub const KV: usize = 0;
+pub const LIST: usize = 1;
+
+/// A store configuration under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Mem,
+    /// Hashlog with 64 KiB pages under a 1 MiB budget: state quickly outgrows memory.
+    HashLogTiny,
+    /// Hashlog with 2 MiB pages (1 MiB values fit) under a 20 MiB budget.
+    HashLogBig,
+    #[cfg(feature = "rocksdb")]
+    Rocks,
+}
+
+impl Kind {
+    pub fn all() -> Vec<Kind> {
+        vec![
+            Kind::Mem,
+            Kind::HashLogTiny,
+            Kind::HashLogBig,
+            #[cfg(feature = "rocksdb")]
+            Kind::Rocks,
+        ]
+    }
+
+    pub fn ordered(self) -> bool {
+        #[cfg(feature = "rocksdb")]
+        if self == Kind::Rocks {
+            return true;
+        }
+        false
+    }
+
+    /// Largest value this configuration accepts in the suite.
+    pub fn max_value(self) -> usize {
+        match self {
+            Kind::HashLogTiny => 16 << 10,
+            _ => 1 << 20,
+        }
+    }
+
+    pub fn budget(self) -> u64 {
+        match self {
+            Kind::Mem => 256 << 20,
+            Kind::HashLogTiny => 1 << 20,
+            Kind::HashLogBig => 20 << 20,
+            #[cfg(feature = "rocksdb")]
+            Kind::Rocks => 16 << 20,
+        }
+    }
+}
+
+pub fn options(dir: &Path, budget: u64) -> StoreOptions {
+    StoreOptions::new(dir)
+        .memory_budget(budget)
+        .namespace(NamespaceSpec::with_merge("kv", merges::add_u64()))
+        .namespace(NamespaceSpec::list("lists"))
+}
+
+pub fn hashlog_options(kind: Kind) -> HashLogOptions {
+    match kind {
+        Kind::HashLogTiny => HashLogOptions::default()
+            .page_size(64 << 10)
+            .segment_size(256 << 10)
+            .compaction_step(32 << 10)
+            .garbage_ratio(0.3),
+        _ => HashLogOptions::default().page_size(2 << 20).segment_size(8 << 20).expected_keys(1000),
+    }
+}
+
+pub fn open(kind: Kind, dir: &Path) -> Result<Box<dyn StateStore>> {
+    open_with_fs(kind, dir, None)
+}
+
+pub fn open_with_fs(kind: Kind, dir: &Path, fs: Option<Arc<dyn Fs>>) -> Result<Box<dyn StateStore>> {
+    let opts = options(dir, kind.budget());
+    Ok(match (kind, fs) {
+        (Kind::Mem, None) => Box::new(MemStore::open(opts)?),
+        (Kind::Mem, Some(fs)) => Box::new(MemStore::open_with_fs(opts, fs)?),
+        (Kind::HashLogTiny | Kind::HashLogBig, None) => {
+            Box::new(HashLogStore::open(opts, hashlog_options(kind))?)
+        }
+        (Kind::HashLogTiny | Kind::HashLogBig, Some(fs)) => {
+            Box::new(HashLogStore::open_with_fs(opts, hashlog_options(kind), fs)?)
+        }
+        #[cfg(feature = "rocksdb")]
+        (Kind::Rocks, None) => Box::new(spillway_store::RocksStore::open(opts)?),
+        #[cfg(feature = "rocksdb")]
+        (Kind::Rocks, Some(_)) => panic!("RocksStore has no I/O seam"),
+    })
+}
+
+pub fn ns(store: &dyn StateStore, i: usize) -> Ns {
+    store.namespace(["kv", "lists"][i]).expect("namespace")
+}
+
+/// One step of a conformance test.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Put(usize, Vec<u8>, Vec<u8>),
+    Get(usize, Vec<u8>),
+    MultiGet(usize, Vec<Vec<u8>>),
+    /// Merge into `kv` (add_u64) or `lists` (append).
+    Merge(usize, Vec<u8>, Vec<u8>),
+    Delete(usize, Vec<u8>),
+    /// rmw that adds `n` to a u64 counter; deletes the key when the sum hits 0 mod 7;
+    /// keeps it unchanged when `n == 0`.
+    Rmw(usize, Vec<u8>, u64),
+    ScanPrefix(usize, Vec<u8>),
+    ScanRange(usize, Bound<Vec<u8>>, Bound<Vec<u8>>),
+    Checkpoint,
+    Reopen,
+}
+
+/// The model: what every store must return.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Model {
+    pub live: BTreeMap<(usize, Vec<u8>), Vec<u8>>,
+    pub durable: BTreeMap<(usize, Vec<u8>), Vec<u8>>,
+}
+
+pub fn rmw_counter(old: Option<&[u8]>, n: u64) -> (Rmw, Option<Vec<u8>>) {
+    if n == 0 {
+        return (Rmw::Keep, None);
+    }
+    let cur = old.and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, u64::from_le_bytes);
+    let next = cur.wrapping_add(n);
+    if next % 7 == 0 {
+        (Rmw::Delete, None)
+    } else {
+        (Rmw::Put, Some(next.to_le_bytes().to_vec()))
+    }
+}
+
+fn add_u64(old: Option<&[u8]>, op: &[u8]) -> Vec<u8> {
+    let a = old.and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, u64::from_le_bytes);
+    let b = <[u8; 8]>::try_from(op).map_or(0, u64::from_le_bytes);
+    a.wrapping_add(b).to_le_bytes().to_vec()
+}
+
+fn framed(old: Option<&[u8]>, elem: &[u8]) -> Vec<u8> {
+    let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
+    v.extend_from_slice(&(elem.len() as u32).to_le_bytes());
+    v.extend_from_slice(elem);
+    v
+}
+
+fn in_range(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    let lo_ok = match lo {
+        Bound::Included(b) => k >= b.as_slice(),
+        Bound::Excluded(b) => k > b.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let hi_ok = match hi {
+        Bound::Included(b) => k <= b.as_slice(),
+        Bound::Excluded(b) => k < b.as_slice(),
+        Bound::Unbounded => true,
+    };
+    lo_ok && hi_ok
+}
+
+fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v),
+        Bound::Excluded(v) => Bound::Excluded(v),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Runs `op` against the store and the model and panics on any difference. `reopen`
+/// reopens the store in place.
+pub fn step(
+    kind: Kind,
+    store: &mut Box<dyn StateStore>,
+    model: &mut Model,
+    op: &Op,
+    reopen: &mut dyn FnMut() -> Box<dyn StateStore>,
+) {
+    let nsof = |s: &dyn StateStore, i: usize| ns(s, i);
+    match op {
+        Op::Put(i, k, v) => {
+            let n = nsof(&**store, *i);
+            store.put(n, k, v).unwrap_or_else(|e| panic!("{kind:?} put: {e}"));
+            model.live.insert((*i, k.clone()), v.clone());
+        }
+        Op::Get(i, k) => {
+            let n = nsof(&**store, *i);
+            let got = store.get(n, k).unwrap_or_else(|e| panic!("{kind:?} get: {e}"));
+            let want = model.live.get(&(*i, k.clone()));
+            assert_eq!(got.as_ref(), want, "{kind:?} get ns {i} key {k:?}");
+        }
+        Op::MultiGet(i, keys) => {
+            let n = nsof(&**store, *i);
+            let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let got = store.multi_get(n, &refs).unwrap_or_else(|e| panic!("{kind:?} multi_get: {e}"));
+            let want: Vec<Option<Vec<u8>>> =
+                keys.iter().map(|k| model.live.get(&(*i, k.clone())).cloned()).collect();
+            assert_eq!(got, want, "{kind:?} multi_get ns {i}");
+        }
+        Op::Merge(i, k, v) => {
+            let n = nsof(&**store, *i);
+            let r = store.merge(n, k, v);
+            let old = model.live.get(&(*i, k.clone())).map(Vec::as_slice);
+            let new = if *i == KV { add_u64(old, v) } else { framed(old, v) };
+            match r {
+                Ok(()) => {
+                    model.live.insert((*i, k.clone()), new);
+                }
+                // A list grown past the store's value limit is refused, unchanged.
+                Err(spillway_store::Error::ValueTooLarge { .. }) if new.len() > kind.max_value() => {}
+                Err(e) => panic!("{kind:?} merge: {e}"),
+            }
+        }
+        Op::Delete(i, k) => {
+            let n = nsof(&**store, *i);
+            store.delete(n, k).unwrap_or_else(|e| panic!("{kind:?} delete: {e}"));
+            model.live.remove(&(*i, k.clone()));
+        }
+        Op::Rmw(i, k, by) => {
+            let n = nsof(&**store, *i);
+            let mut seen: Option<Option<Vec<u8>>> = None;
+            store
+                .rmw(n, k, &mut |old, out| {
+                    seen = Some(old.map(<[u8]>::to_vec));
+                    let (r, v) = rmw_counter(old, *by);
+                    if let Some(v) = v {
+                        out.extend_from_slice(&v);
+                    }
+                    r
+                })
+                .unwrap_or_else(|e| panic!("{kind:?} rmw: {e}"));
+            let key = (*i, k.clone());
+            assert_eq!(seen, Some(model.live.get(&key).cloned()), "{kind:?} rmw saw old value");
+            match rmw_counter(model.live.get(&key).map(Vec::as_slice), *by) {
+                (Rmw::Put, Some(v)) => {
+                    model.live.insert(key, v);
+                }
+                (Rmw::Delete, _) => {
+                    model.live.remove(&key);
+                }
+                _ => {}
+            }
+        }
+        Op::ScanPrefix(i, p) => {
+            let n = nsof(&**store, *i);
+            let mut got = Vec::new();
+            store
+                .scan_prefix(n, p, &mut |k, v| {
+                    got.push((k.to_vec(), v.to_vec()));
+                    true
+                })
+                .unwrap_or_else(|e| panic!("{kind:?} scan_prefix: {e}"));
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .live
+                .iter()
+                .filter(|((j, k), _)| j == i && k.starts_with(p))
+                .map(|((_, k), v)| (k.clone(), v.clone()))
+                .collect();
+            if !kind.ordered() {
+                got.sort();
+            }
+            assert_eq!(got, want, "{kind:?} scan_prefix ns {i} prefix {p:?}");
+        }
+        Op::ScanRange(i, lo, hi) => {
+            let n = nsof(&**store, *i);
+            let mut got = Vec::new();
+            let r = store.scan_range(n, as_ref_bound(lo), as_ref_bound(hi), &mut |k, v| {
+                got.push((k.to_vec(), v.to_vec()));
+                true
+            });
+            if !store.capabilities().ordered {
+                assert!(
+                    matches!(r, Err(spillway_store::Error::Unsupported { .. })),
+                    "{kind:?} scan_range must be Unsupported, got {r:?}"
+                );
+                return;
+            }
+            r.unwrap_or_else(|e| panic!("{kind:?} scan_range: {e}"));
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .live
+                .iter()
+                .filter(|((j, k), _)| j == i && in_range(k, lo, hi))
+                .map(|((_, k), v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(got, want, "{kind:?} scan_range ns {i} {lo:?}..{hi:?}");
+        }
+        Op::Checkpoint => {
+            let before = store.checkpoint_seq();
+            let info = store.checkpoint().unwrap_or_else(|e| panic!("{kind:?} checkpoint: {e}"));
+            assert_eq!(info.seq, before + 1);
+            model.durable = model.live.clone();
+        }
+        Op::Reopen => {
+            let seq = store.checkpoint_seq();
+            // The old instance must be closed before its directory is opened again.
+            drop(std::mem::replace(store, Box::new(Closed(seq))));
+            *store = reopen();
+            assert_eq!(store.checkpoint_seq(), seq, "{kind:?} reopened at another checkpoint");
+            model.live = model.durable.clone();
+        }
+    }
+}
+
+/// Reads every key of the model back and checks nothing else is there.
+pub fn check_all(kind: Kind, store: &mut Box<dyn StateStore>, model: &BTreeMap<(usize, Vec<u8>), Vec<u8>>) {
+    for ((i, k), v) in model {
+        let n = ns(&**store, *i);
+        let got = store.get(n, k).unwrap_or_else(|e| panic!("{kind:?} get: {e}"));
+        assert_eq!(got.as_ref(), Some(v), "{kind:?} ns {i} key {k:?}");
+    }
+    for i in [KV, LIST] {
+        let n = ns(&**store, i);
+        let mut count = 0usize;
+        store
+            .scan_prefix(n, b"", &mut |k, v| {
+                assert_eq!(model.get(&(i, k.to_vec())).map(Vec::as_slice), Some(v), "{kind:?} extra or wrong key {k:?}");
+                count += 1;
+                true
+            })
+            .unwrap_or_else(|e| panic!("{kind:?} scan: {e}"));
+        assert_eq!(count, model.keys().filter(|(j, _)| *j == i).count(), "{kind:?} ns {i} key count");
+    }
+}
+
+/// Stands in for a store between closing and reopening it.
+struct Closed(u64);
+
+impl StateStore for Closed {
+    fn name(&self) -> &'static str {
+        "closed"
+    }
+    fn capabilities(&self) -> Capabilities {
+        unreachable!()
+    }
+    fn namespace(&self, _: &str) -> Result<Ns> {
+        unreachable!()
+    }
+    fn checkpoint_seq(&self) -> u64 {
+        self.0
+    }
+    fn get_into(&mut self, _: Ns, _: &[u8], _: &mut Vec<u8>) -> Result<bool> {
+        unreachable!()
+    }
+    fn put(&mut self, _: Ns, _: &[u8], _: &[u8]) -> Result<()> {
+        unreachable!()
+    }
+    fn merge(&mut self, _: Ns, _: &[u8], _: &[u8]) -> Result<()> {
+        unreachable!()
+    }
+    fn delete(&mut self, _: Ns, _: &[u8]) -> Result<()> {
+        unreachable!()
+    }
+    fn rmw(&mut self, _: Ns, _: &[u8], _: &mut RmwFn<'_>) -> Result<()> {
+        unreachable!()
+    }
+    fn scan_prefix(&mut self, _: Ns, _: &[u8], _: &mut Visitor<'_>) -> Result<()> {
+        unreachable!()
+    }
+    fn scan_range(
+        &mut self,
+        _: Ns,
+        _: Bound<&[u8]>,
+        _: Bound<&[u8]>,
+        _: &mut Visitor<'_>,
+    ) -> Result<()> {
+        unreachable!()
+    }
+    fn checkpoint(&mut self) -> Result<CheckpointInfo> {
+        unreachable!()
+    }
+    fn stats(&self) -> StoreStats {
+        unreachable!()
+    }
+}
+
