@@ -390,6 +390,12 @@ impl Log {
         self.dirty.retain(|seg| *seg >= first_live);
     }
 
+    /// The segment file holding logical address `addr` and the offset in that file.
+    pub(crate) fn file_offset(&self, addr: u64) -> (PathBuf, u64) {
+        let (seg, off) = self.locate(addr);
+        (self.dir.join(segment_name(seg)), off)
+    }
+
     pub(crate) fn segment_of(&self, addr: u64) -> u64 {
         (addr >> self.page_bits) >> self.seg_page_bits
     }

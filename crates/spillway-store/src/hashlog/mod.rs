@@ -96,7 +96,7 @@ use std::time::Instant;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use self::index::{HashIndex, Slot, BUCKET_BYTES};
-use self::log::{segment_name, Log};
+use self::log::Log;
 use self::record::{record_size, write_record, Rec, PAGE_HDR, REC_HDR};
 use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor};
 use crate::error::{Error, Result};
@@ -553,8 +553,8 @@ impl HashLogStore {
             let r = Rec(&c.buf[off..]);
             let size = r.size();
             if off + size > c.used || r.vlen() > r.vcap() {
-                let path = self.opts.dir.join(segment_name(self.log.segment_of(c.cursor)));
-                return Err(Error::corrupt(path, c.cursor, "record overruns its page"));
+                let (path, off) = self.log.file_offset(c.cursor);
+                return Err(Error::corrupt(path, off, "record overruns its page"));
             }
             let ns = r.ns();
             let h = hash(ns, r.key());
@@ -639,8 +639,8 @@ impl HashLogStore {
                     let size = r.size();
                     let addr = (p << page_bits) + off as u64;
                     if off + size > used {
-                        let path = self.opts.dir.join(segment_name(self.log.segment_of(addr)));
-                        return Err(Error::corrupt(path, addr, "record overruns its page"));
+                        let (path, off) = self.log.file_offset(addr);
+                        return Err(Error::corrupt(path, off, "record overruns its page"));
                     }
                     if addr >= begin
                         && r.ns() == ns

@@ -40,6 +40,20 @@ impl Kind {
         ]
     }
 
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Mem => "mem",
+            Kind::HashLogTiny => "hashlog-tiny",
+            Kind::HashLogBig => "hashlog-big",
+            #[cfg(feature = "rocksdb")]
+            Kind::Rocks => "rocksdb",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Kind {
+        *Kind::all().iter().find(|k| k.name() == name).unwrap_or_else(|| panic!("unknown kind {name}"))
+    }
+
     pub fn ordered(self) -> bool {
         #[cfg(feature = "rocksdb")]
         if self == Kind::Rocks {
@@ -184,6 +198,36 @@ fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// Applies a write operation to the model alone.
+pub fn apply_to_model(model: &mut Model, op: &Op) {
+    match op {
+        Op::Put(i, k, v) => {
+            model.live.insert((*i, k.clone()), v.clone());
+        }
+        Op::Merge(i, k, v) => {
+            let old = model.live.get(&(*i, k.clone())).map(Vec::as_slice);
+            let new = if *i == KV { add_u64(old, v) } else { framed(old, v) };
+            model.live.insert((*i, k.clone()), new);
+        }
+        Op::Delete(i, k) => {
+            model.live.remove(&(*i, k.clone()));
+        }
+        Op::Rmw(i, k, by) => {
+            let key = (*i, k.clone());
+            match rmw_counter(model.live.get(&key).map(Vec::as_slice), *by) {
+                (Rmw::Put, Some(v)) => {
+                    model.live.insert(key, v);
+                }
+                (Rmw::Delete, _) => {
+                    model.live.remove(&key);
+                }
+                _ => {}
+            }
+        }
+        other => panic!("{other:?} is not a write"),
+    }
+}
+
 /// Runs `op` against the store and the model and panics on any difference. `reopen`
 /// reopens the store in place.
 pub fn step(
@@ -198,7 +242,7 @@ pub fn step(
         Op::Put(i, k, v) => {
             let n = nsof(&**store, *i);
             store.put(n, k, v).unwrap_or_else(|e| panic!("{kind:?} put: {e}"));
-            model.live.insert((*i, k.clone()), v.clone());
+            apply_to_model(model, op);
         }
         Op::Get(i, k) => {
             let n = nsof(&**store, *i);
@@ -231,7 +275,7 @@ pub fn step(
         Op::Delete(i, k) => {
             let n = nsof(&**store, *i);
             store.delete(n, k).unwrap_or_else(|e| panic!("{kind:?} delete: {e}"));
-            model.live.remove(&(*i, k.clone()));
+            apply_to_model(model, op);
         }
         Op::Rmw(i, k, by) => {
             let n = nsof(&**store, *i);
@@ -246,17 +290,8 @@ pub fn step(
                     r
                 })
                 .unwrap_or_else(|e| panic!("{kind:?} rmw: {e}"));
-            let key = (*i, k.clone());
-            assert_eq!(seen, Some(model.live.get(&key).cloned()), "{kind:?} rmw saw old value");
-            match rmw_counter(model.live.get(&key).map(Vec::as_slice), *by) {
-                (Rmw::Put, Some(v)) => {
-                    model.live.insert(key, v);
-                }
-                (Rmw::Delete, _) => {
-                    model.live.remove(&key);
-                }
-                _ => {}
-            }
+            assert_eq!(seen, Some(model.live.get(&(*i, k.clone())).cloned()), "{kind:?} rmw saw old value");
+            apply_to_model(model, op);
         }
         Op::ScanPrefix(i, p) => {
             let n = nsof(&**store, *i);

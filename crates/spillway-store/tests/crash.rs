@@ -1,0 +1,151 @@
+//! Crash tests: a child process (this test binary, re-executed) writes and
+//! checkpoints continuously; the parent kills it with SIGKILL at random moments. After
+//! every kill, reopening must return exactly the state of the last checkpoint the
+//! child completed: the last one it reported, or the next one if the kill landed
+//! between the checkpoint's commit and the report.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{check_all, open, Kind, Model, Op, KV, LIST};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use spillway_store::StateStore;
+
+const CHILD_ENV: &str = "SPILLWAY_CRASH_CHILD";
+const KILLS: usize = 55;
+const OPS_PER_ROUND: usize = 150;
+
+/// The deterministic operations of round `round` (checkpoint `round` covers rounds
+/// 1..=round).
+fn round_ops(round: u64) -> Vec<Op> {
+    let mut rng = SmallRng::seed_from_u64(0x5eed ^ round.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    (0..OPS_PER_ROUND)
+        .map(|i| {
+            let k = format!("k{:05}", rng.random_range(0..2500)).into_bytes();
+            match rng.random_range(0..10) {
+                0..=3 => Op::Put(KV, k, vec![(round as u8) ^ (i as u8); rng.random_range(0..300)]),
+                4 | 5 => Op::Merge(LIST, k, vec![i as u8; rng.random_range(0..24)]),
+                6 => Op::Delete(KV, k),
+                7 => Op::Delete(LIST, k),
+                _ => Op::Rmw(KV, k, rng.random_range(1..6)),
+            }
+        })
+        .collect()
+}
+
+/// The child: continue from the recovered checkpoint, one checkpoint per round,
+/// reporting each on stdout. Bounded so a lost child cannot run forever.
+fn child(kind: Kind, dir: &Path) {
+    let mut store = open(kind, dir).expect("child open");
+    let mut round = store.checkpoint_seq();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        round += 1;
+        for op in round_ops(round) {
+            step_unchecked(&mut store, &op);
+        }
+        let info = store.checkpoint().expect("child checkpoint");
+        assert_eq!(info.seq, round);
+        println!("ckpt {round}");
+    }
+}
+
+fn step_unchecked(store: &mut Box<dyn StateStore>, op: &Op) {
+    let n = |s: &dyn StateStore, i| common::ns(s, i);
+    match op {
+        Op::Put(i, k, v) => store.put(n(&**store, *i), k, v).expect("put"),
+        Op::Merge(i, k, v) => store.merge(n(&**store, *i), k, v).expect("merge"),
+        Op::Delete(i, k) => store.delete(n(&**store, *i), k).expect("delete"),
+        Op::Rmw(i, k, by) => store
+            .rmw(n(&**store, *i), k, &mut |old, out| {
+                let (r, v) = common::rmw_counter(old, *by);
+                if let Some(v) = v {
+                    out.extend_from_slice(&v);
+                }
+                r
+            })
+            .expect("rmw"),
+        other => unreachable!("{other:?}"),
+    }
+}
+
+fn crash_loop(kind: Kind) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = std::env::current_exe().expect("test binary");
+    let mut rng = SmallRng::seed_from_u64(kind.name().len() as u64 * 7919);
+    let mut known = 0u64;
+    let mut model = Model::default();
+    let mut recovered_ahead = 0usize;
+    for kill in 0..KILLS {
+        let mut child = Command::new(&exe)
+            .args(["--exact", "crash_child_entry", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, format!("{}:{}", kind.name(), dir.path().display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn child");
+        std::thread::sleep(Duration::from_millis(rng.random_range(5..120)));
+        child.kill().expect("SIGKILL child"); // Child::kill sends SIGKILL on Unix.
+        let status = child.wait().expect("wait child");
+        let mut out = String::new();
+        child.stdout.take().expect("stdout").read_to_string(&mut out).expect("read stdout");
+        let mut err = String::new();
+        child.stderr.take().expect("stderr").read_to_string(&mut err).expect("read stderr");
+        assert!(!status.success() || out.contains("ckpt"), "child exited early: {status:?}\n{err}");
+        assert!(!err.contains("panicked"), "{kind:?} child panicked (kill {kill}):\n{err}");
+        let last = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("ckpt ").and_then(|n| n.trim().parse::<u64>().ok()))
+            .max()
+            .unwrap_or(known)
+            .max(known);
+
+        let mut store = open(kind, dir.path())
+            .unwrap_or_else(|e| panic!("{kind:?} reopen after kill {kill}: {e}"));
+        let seq = store.checkpoint_seq();
+        assert!(
+            seq == last || seq == last + 1,
+            "{kind:?} kill {kill}: recovered checkpoint {seq}, child reported {last}"
+        );
+        recovered_ahead += usize::from(seq == last + 1);
+        for round in known + 1..=seq {
+            for op in round_ops(round) {
+                common::apply_to_model(&mut model, &op);
+            }
+        }
+        known = seq;
+        check_all(kind, &mut store, &model.live);
+    }
+    assert!(known > 0, "{kind:?}: no checkpoint completed in {KILLS} runs");
+    eprintln!("{kind:?}: {KILLS} kills, reached checkpoint {known}, {recovered_ahead} recovered one past the last report");
+}
+
+#[test]
+fn crash_child_entry() {
+    // Runs only when re-executed by a crash test.
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        let (kind, dir) = spec.split_once(':').expect("kind:dir");
+        child(Kind::from_name(kind), Path::new(dir));
+    }
+}
+
+#[test]
+fn mem_survives_sigkill() {
+    crash_loop(Kind::Mem);
+}
+
+#[test]
+fn hashlog_survives_sigkill() {
+    crash_loop(Kind::HashLogTiny);
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocks_survives_sigkill() {
+    crash_loop(Kind::Rocks);
+}
