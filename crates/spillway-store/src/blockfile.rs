@@ -94,7 +94,11 @@ impl BlockReader {
         let file = fs.open(path, false).map_err(|e| Error::io("open file", path, e))?;
         let len = file.len().map_err(|e| Error::io("stat file", path, e))?;
         if len < HEADER as u64 {
-            return Err(Error::corrupt(path, 0, format!("file of {len} bytes is shorter than its header")));
+            return Err(Error::corrupt(
+                path,
+                0,
+                format!("file of {len} bytes is shorter than its header"),
+            ));
         }
         let mut h = [0u8; HEADER];
         read_exact_at(&*file, path, &mut h, 0, "read header")?;
@@ -106,7 +110,11 @@ impl BlockReader {
         }
         let version = u32::from_le_bytes(h[8..12].try_into().expect("4"));
         if version > max_version {
-            return Err(Error::NewerFormat { path: path.to_path_buf(), found: version, supported: max_version });
+            return Err(Error::NewerFormat {
+                path: path.to_path_buf(),
+                found: version,
+                supported: max_version,
+            });
         }
         Ok(BlockReader {
             file,
@@ -127,7 +135,11 @@ impl BlockReader {
         }
         let at = self.offset;
         if at + 8 > self.len {
-            return Err(Error::corrupt(&self.path, at, "file ends without its trailer (truncated)"));
+            return Err(Error::corrupt(
+                &self.path,
+                at,
+                "file ends without its trailer (truncated)",
+            ));
         }
         let mut h = [0u8; 8];
         read_exact_at(&*self.file, &self.path, &mut h, at, "read frame header")?;
@@ -138,7 +150,11 @@ impl BlockReader {
             tail[..8].copy_from_slice(&self.frames.to_le_bytes());
             tail[8..].copy_from_slice(&self.payload.to_le_bytes());
             if crc32c::crc32c(&tail) != crc {
-                return Err(Error::corrupt(&self.path, at, "trailer checksum mismatch (frames lost?)"));
+                return Err(Error::corrupt(
+                    &self.path,
+                    at,
+                    "trailer checksum mismatch (frames lost?)",
+                ));
             }
             if at + 8 != self.len {
                 return Err(Error::corrupt(&self.path, at + 8, "bytes after the trailer"));
@@ -194,7 +210,11 @@ impl<'a> Cursor<'a> {
 
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
         let s = self.buf.get(self.pos..self.pos + n).ok_or_else(|| {
-            Error::corrupt(self.path, self.base, format!("record field of {n} bytes runs past its frame"))
+            Error::corrupt(
+                self.path,
+                self.base,
+                format!("record field of {n} bytes runs past its frame"),
+            )
         })?;
         self.pos += n;
         Ok(s)

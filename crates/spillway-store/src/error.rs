@@ -187,10 +187,9 @@ impl fmt::Display for Error {
                 "namespace {name:?} was not declared when the store was opened; declare it \
                  in the store options"
             ),
-            Error::NamespaceMismatch { detail } => write!(
-                f,
-                "the namespaces declared at open do not match the checkpoint: {detail}"
-            ),
+            Error::NamespaceMismatch { detail } => {
+                write!(f, "the namespaces declared at open do not match the checkpoint: {detail}")
+            }
             Error::InvalidOption { option, detail } => {
                 write!(f, "invalid store option {option}: {detail}")
             }

@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 
 /// An open file that supports positioned I/O.
+// A file handle's length is not a collection's size; `is_empty` would mislead.
+#[allow(clippy::len_without_is_empty)]
 pub trait FileHandle: Send + Sync {
     /// One positioned read; may return fewer bytes than `buf.len()` (0 at end of file).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
@@ -72,7 +74,8 @@ impl FileHandle for StdFile {
 
 impl Fs for StdFs {
     fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn FileHandle>> {
-        let f = OpenOptions::new().read(true).write(true).create(create).truncate(false).open(path)?;
+        let f =
+            OpenOptions::new().read(true).write(true).create(create).truncate(false).open(path)?;
         Ok(Box::new(StdFile(f)))
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {

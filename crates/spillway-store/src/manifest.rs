@@ -41,8 +41,13 @@ impl Manifest {
     }
 
     pub(crate) fn get_u64(&self, path: &Path, key: &str) -> Result<u64> {
-        let v = self.fields.get(key).ok_or_else(|| Error::corrupt(path, 0, format!("manifest lacks `{key}`")))?;
-        v.parse().map_err(|_| Error::corrupt(path, 0, format!("manifest field `{key}` = {v:?} is not a number")))
+        let v = self
+            .fields
+            .get(key)
+            .ok_or_else(|| Error::corrupt(path, 0, format!("manifest lacks `{key}`")))?;
+        v.parse().map_err(|_| {
+            Error::corrupt(path, 0, format!("manifest field `{key}` = {v:?} is not a number"))
+        })
     }
 
     pub(crate) fn get_str(&self, path: &Path, key: &str) -> Result<&str> {
@@ -64,19 +69,20 @@ impl Manifest {
     }
 
     fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
-        let text = std::str::from_utf8(bytes).map_err(|_| Error::corrupt(path, 16, "manifest is not UTF-8"))?;
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| Error::corrupt(path, 16, "manifest is not UTF-8"))?;
         let mut m = Manifest::default();
         let mut seq = None;
         for line in text.lines() {
-            let (k, v) = line
-                .split_once('=')
-                .ok_or_else(|| Error::corrupt(path, 16, format!("manifest line {line:?} lacks `=`")))?;
+            let (k, v) = line.split_once('=').ok_or_else(|| {
+                Error::corrupt(path, 16, format!("manifest line {line:?} lacks `=`"))
+            })?;
             match k {
                 "seq" => seq = v.parse().ok(),
                 "ns" => {
-                    let (tag, name) = v
-                        .split_once(' ')
-                        .ok_or_else(|| Error::corrupt(path, 16, format!("bad namespace line {line:?}")))?;
+                    let (tag, name) = v.split_once(' ').ok_or_else(|| {
+                        Error::corrupt(path, 16, format!("bad namespace line {line:?}"))
+                    })?;
                     m.namespaces.push((tag.to_string(), name.to_string()));
                 }
                 _ => {
@@ -136,7 +142,11 @@ pub(crate) fn read_manifest(fs: &dyn Fs, dir: &Path, seq: u64) -> Result<Manifes
         return Err(Error::corrupt(&path, 16, "manifest has more than one frame"));
     }
     if m.seq != seq {
-        return Err(Error::corrupt(&path, 16, format!("manifest names seq {} but its file says {seq}", m.seq)));
+        return Err(Error::corrupt(
+            &path,
+            16,
+            format!("manifest names seq {} but its file says {seq}", m.seq),
+        ));
     }
     Ok(m)
 }

@@ -309,7 +309,13 @@ impl StateStore for MemStore {
         Ok(())
     }
 
-    fn scan_range(&mut self, _: Ns, _: Bound<&[u8]>, _: Bound<&[u8]>, _: &mut Visitor<'_>) -> Result<()> {
+    fn scan_range(
+        &mut self,
+        _: Ns,
+        _: Bound<&[u8]>,
+        _: Bound<&[u8]>,
+        _: &mut Visitor<'_>,
+    ) -> Result<()> {
         Err(Error::Unsupported {
             store: "mem",
             op: "ordered range scan",
@@ -345,6 +351,11 @@ impl StateStore for MemStore {
 /// Sum of the sizes of the files directly in `dir` (0 if unreadable).
 pub(crate) fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
         .unwrap_or(0)
 }

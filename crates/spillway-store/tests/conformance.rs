@@ -72,9 +72,7 @@ fn run(kind: Kind, ops: &[Op]) {
     let mut store = open(kind, &path).expect("open");
     let mut model = Model::default();
     for op in ops {
-        let mut reopen = || {
-            open(kind, &path).unwrap_or_else(|e| panic!("{kind:?} reopen: {e}"))
-        };
+        let mut reopen = || open(kind, &path).unwrap_or_else(|e| panic!("{kind:?} reopen: {e}"));
         step(kind, &mut store, &mut model, op, &mut reopen);
     }
     check_all(kind, &mut store, &model.live);
@@ -174,7 +172,10 @@ fn long_run(kind: Kind, ops: usize, keys: u64, seed: u64) {
     assert!(s.disk_reads > 0, "{kind:?} never read from disk: {s:?}");
     // Garbage is reclaimed: the log stays within a small multiple of the live state.
     let disk = s.bytes_on_disk as usize;
-    assert!(disk < 8 * state_bytes + (4 << 20), "{kind:?} disk {disk} for {state_bytes} live bytes");
+    assert!(
+        disk < 8 * state_bytes + (4 << 20),
+        "{kind:?} disk {disk} for {state_bytes} live bytes"
+    );
 }
 
 #[test]
@@ -212,11 +213,20 @@ fn limits_and_typed_errors() {
         let mut store = open(kind, dir.path()).expect("open");
         let n = store.namespace("kv").expect("ns");
         let big_key = vec![0u8; spillway_store::MAX_KEY_LEN + 1];
-        assert!(matches!(store.put(n, &big_key, b"v"), Err(spillway_store::Error::KeyTooLarge { .. })), "{kind:?}");
-        assert!(matches!(store.namespace("nope"), Err(spillway_store::Error::UnknownNamespace { .. })), "{kind:?}");
+        assert!(
+            matches!(store.put(n, &big_key, b"v"), Err(spillway_store::Error::KeyTooLarge { .. })),
+            "{kind:?}"
+        );
+        assert!(
+            matches!(store.namespace("nope"), Err(spillway_store::Error::UnknownNamespace { .. })),
+            "{kind:?}"
+        );
         if kind == Kind::HashLogTiny {
             let r = store.put(n, b"k", &vec![0u8; 70 << 10]);
-            assert!(matches!(r, Err(spillway_store::Error::ValueTooLarge { .. })), "{kind:?}: {r:?}");
+            assert!(
+                matches!(r, Err(spillway_store::Error::ValueTooLarge { .. })),
+                "{kind:?}: {r:?}"
+            );
             // The store is not poisoned by a rejected argument.
             store.put(n, b"k", b"ok").expect("put after rejected value");
         }

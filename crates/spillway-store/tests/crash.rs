@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,7 +40,11 @@ fn round_ops(round: u64) -> Vec<Op> {
 
 /// The child: continue from the recovered checkpoint, one checkpoint per round,
 /// reporting each on stdout. Bounded so a lost child cannot run forever.
-fn child(kind: Kind, dir: &Path) {
+fn child(kind: Kind, dir: &Path, report: &Path) {
+    // Each report is one unbuffered append (a single write(2)), so it is on its way to
+    // the parent the moment the checkpoint it reports has completed.
+    let mut report =
+        std::fs::OpenOptions::new().create(true).append(true).open(report).expect("report file");
     let mut store = open(kind, dir).expect("child open");
     let mut round = store.checkpoint_seq();
     let start = Instant::now();
@@ -51,7 +55,7 @@ fn child(kind: Kind, dir: &Path) {
         }
         let info = store.checkpoint().expect("child checkpoint");
         assert_eq!(info.seq, round);
-        println!("ckpt {round}");
+        report.write_all(format!("ckpt {round}\n").as_bytes()).expect("report");
     }
 }
 
@@ -75,7 +79,9 @@ fn step_unchecked(store: &mut Box<dyn StateStore>, op: &Op) {
 }
 
 fn crash_loop(kind: Kind) {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let base = tempfile::tempdir().expect("tempdir");
+    let dir = base.path().join("store");
+    let report = base.path().join("report");
     let exe = std::env::current_exe().expect("test binary");
     let mut rng = SmallRng::seed_from_u64(kind.name().len() as u64 * 7919);
     let mut known = 0u64;
@@ -84,16 +90,15 @@ fn crash_loop(kind: Kind) {
     for kill in 0..KILLS {
         let mut child = Command::new(&exe)
             .args(["--exact", "crash_child_entry", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, format!("{}:{}", kind.name(), dir.path().display()))
-            .stdout(Stdio::piped())
+            .env(CHILD_ENV, format!("{}:{}:{}", kind.name(), dir.display(), report.display()))
+            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn child");
         std::thread::sleep(Duration::from_millis(rng.random_range(5..120)));
         child.kill().expect("SIGKILL child"); // Child::kill sends SIGKILL on Unix.
         let status = child.wait().expect("wait child");
-        let mut out = String::new();
-        child.stdout.take().expect("stdout").read_to_string(&mut out).expect("read stdout");
+        let out = std::fs::read_to_string(&report).unwrap_or_default();
         let mut err = String::new();
         child.stderr.take().expect("stderr").read_to_string(&mut err).expect("read stderr");
         assert!(!status.success() || out.contains("ckpt"), "child exited early: {status:?}\n{err}");
@@ -105,8 +110,8 @@ fn crash_loop(kind: Kind) {
             .unwrap_or(known)
             .max(known);
 
-        let mut store = open(kind, dir.path())
-            .unwrap_or_else(|e| panic!("{kind:?} reopen after kill {kill}: {e}"));
+        let mut store =
+            open(kind, &dir).unwrap_or_else(|e| panic!("{kind:?} reopen after kill {kill}: {e}"));
         let seq = store.checkpoint_seq();
         assert!(
             seq == last || seq == last + 1,
@@ -129,8 +134,13 @@ fn crash_loop(kind: Kind) {
 fn crash_child_entry() {
     // Runs only when re-executed by a crash test.
     if let Ok(spec) = std::env::var(CHILD_ENV) {
-        let (kind, dir) = spec.split_once(':').expect("kind:dir");
-        child(Kind::from_name(kind), Path::new(dir));
+        let mut parts = spec.splitn(3, ':');
+        let (kind, dir, report) = (
+            parts.next().expect("kind"),
+            parts.next().expect("dir"),
+            parts.next().expect("report"),
+        );
+        child(Kind::from_name(kind), Path::new(dir), Path::new(report));
     }
 }
 

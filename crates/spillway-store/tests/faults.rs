@@ -74,23 +74,36 @@ fn fault_case(kind: Kind, fault: Fault, seed: u64) {
         }
     }
     let (n, op, err) = failure.unwrap_or_else(|| panic!("{kind:?} {fault:?}: no operation failed"));
-    assert!(err.poisons(), "{kind:?} {fault:?}: op {n} ({op:?}) failed with a non-I/O error: {err}");
+    assert!(
+        err.poisons(),
+        "{kind:?} {fault:?}: op {n} ({op:?}) failed with a non-I/O error: {err}"
+    );
     let msg = err.to_string();
-    assert!(msg.contains(&*dir.path().to_string_lossy()), "{kind:?}: error does not name the file: {msg}");
+    assert!(
+        msg.contains(&*dir.path().to_string_lossy()),
+        "{kind:?}: error does not name the file: {msg}"
+    );
     // A poisoned store refuses writes.
     let again = try_op(&mut store, &Op::Put(KV, b"after".to_vec(), b"x".to_vec()));
-    assert!(matches!(again, Err(Error::Poisoned { .. })), "{kind:?} {fault:?}: write after failure: {again:?}");
+    assert!(
+        matches!(again, Err(Error::Poisoned { .. })),
+        "{kind:?} {fault:?}: write after failure: {again:?}"
+    );
     drop(store);
 
     // Reopen on the real file system: the last completed checkpoint, exactly. A
     // checkpoint whose manifest was published before a later step failed counts as
     // completed, so it may be one past the last acknowledged one.
-    let mut store = open(kind, dir.path()).unwrap_or_else(|e| panic!("{kind:?} {fault:?}: reopen: {e}"));
+    let mut store =
+        open(kind, dir.path()).unwrap_or_else(|e| panic!("{kind:?} {fault:?}: reopen: {e}"));
     let seq = store.checkpoint_seq();
     if seq == durable_seq {
         check_all(kind, &mut store, &model.durable);
     } else {
-        assert!(matches!(op, Op::Checkpoint) && seq == durable_seq + 1, "{kind:?} {fault:?}: reopened at {seq}, last checkpoint {durable_seq}");
+        assert!(
+            matches!(op, Op::Checkpoint) && seq == durable_seq + 1,
+            "{kind:?} {fault:?}: reopened at {seq}, last checkpoint {durable_seq}"
+        );
         check_all(kind, &mut store, &model.live);
     }
 }
@@ -146,7 +159,14 @@ fn read_damaged(kind: Kind, dir: &Path, model: &Model, what: &str) -> usize {
         Ok(s) => s,
         Err(e) => {
             assert!(
-                matches!(e, Error::Corrupt { .. } | Error::ShortIo { .. } | Error::NotAStore { .. } | Error::NewerFormat { .. } | Error::NamespaceMismatch { .. }),
+                matches!(
+                    e,
+                    Error::Corrupt { .. }
+                        | Error::ShortIo { .. }
+                        | Error::NotAStore { .. }
+                        | Error::NewerFormat { .. }
+                        | Error::NamespaceMismatch { .. }
+                ),
                 "{kind:?} {what}: open failed with an unexpected error: {e}"
             );
             return 1;
@@ -158,7 +178,10 @@ fn read_damaged(kind: Kind, dir: &Path, model: &Model, what: &str) -> usize {
         match store.get(n, k) {
             Ok(got) => assert_eq!(got.as_ref(), Some(v), "{kind:?} {what}: wrong value for {k:?}"),
             Err(e) => {
-                assert!(matches!(e, Error::Corrupt { .. } | Error::ShortIo { .. }), "{kind:?} {what}: {e}");
+                assert!(
+                    matches!(e, Error::Corrupt { .. } | Error::ShortIo { .. }),
+                    "{kind:?} {what}: {e}"
+                );
                 errors += 1;
             }
         }
@@ -286,7 +309,12 @@ fn hashlog_corruption_errors_name_file_and_offset() {
         .max()
         .expect("an index snapshot");
     let len = std::fs::metadata(&snap).expect("stat").len();
-    std::fs::OpenOptions::new().write(true).open(&snap).expect("open").set_len(len / 2).expect("truncate");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&snap)
+        .expect("open")
+        .set_len(len / 2)
+        .expect("truncate");
     let e = open(Kind::HashLogTiny, &dir).err().expect("truncated index must not open");
     assert!(e.to_string().contains(&*snap.to_string_lossy()), "{e}");
 }

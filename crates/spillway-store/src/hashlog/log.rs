@@ -156,14 +156,16 @@ impl Log {
     fn locate(&self, a: u64) -> (u64, u64) {
         let page = a >> self.page_bits;
         let seg = page >> self.seg_page_bits;
-        let in_seg = ((page & ((1 << self.seg_page_bits) - 1)) << self.page_bits) | (a & self.mask());
+        let in_seg =
+            ((page & ((1 << self.seg_page_bits) - 1)) << self.page_bits) | (a & self.mask());
         (seg, in_seg)
     }
 
     fn file(&mut self, seg: u64) -> Result<&dyn FileHandle> {
         if !self.files.contains_key(&seg) {
             let path = self.dir.join(segment_name(seg));
-            let f = self.fs.open(&path, true).map_err(|e| Error::io("open log segment", &path, e))?;
+            let f =
+                self.fs.open(&path, true).map_err(|e| Error::io("open log segment", &path, e))?;
             self.files.insert(seg, f);
         }
         Ok(&*self.files[&seg])
@@ -253,7 +255,8 @@ impl Log {
         while self.frames.len() >= self.max_frames.max(2) {
             self.evict_head()?;
         }
-        let mut frame = self.spare.take().unwrap_or_else(|| vec![0u8; self.page_size].into_boxed_slice());
+        let mut frame =
+            self.spare.take().unwrap_or_else(|| vec![0u8; self.page_size].into_boxed_slice());
         frame.fill(0);
         self.frames.push_back(frame);
         Ok(())
@@ -331,7 +334,11 @@ impl Log {
         buf.clear();
         if p >= self.head_page {
             let f = &self.frames[(p - self.head_page) as usize];
-            let used = if p == self.tail_page() { (self.tail & self.mask()) as usize } else { u32_at(f, 16) as usize };
+            let used = if p == self.tail_page() {
+                (self.tail & self.mask()) as usize
+            } else {
+                u32_at(f, 16) as usize
+            };
             buf.extend_from_slice(&f[..used]);
             return Ok(used);
         }
@@ -350,7 +357,11 @@ impl Log {
         }
         let version = u16::from_le_bytes([buf[20], buf[21]]);
         if version > LOG_VERSION {
-            return Err(Error::NewerFormat { path, found: u32::from(version), supported: u32::from(LOG_VERSION) });
+            return Err(Error::NewerFormat {
+                path,
+                found: u32::from(version),
+                supported: u32::from(LOG_VERSION),
+            });
         }
         buf.resize(used, 0);
         let f = self.file(seg)?;

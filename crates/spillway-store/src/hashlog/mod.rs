@@ -182,7 +182,8 @@ impl HashLogOptions {
     }
 
     fn validate(&self) -> Result<()> {
-        let bad = |option, detail: &str| Err(Error::InvalidOption { option, detail: detail.into() });
+        let bad =
+            |option, detail: &str| Err(Error::InvalidOption { option, detail: detail.into() });
         if !(12..=30).contains(&self.page_bits) {
             return bad("page_size", "must be a power of two from 4 KiB to 1 GiB");
         }
@@ -234,7 +235,11 @@ impl HashLogStore {
     }
 
     /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam).
-    pub fn open_with_fs(opts: StoreOptions, hopts: HashLogOptions, fs: Arc<dyn Fs>) -> Result<Self> {
+    pub fn open_with_fs(
+        opts: StoreOptions,
+        hopts: HashLogOptions,
+        fs: Arc<dyn Fs>,
+    ) -> Result<Self> {
         opts.validate()?;
         hopts.validate()?;
         let dir = opts.dir.clone();
@@ -249,13 +254,21 @@ impl HashLogStore {
                 let page_bits = hopts.page_bits;
                 let seg_bits = segment_bits(hopts.segment_bytes, page_bits);
                 let start = (1u64 << page_bits) + PAGE_HDR as u64;
-                (HashIndex::new(bits), Log::new(fs.clone(), &dir, page_bits, seg_bits, start, start), 0, 0)
+                (
+                    HashIndex::new(bits),
+                    Log::new(fs.clone(), &dir, page_bits, seg_bits, start, start),
+                    0,
+                    0,
+                )
             }
             Some(seq) => {
                 let m = manifest::read_manifest(&*fs, &dir, seq)?;
                 let mpath = join(&dir, &manifest::manifest_name(seq));
                 if m.get_str(&mpath, "store")? != "hashlog" {
-                    return Err(Error::NotAStore { path: mpath, reason: "manifest of another store".into() });
+                    return Err(Error::NotAStore {
+                        path: mpath,
+                        reason: "manifest of another store".into(),
+                    });
                 }
                 m.check_namespaces(&opts)?;
                 let page_bits = m.get_u64(&mpath, "page_bits")? as u32;
@@ -267,7 +280,11 @@ impl HashLogStore {
                     || begin > tail
                     || tail & ((1 << page_bits) - 1) != PAGE_HDR as u64
                 {
-                    return Err(Error::corrupt(&mpath, 16, "inconsistent log geometry in manifest"));
+                    return Err(Error::corrupt(
+                        &mpath,
+                        16,
+                        "inconsistent log geometry in manifest",
+                    ));
                 }
                 let index = read_index(&*fs, &join(&dir, m.get_str(&mpath, "index")?))?;
                 let log = Log::new(fs.clone(), &dir, page_bits, seg_bits, begin, tail);
@@ -349,7 +366,9 @@ impl HashLogStore {
                     (Ok(_), None) => true,
                     _ => false,
                 }
-            } else if let Some(s) = name.strip_prefix("index-").and_then(|n| n.strip_suffix(".snap")) {
+            } else if let Some(s) =
+                name.strip_prefix("index-").and_then(|n| n.strip_suffix(".snap"))
+            {
                 s.parse::<u64>().is_ok_and(|s| !retained.contains(&s))
             } else if let Some(s) = name.strip_prefix("MANIFEST-") {
                 s.parse::<u64>().is_ok_and(|s| !retained.contains(&s))
@@ -420,7 +439,14 @@ impl HashLogStore {
     }
 
     /// Points `slot` (or a new entry) at `addr`, growing the index within the budget.
-    fn link(&mut self, found: Option<(Slot, u64)>, h: u64, addr: u64, old_size: usize, new_size: usize) -> Result<()> {
+    fn link(
+        &mut self,
+        found: Option<(Slot, u64)>,
+        h: u64,
+        addr: u64,
+        old_size: usize,
+        new_size: usize,
+    ) -> Result<()> {
         match found {
             Some((slot, _)) => {
                 self.index.set(slot, addr);
@@ -446,7 +472,11 @@ impl HashLogStore {
                         return Err(Error::BudgetTooSmall {
                             budget: self.opts.memory_budget,
                             needed: need,
-                            what: format!("the hash index for {} keys plus {} log pages", self.index.count + 1, RESERVE_PAGES + 2),
+                            what: format!(
+                                "the hash index for {} keys plus {} log pages",
+                                self.index.count + 1,
+                                RESERVE_PAGES + 2
+                            ),
                         });
                     }
                 }
@@ -462,16 +492,28 @@ impl HashLogStore {
 
     /// Writes `value` for a found-or-new key: in place when the record is mutable and
     /// the value fits, otherwise as a new record with capacity `vcap`.
-    fn upsert(&mut self, ns: u16, key: &[u8], h: u64, found: Option<(Slot, u64)>, value_src: ValueSrc<'_>, vcap: usize) -> Result<()> {
+    fn upsert(
+        &mut self,
+        ns: u16,
+        key: &[u8],
+        h: u64,
+        found: Option<(Slot, u64)>,
+        value_src: ValueSrc<'_>,
+        vcap: usize,
+    ) -> Result<()> {
         let value: &[u8] = match value_src {
             ValueSrc::Arg(v) => v,
             ValueSrc::Scratch => &[],
         };
-        let vlen = if matches!(value_src, ValueSrc::Scratch) { self.scratch.len() } else { value.len() };
+        let vlen =
+            if matches!(value_src, ValueSrc::Scratch) { self.scratch.len() } else { value.len() };
         if let Some((_, addr)) = found {
             if addr >= self.log.read_only {
                 let rec = self.log.mem_mut(addr);
-                let (klen, cap) = { let r = Rec(rec); (r.klen(), r.vcap()) };
+                let (klen, cap) = {
+                    let r = Rec(rec);
+                    (r.klen(), r.vcap())
+                };
                 if vlen <= cap {
                     let v = REC_HDR + klen;
                     match value_src {
@@ -689,7 +731,13 @@ fn read_index(fs: &dyn Fs, path: &Path) -> Result<HashIndex> {
     if !(1..=40).contains(&bits) || b0 > bits || n_main != 1 << bits || n_ov > (1 << 36) {
         return Err(Error::corrupt(path, 16, "index snapshot header has impossible sizes"));
     }
-    let mut index = HashIndex { b0, bits, main: Vec::with_capacity(n_main as usize), overflow: Vec::with_capacity(n_ov as usize), count };
+    let mut index = HashIndex {
+        b0,
+        bits,
+        main: Vec::with_capacity(n_main as usize),
+        overflow: Vec::with_capacity(n_ov as usize),
+        count,
+    };
     let total = (n_main + n_ov) as usize;
     let mut loaded = 0usize;
     while r.next(&mut buf)? {
@@ -710,7 +758,11 @@ fn read_index(fs: &dyn Fs, path: &Path) -> Result<HashIndex> {
         }
     }
     if loaded != total {
-        return Err(Error::corrupt(path, 16, format!("index snapshot holds {loaded} of {total} buckets")));
+        return Err(Error::corrupt(
+            path,
+            16,
+            format!("index snapshot holds {loaded} of {total} buckets"),
+        ));
     }
     let bad_link = index.main.iter().chain(index.overflow.iter()).any(|b| b[7] > n_ov);
     if bad_link {
@@ -782,10 +834,14 @@ impl StateStore for HashLogStore {
                     if let Some((_, addr)) = found {
                         if addr >= self.log.read_only {
                             let rec = self.log.mem_mut(addr);
-                            let (klen, vlen, cap) = { let r = Rec(rec); (r.klen(), r.vlen(), r.vcap()) };
+                            let (klen, vlen, cap) = {
+                                let r = Rec(rec);
+                                (r.klen(), r.vlen(), r.vcap())
+                            };
                             if vlen + add <= cap {
                                 let at = REC_HDR + klen + vlen;
-                                rec[at..at + 4].copy_from_slice(&(operand.len() as u32).to_le_bytes());
+                                rec[at..at + 4]
+                                    .copy_from_slice(&(operand.len() as u32).to_le_bytes());
                                 rec[at + 4..at + add].copy_from_slice(operand);
                                 record::put_u32(rec, 12, (vlen + add) as u32);
                                 self.stats.in_place_updates += 1;
@@ -798,7 +854,11 @@ impl StateStore for HashLogStore {
                         self.scratch.extend_from_slice(self.log.view(a).value());
                     }
                     crate::list::push(&mut self.scratch, operand);
-                    let vcap = if found.is_some() { (2 * self.scratch.len()).min(max) } else { self.scratch.len() };
+                    let vcap = if found.is_some() {
+                        (2 * self.scratch.len()).min(max)
+                    } else {
+                        self.scratch.len()
+                    };
                     self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)?;
                 }
                 MergeOp::Function { f, .. } => {
@@ -860,7 +920,13 @@ impl StateStore for HashLogStore {
         self.poison(r)
     }
 
-    fn scan_range(&mut self, _: Ns, _: Bound<&[u8]>, _: Bound<&[u8]>, _: &mut Visitor<'_>) -> Result<()> {
+    fn scan_range(
+        &mut self,
+        _: Ns,
+        _: Bound<&[u8]>,
+        _: Bound<&[u8]>,
+        _: &mut Visitor<'_>,
+    ) -> Result<()> {
         Err(Error::Unsupported {
             store: "hashlog",
             op: "ordered range scan",

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use spillway_store::io::Fs;
 use spillway_store::{
-    merges, Capabilities, CheckpointInfo, RmwFn, StoreStats, Visitor, HashLogOptions, HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, StateStore,
-    StoreOptions,
+    merges, Capabilities, CheckpointInfo, HashLogOptions, HashLogStore, MemStore, NamespaceSpec,
+    Ns, Result, Rmw, RmwFn, StateStore, StoreOptions, StoreStats, Visitor,
 };
 
 /// Namespace 0: plain values, merge = add_u64. Namespace 1: list append.
@@ -51,7 +51,10 @@ impl Kind {
     }
 
     pub fn from_name(name: &str) -> Kind {
-        *Kind::all().iter().find(|k| k.name() == name).unwrap_or_else(|| panic!("unknown kind {name}"))
+        *Kind::all()
+            .iter()
+            .find(|k| k.name() == name)
+            .unwrap_or_else(|| panic!("unknown kind {name}"))
     }
 
     pub fn ordered(self) -> bool {
@@ -103,7 +106,11 @@ pub fn open(kind: Kind, dir: &Path) -> Result<Box<dyn StateStore>> {
     open_with_fs(kind, dir, None)
 }
 
-pub fn open_with_fs(kind: Kind, dir: &Path, fs: Option<Arc<dyn Fs>>) -> Result<Box<dyn StateStore>> {
+pub fn open_with_fs(
+    kind: Kind,
+    dir: &Path,
+    fs: Option<Arc<dyn Fs>>,
+) -> Result<Box<dyn StateStore>> {
     let opts = options(dir, kind.budget());
     Ok(match (kind, fs) {
         (Kind::Mem, None) => Box::new(MemStore::open(opts)?),
@@ -253,7 +260,8 @@ pub fn step(
         Op::MultiGet(i, keys) => {
             let n = nsof(&**store, *i);
             let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-            let got = store.multi_get(n, &refs).unwrap_or_else(|e| panic!("{kind:?} multi_get: {e}"));
+            let got =
+                store.multi_get(n, &refs).unwrap_or_else(|e| panic!("{kind:?} multi_get: {e}"));
             let want: Vec<Option<Vec<u8>>> =
                 keys.iter().map(|k| model.live.get(&(*i, k.clone())).cloned()).collect();
             assert_eq!(got, want, "{kind:?} multi_get ns {i}");
@@ -268,7 +276,8 @@ pub fn step(
                     model.live.insert((*i, k.clone()), new);
                 }
                 // A list grown past the store's value limit is refused, unchanged.
-                Err(spillway_store::Error::ValueTooLarge { .. }) if new.len() > kind.max_value() => {}
+                Err(spillway_store::Error::ValueTooLarge { .. })
+                    if new.len() > kind.max_value() => {}
                 Err(e) => panic!("{kind:?} merge: {e}"),
             }
         }
@@ -290,7 +299,11 @@ pub fn step(
                     r
                 })
                 .unwrap_or_else(|e| panic!("{kind:?} rmw: {e}"));
-            assert_eq!(seen, Some(model.live.get(&(*i, k.clone())).cloned()), "{kind:?} rmw saw old value");
+            assert_eq!(
+                seen,
+                Some(model.live.get(&(*i, k.clone())).cloned()),
+                "{kind:?} rmw saw old value"
+            );
             apply_to_model(model, op);
         }
         Op::ScanPrefix(i, p) => {
@@ -354,7 +367,11 @@ pub fn step(
 }
 
 /// Reads every key of the model back and checks nothing else is there.
-pub fn check_all(kind: Kind, store: &mut Box<dyn StateStore>, model: &BTreeMap<(usize, Vec<u8>), Vec<u8>>) {
+pub fn check_all(
+    kind: Kind,
+    store: &mut Box<dyn StateStore>,
+    model: &BTreeMap<(usize, Vec<u8>), Vec<u8>>,
+) {
     for ((i, k), v) in model {
         let n = ns(&**store, *i);
         let got = store.get(n, k).unwrap_or_else(|e| panic!("{kind:?} get: {e}"));
@@ -365,12 +382,20 @@ pub fn check_all(kind: Kind, store: &mut Box<dyn StateStore>, model: &BTreeMap<(
         let mut count = 0usize;
         store
             .scan_prefix(n, b"", &mut |k, v| {
-                assert_eq!(model.get(&(i, k.to_vec())).map(Vec::as_slice), Some(v), "{kind:?} extra or wrong key {k:?}");
+                assert_eq!(
+                    model.get(&(i, k.to_vec())).map(Vec::as_slice),
+                    Some(v),
+                    "{kind:?} extra or wrong key {k:?}"
+                );
                 count += 1;
                 true
             })
             .unwrap_or_else(|e| panic!("{kind:?} scan: {e}"));
-        assert_eq!(count, model.keys().filter(|(j, _)| *j == i).count(), "{kind:?} ns {i} key count");
+        assert_eq!(
+            count,
+            model.keys().filter(|(j, _)| *j == i).count(),
+            "{kind:?} ns {i} key count"
+        );
     }
 }
 
@@ -424,4 +449,3 @@ impl StateStore for Closed {
         unreachable!()
     }
 }
-
