@@ -1,1 +1,210 @@
-fn main() {}
+//! `spillway`: the command-line tool. It parses arguments, builds a configuration for
+//! the library crates, runs them and prints; all real work lives in `spillway-bench`,
+//! `spillway-store` and `spillway-engine`. Errors print as `error: ...` with exit code 1.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Result};
+use clap::{Args, Parser, Subcommand};
+use spillway_bench::store_bench::{self, Scale, StoreBenchConfig};
+use spillway_bench::units::{parse_count, parse_size};
+use spillway_store::StoreKind;
+
+/// Spillway: state stores for stream processing.
+#[derive(Debug, Parser)]
+#[command(name = "spillway", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Run the state stores side by side on the store workloads and print a table.
+    ///
+    /// Workloads: rmw-uniform and rmw-zipf (rmw +1 on 8-byte counters, 1M keys),
+    /// readwrite (the Samza/APSys'18 ReadWrite query: get and put of a 116-byte
+    /// record, 10M ids under a 256 MiB budget, so state exceeds memory) and get (point
+    /// reads after a load). Each store runs each workload on a fresh store.
+    Store(StoreArgs),
+}
+
+#[derive(Debug, Args)]
+struct StoreArgs {
+    /// Stores to compare, comma-separated (mem, hashlog, rocksdb); ratios are printed
+    /// relative to the last one [default: every store in this build]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    stores: Option<Vec<StoreKind>>,
+
+    /// Workloads, comma-separated: rmw-uniform, rmw-zipf, readwrite, get; `rmw` means
+    /// both rmw workloads and `all` every workload
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    workload: String,
+
+    /// Distinct keys, for every workload (accepts 10M, 200k) [default: per workload:
+    /// rmw 1M, readwrite 10M, get 1M; --quick: 200k]
+    #[arg(long, value_parser = parse_count, value_name = "N")]
+    keys: Option<u64>,
+
+    /// Measured ops, for every workload (accepts 10M, 200k) [default: rmw 10M,
+    /// readwrite 10M, get 2M; --quick: 1M, 1M, 400k]
+    #[arg(long, value_parser = parse_count, value_name = "N")]
+    ops: Option<u64>,
+
+    /// Value size in bytes of the get workload (rmw uses 8-byte counters, readwrite
+    /// 116-byte records) [default: 8]
+    #[arg(long, value_parser = parse_size, value_name = "BYTES")]
+    value_size: Option<u64>,
+
+    /// Memory budget of every store, e.g. 256MiB, 1GiB, 512KiB, 1000000 [default:
+    /// 256MiB; --quick: 64MiB, readwrite 32MiB]
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    memory_budget: Option<u64>,
+
+    /// Seed of the key sequences (every store sees the same sequence)
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+
+    /// Directory in which the stores are created (a fresh subdirectory, removed
+    /// afterwards) [default: the system temporary directory]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+
+    /// Also write the results, machine and date as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// No progress bars or per-run lines on stderr
+    #[arg(long, short)]
+    quiet: bool,
+
+    /// Small default sizes that finish in seconds (explicit sizes still win)
+    #[arg(long)]
+    quick: bool,
+
+    /// Skip reading each store back to check its contents after its run
+    #[arg(long)]
+    no_verify: bool,
+}
+
+fn bench_store(args: StoreArgs) -> Result<()> {
+    let value_size = args
+        .value_size
+        .map(|v| usize::try_from(v).map_err(|_| anyhow!("--value-size {v} is too large")))
+        .transpose()?;
+    let cfg = StoreBenchConfig {
+        stores: args.stores.unwrap_or_else(store_bench::available_stores),
+        workloads: store_bench::parse_workloads(&args.workload)
+            .map_err(|e| anyhow!("--workload: {e}"))?,
+        scale: if args.quick { Scale::Quick } else { Scale::Full },
+        keys: args.keys,
+        ops: args.ops,
+        value_size,
+        memory_budget: args.memory_budget,
+        seed: args.seed,
+        dir: args.dir,
+        quiet: args.quiet,
+        verify: !args.no_verify,
+    };
+    let report = store_bench::run(&cfg)?;
+    print!("{}", report.table());
+    let ratios = report.ratios();
+    if !ratios.is_empty() {
+        println!();
+        for line in ratios {
+            println!("{line}");
+        }
+    }
+    if let Some(path) = &args.json {
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        report.write_json(path, Some(command))?;
+        if !args.quiet {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version print to stdout and succeed; usage errors exit with 1 like
+            // every other error.
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+        }
+    };
+    let result = match cli.command {
+        Command::Bench(BenchCommand::Store(args)) => bench_store(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn store_args(argv: &[&str]) -> StoreArgs {
+        let mut full = vec!["spillway", "bench", "store"];
+        full.extend_from_slice(argv);
+        match Cli::try_parse_from(full).unwrap().command {
+            Command::Bench(BenchCommand::Store(a)) => a,
+        }
+    }
+
+    #[test]
+    fn parses_bench_store_flags() {
+        let a = store_args(&[
+            "--stores",
+            "hashlog,mem",
+            "--workload",
+            "rmw,get",
+            "--keys",
+            "10M",
+            "--memory-budget",
+            "256MiB",
+            "--quick",
+        ]);
+        assert_eq!(a.stores, Some(vec![StoreKind::HashLog, StoreKind::Mem]));
+        assert_eq!(a.keys, Some(10_000_000));
+        assert_eq!(a.memory_budget, Some(256 << 20));
+        assert_eq!(a.seed, 42);
+        assert!(a.quick);
+        let a = store_args(&[]);
+        assert_eq!(a.stores, None);
+        assert_eq!(a.workload, "all");
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let e = Cli::try_parse_from(["spillway", "bench", "store", "--memory-budget", "12XB"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("256MiB"), "{e}");
+        let e = Cli::try_parse_from(["spillway", "bench", "store", "--stores", "redis"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hashlog"), "{e}");
+    }
+}

@@ -25,9 +25,9 @@
 //!   [`HashLogOptions::garbage_ratio`] of the log, the store walks the log from its
 //!   beginning in steps of at most [`HashLogOptions::compaction_step`] bytes (one step
 //!   per write operation, so no operation stalls for long), copies each record the
-//!   index still points to onto the tail, and advances the log's beginning. Segment
-//!   files wholly below the beginning are deleted only once no retained checkpoint
-//!   needs them.
+//!   index still points to onto the tail, and advances the log's beginning. At the end
+//!   of each pass, segment files wholly below the beginning are deleted unless a
+//!   retained checkpoint still needs them (those go at the next checkpoint).
 //! - **Memory**: index bytes + in-memory pages + read buffers stay within the budget.
 //!   The number of in-memory pages is `(budget - index - reserve) / page_size`; when the
 //!   index grows, pages are evicted. A budget that cannot hold the index and two pages
@@ -221,6 +221,10 @@ pub struct HashLogStore {
     scratch: Vec<u8>,
     compaction: Option<Compaction>,
     scan_buf: Vec<u8>,
+    /// Lowest `begin` of the retained checkpoints (`u64::MAX` before the first).
+    checkpoint_begin: u64,
+    /// Segments below this one have been deleted.
+    lowest_segment: u64,
 }
 
 #[inline]
@@ -305,6 +309,8 @@ impl HashLogStore {
             scratch: Vec::new(),
             compaction: None,
             scan_buf: Vec::new(),
+            checkpoint_begin: u64::MAX,
+            lowest_segment: 0,
         };
         store.size_frames()?;
         store.clean_dir()?;
@@ -380,6 +386,23 @@ impl HashLogStore {
             }
         }
         self.log.forget_segments_below(min_begin);
+        self.checkpoint_begin = if self.seq == 0 { u64::MAX } else { min_begin };
+        self.lowest_segment = first_seg;
+        Ok(())
+    }
+
+    /// After a compaction pass: deletes the segment files wholly below both the log's
+    /// beginning and the beginning of every retained checkpoint, so the log's disk
+    /// footprint stays bounded between checkpoints too.
+    fn drop_dead_segments(&mut self) -> Result<()> {
+        let limit = self.log.begin.min(self.checkpoint_begin);
+        let first_live = self.log.segment_of(limit);
+        let dir = self.opts.dir.clone();
+        for seg in self.lowest_segment..first_live {
+            manifest::remove_quiet(&*self.fs, &dir, &log::segment_name(seg))?;
+        }
+        self.lowest_segment = self.lowest_segment.max(first_live);
+        self.log.forget_segments_below(limit);
         Ok(())
     }
 
@@ -617,6 +640,7 @@ impl HashLogStore {
         if c.cursor >= c.until {
             self.log.begin = c.until;
             self.stats.compactions += 1;
+            self.drop_dead_segments()?;
         } else {
             self.compaction = Some(c);
         }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine (README's second command; .ci/run calls it).
+# Installs what the tests need (idempotent), then checks formatting, runs clippy with
+# warnings denied, checks the default build (no RocksDB), and runs every test with the
+# RocksDB baseline linked against Debian's librocksdb (never the bundled C++ build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(librocksdb-dev libclang-dev clang pkg-config)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+for c in rustfmt clippy; do
+  rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+done
+
+echo "==> cargo fmt --check"
+cargo fmt --all --check
+echo "==> cargo clippy (warnings denied)"
+cargo clippy --workspace --all-targets --features spillway-cli/rocksdb -- -D warnings
+echo "==> default build (no RocksDB)"
+cargo check --workspace
+echo "==> tests"
+cargo test --workspace --features spillway-cli/rocksdb
