@@ -216,3 +216,12 @@ impl std::error::Error for Error {
         }
     }
 }
+
+/// `Ok` unless `poisoned` holds the cause of an earlier failure, which it returns as
+/// [`Error::Poisoned`]: the check every store makes before a write.
+pub(crate) fn writable(poisoned: &Option<String>) -> Result<()> {
+    match poisoned {
+        Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+        None => Ok(()),
+    }
+}

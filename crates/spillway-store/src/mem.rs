@@ -103,10 +103,7 @@ impl MemStore {
     }
 
     fn check_writable(&self) -> Result<()> {
-        match &self.poisoned {
-            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
-            None => Ok(()),
-        }
+        crate::error::writable(&self.poisoned)
     }
 
     fn check_budget(&self, extra: u64) -> Result<()> {
@@ -332,10 +329,7 @@ impl StateStore for MemStore {
             return Err(e);
         }
         self.seq = seq;
-        let micros = start.elapsed().as_micros() as u64;
-        self.stats.checkpoints += 1;
-        self.stats.last_checkpoint_micros = micros;
-        Ok(CheckpointInfo { seq, micros })
+        Ok(self.stats.checkpoint_done(seq, start))
     }
 
     fn stats(&self) -> StoreStats {

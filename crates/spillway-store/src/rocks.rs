@@ -21,7 +21,10 @@
 //!   (`db_write_buffer_size`, which RocksDB enforces with a write-buffer manager; the
 //!   0.20 crate exposes no separate `WriteBufferManager`), each family's
 //!   `write_buffer_size` being that third divided by the number of families, bounded to
-//!   64 KiB..=64 MiB. Bloom filters of 10 bits per key. Two background jobs.
+//!   64 KiB..=64 MiB. Bloom filters of 10 bits per key. Index and filter blocks are
+//!   cached, partitioned, with their top level pinned (Flink's
+//!   `partitioned-index-filters`, its advice for state larger than memory). Two
+//!   background jobs.
 //! - Merges are blind writes, the point of RocksDB's merge: the length a list reaches is
 //!   not checked against [`MAX_VALUE_LEN`] when the operand is written (operands are).
 //!
@@ -61,8 +64,8 @@ use std::time::Instant;
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, ErrorKind, MergeOperands,
-    Options, ReadOptions, WriteOptions, DB,
+    BlockBasedIndexType, BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, ErrorKind,
+    MergeOperands, Options, ReadOptions, WriteOptions, DB,
 };
 
 use crate::error::{Error, Result};
@@ -168,8 +171,17 @@ fn cf_options(merge: Option<&MergeOp>, cache: &Cache, write_buffer: usize) -> Op
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache);
     table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
+    // Flink's managed-memory setup with `state.backend.rocksdb.memory.partitioned-index-
+    // filters: true`, its recommendation for state larger than memory: index and filter
+    // blocks live in the block cache, partitioned, with only the small top level
+    // pinned. Without partitioning, a large SST's multi-megabyte filter block is
+    // evicted by data blocks and re-read whole on lookups (measured: about 1.5k ops/s
+    // on `bench store --workload readwrite`).
     table.set_cache_index_and_filter_blocks(true);
     table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+    table.set_partition_filters(true);
+    table.set_pin_top_level_index_and_filter(true);
     let mut o = Options::default();
     o.set_block_based_table_factory(&table);
     o.set_write_buffer_size(write_buffer);
@@ -398,10 +410,7 @@ impl RocksStore {
     }
 
     fn check_writable(&self) -> Result<()> {
-        match &self.poisoned {
-            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
-            None => Ok(()),
-        }
+        crate::error::writable(&self.poisoned)
     }
 
     fn ns_ok(&self, ns: Ns) -> Result<()> {
@@ -682,10 +691,7 @@ impl StateStore for RocksStore {
             return Err(e);
         }
         self.seq = seq;
-        let micros = start.elapsed().as_micros() as u64;
-        self.stats.checkpoints += 1;
-        self.stats.last_checkpoint_micros = micros;
-        Ok(CheckpointInfo { seq, micros })
+        Ok(self.stats.checkpoint_done(seq, start))
     }
 
     fn stats(&self) -> StoreStats {

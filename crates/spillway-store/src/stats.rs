@@ -41,3 +41,17 @@ pub struct StoreStats {
     /// Wall time of the last checkpoint in microseconds.
     pub last_checkpoint_micros: u64,
 }
+
+impl StoreStats {
+    /// Counts a completed checkpoint `seq` begun at `start` and describes it.
+    pub(crate) fn checkpoint_done(
+        &mut self,
+        seq: u64,
+        start: std::time::Instant,
+    ) -> crate::CheckpointInfo {
+        let micros = start.elapsed().as_micros() as u64;
+        self.checkpoints += 1;
+        self.last_checkpoint_micros = micros;
+        crate::CheckpointInfo { seq, micros }
+    }
+}

@@ -54,7 +54,10 @@
 //!
 //! `index-<seq>.snap` is a [block file](crate::blockfile) (magic `SWHLIDX\0`, version 1):
 //! frame 0 = `b0 u32 | bits u32 | main buckets u64 | overflow buckets u64 | entries u64`,
-//! then the main and overflow bucket arrays as raw `u64`s, 16384 buckets per frame.
+//! then the non-empty buckets, up to 16384 per frame, each as `bucket number u64 |
+//! 8 slots u64` in increasing bucket number (main buckets are numbered from 0, overflow
+//! buckets follow them); absent buckets are empty. A sparse index costs only its
+//! entries.
 //!
 //! The manifest (see [`crate::manifest`]) adds `begin`, `tail`, `page_bits`,
 //! `segment_page_bits`, `garbage` and `index=index-<seq>.snap`.
@@ -260,7 +263,7 @@ impl HashLogStore {
                 let start = (1u64 << page_bits) + PAGE_HDR as u64;
                 (
                     HashIndex::new(bits),
-                    Log::new(fs.clone(), &dir, page_bits, seg_bits, start, start),
+                    Log::new(fs.clone(), &dir, page_bits, seg_bits, start, start)?,
                     0,
                     0,
                 )
@@ -290,8 +293,9 @@ impl HashLogStore {
                         "inconsistent log geometry in manifest",
                     ));
                 }
-                let index = read_index(&*fs, &join(&dir, m.get_str(&mpath, "index")?))?;
-                let log = Log::new(fs.clone(), &dir, page_bits, seg_bits, begin, tail);
+                let index =
+                    read_index(&*fs, &join(&dir, m.get_str(&mpath, "index")?), opts.memory_budget)?;
+                let log = Log::new(fs.clone(), &dir, page_bits, seg_bits, begin, tail)?;
                 (index, log, seq, m.get_u64(&mpath, "garbage")?)
             }
         };
@@ -407,10 +411,7 @@ impl HashLogStore {
     }
 
     fn check_writable(&self) -> Result<()> {
-        match &self.poisoned {
-            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
-            None => Ok(()),
-        }
+        crate::error::writable(&self.poisoned)
     }
 
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
@@ -477,12 +478,17 @@ impl HashLogStore {
             }
             None => {
                 if self.index.wants_grow() {
+                    // While entries move, the old and the new bucket arrays coexist: grow
+                    // only if both fit beside the reserve and two pages, and first evict
+                    // the pages that would not fit during the move.
                     let page = self.log.page_size as u64;
-                    let after = self.index.grown_bytes() + (RESERVE_PAGES + 2) * page;
-                    if after <= self.opts.memory_budget {
+                    let budget = self.opts.memory_budget;
+                    let both = self.index.bytes() + self.index.grown_bytes();
+                    if both + (RESERVE_PAGES + 2) * page <= budget {
+                        self.log.max_frames = ((budget - both) / page - RESERVE_PAGES) as usize;
+                        self.log.shrink()?;
                         self.index.grow();
                         self.size_frames()?;
-                        self.log.shrink()?;
                     }
                 }
                 let cost = self.index.insert_cost(h);
@@ -662,17 +668,20 @@ impl HashLogStore {
         head.extend_from_slice(&(self.index.overflow.len() as u64).to_le_bytes());
         head.extend_from_slice(&self.index.count.to_le_bytes());
         w.frame(&head)?;
-        let mut frame = Vec::with_capacity(BUCKETS_PER_FRAME * 64);
-        for arr in [&self.index.main, &self.index.overflow] {
-            for chunk in arr.chunks(BUCKETS_PER_FRAME) {
-                frame.clear();
-                for b in chunk {
-                    for e in b {
-                        frame.extend_from_slice(&e.to_le_bytes());
-                    }
-                }
-                w.frame(&frame)?;
+        let mut frame = Vec::with_capacity(BUCKETS_PER_FRAME * 72);
+        let buckets = self.index.main.iter().chain(self.index.overflow.iter());
+        for (no, b) in buckets.enumerate().filter(|(_, b)| b.iter().any(|e| *e != 0)) {
+            frame.extend_from_slice(&(no as u64).to_le_bytes());
+            for e in b {
+                frame.extend_from_slice(&e.to_le_bytes());
             }
+            if frame.len() >= BUCKETS_PER_FRAME * 72 {
+                w.frame(&frame)?;
+                frame.clear();
+            }
+        }
+        if !frame.is_empty() {
+            w.frame(&frame)?;
         }
         self.stats.bytes_written += w.finish()?;
         publish(&*fs, &dir, &tmp, &join(&dir, &name))?;
@@ -740,7 +749,7 @@ fn segment_bits(segment_bytes: u64, page_bits: u32) -> u32 {
     (63 - pages.leading_zeros()).min(20)
 }
 
-fn read_index(fs: &dyn Fs, path: &Path) -> Result<HashIndex> {
+fn read_index(fs: &dyn Fs, path: &Path, budget: u64) -> Result<HashIndex> {
     let mut r = BlockReader::open(fs, path, INDEX_MAGIC, FORMAT_VERSION)?;
     let mut buf = Vec::new();
     if !r.next(&mut buf)? {
@@ -755,37 +764,55 @@ fn read_index(fs: &dyn Fs, path: &Path) -> Result<HashIndex> {
     if !(1..=40).contains(&bits) || b0 > bits || n_main != 1 << bits || n_ov > (1 << 36) {
         return Err(Error::corrupt(path, 16, "index snapshot header has impossible sizes"));
     }
+    // Checked before allocating, so a damaged or foreign header cannot exhaust memory.
+    let needed = (n_main + n_ov) * BUCKET_BYTES;
+    if needed > budget {
+        return Err(Error::BudgetTooSmall {
+            budget,
+            needed,
+            what: format!("the hash index recorded in {}", path.display()),
+        });
+    }
     let mut index = HashIndex {
         b0,
         bits,
-        main: Vec::with_capacity(n_main as usize),
-        overflow: Vec::with_capacity(n_ov as usize),
+        main: vec![[0; 8]; n_main as usize],
+        overflow: vec![[0; 8]; n_ov as usize],
         count,
     };
-    let total = (n_main + n_ov) as usize;
-    let mut loaded = 0usize;
+    let total = n_main + n_ov;
+    let mut next = 0u64;
+    let mut entries = 0u64;
     while r.next(&mut buf)? {
-        if buf.len() % 64 != 0 || loaded + buf.len() / 64 > total {
+        if buf.len() % 72 != 0 {
             return Err(Error::corrupt(path, 16, "index snapshot frame of wrong size"));
         }
-        for b in buf.chunks_exact(64) {
-            let mut bucket = [0u64; 8];
-            for (i, e) in b.chunks_exact(8).enumerate() {
+        for rec in buf.chunks_exact(72) {
+            let no = u64::from_le_bytes(rec[..8].try_into().expect("8"));
+            if no < next || no >= total {
+                return Err(Error::corrupt(
+                    path,
+                    16,
+                    format!("index snapshot bucket {no} out of order or range"),
+                ));
+            }
+            next = no + 1;
+            let bucket = if no < n_main {
+                &mut index.main[no as usize]
+            } else {
+                &mut index.overflow[(no - n_main) as usize]
+            };
+            for (i, e) in rec[8..].chunks_exact(8).enumerate() {
                 bucket[i] = u64::from_le_bytes(e.try_into().expect("8"));
             }
-            if (loaded as u64) < n_main {
-                index.main.push(bucket);
-            } else {
-                index.overflow.push(bucket);
-            }
-            loaded += 1;
+            entries += bucket[..7].iter().filter(|e| **e != 0).count() as u64;
         }
     }
-    if loaded != total {
+    if entries != count {
         return Err(Error::corrupt(
             path,
             16,
-            format!("index snapshot holds {loaded} of {total} buckets"),
+            format!("index snapshot holds {entries} entries, its header says {count}"),
         ));
     }
     let bad_link = index.main.iter().chain(index.overflow.iter()).any(|b| b[7] > n_ov);
@@ -968,10 +995,7 @@ impl StateStore for HashLogStore {
             self.poisoned = Some(e.to_string());
             return Err(e);
         }
-        let micros = start.elapsed().as_micros() as u64;
-        self.stats.checkpoints += 1;
-        self.stats.last_checkpoint_micros = micros;
-        Ok(CheckpointInfo { seq, micros })
+        Ok(self.stats.checkpoint_done(seq, start))
     }
 
     fn stats(&self) -> StoreStats {
