@@ -214,7 +214,7 @@ fn damage_everywhere(kind: Kind) {
         if len == 0 {
             continue;
         }
-        for t in 0..12 {
+        for t in 0..16 {
             trial += 1;
             let dir = base.path().join(format!("t{trial}"));
             copy_dir(&pristine, &dir);
@@ -224,6 +224,13 @@ fn damage_everywhere(kind: Kind) {
                 let at = rng.random_range(0..bytes.len());
                 bytes[at] ^= 1 << rng.random_range(0..8);
                 format!("{name}: flipped byte {at}")
+            } else if t < 13 {
+                // Hostile lengths and counts: eight bytes of 0xFF at an 8-aligned
+                // offset (or at the end of a short file).
+                let at = (rng.random_range(0..bytes.len()) & !7).min(bytes.len().saturating_sub(8));
+                let end = (at + 8).min(bytes.len());
+                bytes[at..end].fill(0xFF);
+                format!("{name}: 0xFF over bytes {at}..{end}")
             } else {
                 let cut = rng.random_range(0..bytes.len());
                 bytes.truncate(cut);

@@ -11,6 +11,13 @@
 //! one tag bit on addressing; after 20 doublings the index stops growing and buckets
 //! chain into overflow instead.
 //!
+//! A doubling is incremental: the old arrays stay beside the new ones while
+//! [`HashIndex::grow_step`] moves a few old buckets (with their overflow chains) per
+//! write operation, so no single operation pays for the whole table. A lookup whose
+//! old bucket has not moved yet probes the old arrays, every other lookup the new ones;
+//! inserts go to the same place a lookup would probe. A checkpoint finishes the
+//! doubling before it writes the snapshot.
+//!
 //! A lookup compares tags and returns candidates; the caller confirms each by comparing
 //! the key stored in the log record. With 20-bit tags a bucket of 7 entries sends a
 //! lookup to a wrong record about once in 150,000 lookups.
@@ -25,9 +32,11 @@ pub(crate) const BUCKET_BYTES: u64 = 64;
 
 pub(crate) type Bucket = [u64; 8];
 
-/// A slot position: `ov` selects the overflow array.
+/// A slot position: `old` selects the arrays being drained by a doubling, `ov` the
+/// overflow array.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Slot {
+    old: bool,
     ov: bool,
     bucket: u32,
     i: u8,
@@ -35,10 +44,20 @@ pub(crate) struct Slot {
 
 /// State of a walk over one bucket chain.
 pub(crate) struct Probe {
+    old: bool,
     ov: bool,
     bucket: u32,
     i: u8,
     tag: u64,
+}
+
+/// The arrays of the table being doubled, drained from bucket 0 upwards.
+pub(crate) struct Draining {
+    main: Vec<Bucket>,
+    overflow: Vec<Bucket>,
+    bits: u32,
+    /// Old buckets below this one have moved to the new arrays.
+    moved: usize,
 }
 
 pub(crate) struct HashIndex {
@@ -47,6 +66,7 @@ pub(crate) struct HashIndex {
     pub(crate) main: Vec<Bucket>,
     pub(crate) overflow: Vec<Bucket>,
     pub(crate) count: u64,
+    draining: Option<Draining>,
 }
 
 #[inline]
@@ -56,11 +76,23 @@ fn addr_of(e: u64) -> u64 {
 
 impl HashIndex {
     pub(crate) fn new(bits: u32) -> Self {
-        HashIndex { b0: bits, bits, main: vec![[0; 8]; 1 << bits], overflow: Vec::new(), count: 0 }
+        Self::from_parts(bits, bits, vec![[0; 8]; 1 << bits], Vec::new(), 0)
     }
 
+    pub(crate) fn from_parts(
+        b0: u32,
+        bits: u32,
+        main: Vec<Bucket>,
+        overflow: Vec<Bucket>,
+        count: u64,
+    ) -> Self {
+        HashIndex { b0, bits, main, overflow, count, draining: None }
+    }
+
+    /// Bytes of all bucket arrays, including those of a doubling in progress.
     pub(crate) fn bytes(&self) -> u64 {
-        (self.main.len() + self.overflow.len()) as u64 * BUCKET_BYTES
+        let old = self.draining.as_ref().map_or(0, |d| d.main.len() + d.overflow.len());
+        (self.main.len() + self.overflow.len() + old) as u64 * BUCKET_BYTES
     }
 
     #[inline]
@@ -68,26 +100,57 @@ impl HashIndex {
         (h >> self.b0) & TAG_MASK
     }
 
+    /// Where hash `h` lives: the old arrays if its old bucket has not moved yet.
     #[inline]
-    pub(crate) fn probe(&self, h: u64) -> Probe {
-        Probe { ov: false, bucket: (h & ((1u64 << self.bits) - 1)) as u32, i: 0, tag: self.tag(h) }
+    fn home(&self, h: u64) -> (bool, u32) {
+        if let Some(d) = &self.draining {
+            let ob = (h & ((1u64 << d.bits) - 1)) as usize;
+            if ob >= d.moved {
+                return (true, ob as u32);
+            }
+        }
+        (false, (h & ((1u64 << self.bits) - 1)) as u32)
     }
 
     #[inline]
-    fn bucket(&self, ov: bool, b: u32) -> &Bucket {
-        if ov {
-            &self.overflow[b as usize]
-        } else {
-            &self.main[b as usize]
+    pub(crate) fn probe(&self, h: u64) -> Probe {
+        let (old, bucket) = self.home(h);
+        Probe { old, ov: false, bucket, i: 0, tag: self.tag(h) }
+    }
+
+    #[inline]
+    fn arrays(&self, old: bool) -> (&Vec<Bucket>, &Vec<Bucket>) {
+        match (old, &self.draining) {
+            (true, Some(d)) => (&d.main, &d.overflow),
+            _ => (&self.main, &self.overflow),
         }
     }
 
     #[inline]
-    fn bucket_mut(&mut self, ov: bool, b: u32) -> &mut Bucket {
+    fn arrays_mut(&mut self, old: bool) -> (&mut Vec<Bucket>, &mut Vec<Bucket>) {
+        match (old, &mut self.draining) {
+            (true, Some(d)) => (&mut d.main, &mut d.overflow),
+            _ => (&mut self.main, &mut self.overflow),
+        }
+    }
+
+    #[inline]
+    fn bucket(&self, old: bool, ov: bool, b: u32) -> &Bucket {
+        let (main, overflow) = self.arrays(old);
         if ov {
-            &mut self.overflow[b as usize]
+            &overflow[b as usize]
         } else {
-            &mut self.main[b as usize]
+            &main[b as usize]
+        }
+    }
+
+    #[inline]
+    fn bucket_mut(&mut self, old: bool, ov: bool, b: u32) -> &mut Bucket {
+        let (main, overflow) = self.arrays_mut(old);
+        if ov {
+            &mut overflow[b as usize]
+        } else {
+            &mut main[b as usize]
         }
     }
 
@@ -95,13 +158,14 @@ impl HashIndex {
     #[inline]
     pub(crate) fn next(&self, p: &mut Probe) -> Option<(Slot, u64)> {
         loop {
-            let b = self.bucket(p.ov, p.bucket);
+            let b = self.bucket(p.old, p.ov, p.bucket);
             while (p.i as usize) < SLOTS {
                 let i = p.i;
                 p.i += 1;
                 let e = b[i as usize];
                 if e != 0 && (e >> ADDR_BITS) == p.tag {
-                    return Some((Slot { ov: p.ov, bucket: p.bucket, i }, addr_of(e)));
+                    let slot = Slot { old: p.old, ov: p.ov, bucket: p.bucket, i };
+                    return Some((slot, addr_of(e)));
                 }
             }
             let link = b[SLOTS];
@@ -127,20 +191,21 @@ impl HashIndex {
 
     #[inline]
     pub(crate) fn set(&mut self, s: Slot, addr: u64) {
-        let e = &mut self.bucket_mut(s.ov, s.bucket)[s.i as usize];
+        let e = &mut self.bucket_mut(s.old, s.ov, s.bucket)[s.i as usize];
         *e = (*e & !ADDR_MASK) | (addr >> 3);
     }
 
     pub(crate) fn remove(&mut self, s: Slot) {
-        self.bucket_mut(s.ov, s.bucket)[s.i as usize] = 0;
+        self.bucket_mut(s.old, s.ov, s.bucket)[s.i as usize] = 0;
         self.count -= 1;
     }
 
     /// Bytes an insert of hash `h` would add (0, or one overflow bucket).
     pub(crate) fn insert_cost(&self, h: u64) -> u64 {
-        let (mut ov, mut b) = (false, (h & ((1u64 << self.bits) - 1)) as u32);
+        let (old, mut b) = self.home(h);
+        let mut ov = false;
         loop {
-            let bk = self.bucket(ov, b);
+            let bk = self.bucket(old, ov, b);
             if bk[..SLOTS].contains(&0) {
                 return 0;
             }
@@ -154,24 +219,26 @@ impl HashIndex {
 
     pub(crate) fn insert(&mut self, h: u64, addr: u64) {
         let entry = (self.tag(h) << ADDR_BITS) | (addr >> 3);
-        let b = (h & ((1u64 << self.bits) - 1)) as u32;
-        self.place(false, b, entry);
+        let (old, b) = self.home(h);
+        self.place(old, b, entry);
         self.count += 1;
     }
 
-    fn place(&mut self, mut ov: bool, mut b: u32, entry: u64) {
+    fn place(&mut self, old: bool, mut b: u32, entry: u64) {
+        let mut ov = false;
         loop {
-            let bk = self.bucket_mut(ov, b);
+            let bk = self.bucket_mut(old, ov, b);
             if let Some(slot) = bk[..SLOTS].iter_mut().find(|e| **e == 0) {
                 *slot = entry;
                 return;
             }
             if bk[SLOTS] == 0 {
-                let n = self.overflow.len() as u64;
-                self.bucket_mut(ov, b)[SLOTS] = n + 1;
+                let (_, overflow) = self.arrays_mut(old);
+                let n = overflow.len() as u64;
                 let mut nb = [0u64; 8];
                 nb[0] = entry;
-                self.overflow.push(nb);
+                overflow.push(nb);
+                self.bucket_mut(old, ov, b)[SLOTS] = n + 1;
                 return;
             }
             let link = bk[SLOTS];
@@ -181,9 +248,13 @@ impl HashIndex {
     }
 
     /// Whether the table is loaded enough to double (average over 4 of 7 slots per
-    /// bucket: about 5% of buckets then chain into overflow; 16 index bytes per key).
+    /// bucket: about 5% of buckets then chain into overflow; 16 index bytes per key)
+    /// and no doubling is under way.
     pub(crate) fn wants_grow(&self) -> bool {
-        self.count > 4 * self.main.len() as u64 && self.bits < self.b0 + TAG_BITS && self.bits < 40
+        self.draining.is_none()
+            && self.count > 4 * self.main.len() as u64
+            && self.bits < self.b0 + TAG_BITS
+            && self.bits < 40
     }
 
     /// Bytes of the index after a doubling (before overflow is rebuilt, an estimate).
@@ -191,39 +262,84 @@ impl HashIndex {
         2 * self.main.len() as u64 * BUCKET_BYTES + self.overflow.len() as u64 * BUCKET_BYTES / 2
     }
 
-    /// Doubles the bucket array, redistributing entries by their tag bits.
-    pub(crate) fn grow(&mut self) {
-        let old_main = std::mem::take(&mut self.main);
-        let old_ov = std::mem::take(&mut self.overflow);
-        let shift = self.bits - self.b0;
-        let n = old_main.len() as u64;
+    /// Starts doubling the bucket array; [`grow_step`](Self::grow_step) moves the
+    /// entries.
+    pub(crate) fn start_grow(&mut self) {
+        debug_assert!(self.draining.is_none());
+        let main = std::mem::take(&mut self.main);
+        let overflow = std::mem::take(&mut self.overflow);
+        self.draining = Some(Draining { main, overflow, bits: self.bits, moved: 0 });
         self.bits += 1;
         self.main = vec![[0; 8]; 1 << self.bits];
-        for (i, bucket) in old_main.iter().enumerate() {
-            let mut bk = bucket;
+    }
+
+    /// Whether a doubling is under way.
+    pub(crate) fn growing(&self) -> bool {
+        self.draining.is_some()
+    }
+
+    /// Moves up to `buckets` old buckets (and their overflow chains) to the new arrays,
+    /// each entry by the tag bit the new table adds to addressing. Returns true when
+    /// the doubling has finished and the old arrays are freed.
+    pub(crate) fn grow_step(&mut self, buckets: usize) -> bool {
+        let Some(d) = self.draining.take() else { return true };
+        let n = d.main.len();
+        let shift = d.bits - self.b0;
+        let end = d.moved.saturating_add(buckets).min(n);
+        for i in d.moved..end {
+            let mut bk = &d.main[i];
             loop {
                 for &e in &bk[..SLOTS] {
                     if e != 0 {
                         let bit = ((e >> ADDR_BITS) >> shift) & 1;
-                        self.place(false, (i as u64 + bit * n) as u32, e);
+                        self.place(false, (i as u64 + bit * n as u64) as u32, e);
                     }
                 }
                 if bk[SLOTS] == 0 {
                     break;
                 }
-                bk = &old_ov[(bk[SLOTS] - 1) as usize];
+                bk = &d.overflow[(bk[SLOTS] - 1) as usize];
             }
+        }
+        if end < n {
+            self.draining = Some(Draining { moved: end, ..d });
+            false
+        } else {
+            true
         }
     }
 
-    /// All occupied entries, as (hash-derived bucket, entry) pairs, for tests.
+    /// Doubles the bucket array at once (finishing a doubling under way first).
+    #[cfg(test)]
+    pub(crate) fn grow(&mut self) {
+        self.grow_step(usize::MAX);
+        self.start_grow();
+        self.grow_step(usize::MAX);
+    }
+
+    /// Occupied entries in all arrays, for tests.
     #[cfg(test)]
     pub(crate) fn entries(&self) -> usize {
-        self.main
-            .iter()
-            .chain(self.overflow.iter())
-            .map(|b| b[..SLOTS].iter().filter(|e| **e != 0).count())
-            .sum()
+        let count = |arr: &[Bucket]| -> usize {
+            arr.iter().map(|b| b[..SLOTS].iter().filter(|e| **e != 0).count()).sum()
+        };
+        let new = count(&self.main) + count(&self.overflow);
+        let old = self.draining.as_ref().map_or(0, |d| {
+            // Only buckets not yet moved (and their chains) still hold live entries.
+            let mut n = 0;
+            for b in &d.main[d.moved..] {
+                let mut bk = b;
+                loop {
+                    n += bk[..SLOTS].iter().filter(|e| **e != 0).count();
+                    if bk[SLOTS] == 0 {
+                        break;
+                    }
+                    bk = &d.overflow[(bk[SLOTS] - 1) as usize];
+                }
+            }
+            n
+        });
+        new + old
     }
 }
 
@@ -248,6 +364,47 @@ mod tests {
         assert_eq!(ix.entries(), 20_000);
         for i in 0..20_000u64 {
             assert!(ix.find_addr(h(i), (i + 1) * 8).is_some(), "entry {i} lost");
+        }
+    }
+
+    #[test]
+    fn incremental_grow_interleaved_with_inserts_updates_and_removes() {
+        let mut ix = HashIndex::new(3);
+        let mut live = std::collections::BTreeMap::new();
+        for i in 0..30_000u64 {
+            if ix.wants_grow() {
+                ix.start_grow();
+            }
+            if ix.growing() {
+                ix.grow_step(3);
+            }
+            ix.insert(h(i), (i + 1) * 8);
+            live.insert(i, (i + 1) * 8);
+            if i % 3 == 0 {
+                // Move an older key to a new address, and remove another.
+                let k = i / 2;
+                if let Some(a) = live.get(&k).copied() {
+                    let s = ix.find_addr(h(k), a).expect("older key present");
+                    ix.set(s, (a + 1) << 20);
+                    live.insert(k, (a + 1) << 20);
+                }
+                let r = i / 3;
+                if let Some(a) = live.remove(&r) {
+                    let s = ix.find_addr(h(r), a).expect("key to remove present");
+                    ix.remove(s);
+                }
+            }
+        }
+        assert!(ix.bits > 6, "index should have grown several times");
+        assert_eq!(ix.entries() as u64, ix.count);
+        assert_eq!(ix.count, live.len() as u64);
+        for (k, a) in &live {
+            assert!(ix.find_addr(h(*k), *a).is_some(), "entry {k} lost");
+        }
+        ix.grow_step(usize::MAX);
+        assert!(!ix.growing());
+        for (k, a) in &live {
+            assert!(ix.find_addr(h(*k), *a).is_some(), "entry {k} lost after finishing");
         }
     }
 

@@ -113,6 +113,8 @@ use crate::{
 const FORMAT_VERSION: u32 = 1;
 const INDEX_MAGIC: [u8; 8] = *b"SWHLIDX\0";
 const BUCKETS_PER_FRAME: usize = 16384;
+/// Old index buckets moved per write while the index doubles (about 1-2 us of work).
+const GROW_STEP_BUCKETS: usize = 8;
 /// Pages of memory held back from the page budget for buffers that can each grow to a
 /// page: the scan buffer, the compaction buffer, the value scratch buffer and the
 /// disk-record buffer.
@@ -487,7 +489,7 @@ impl HashLogStore {
                     if both + (RESERVE_PAGES + 2) * page <= budget {
                         self.log.max_frames = ((budget - both) / page - RESERVE_PAGES) as usize;
                         self.log.shrink()?;
-                        self.index.grow();
+                        self.index.start_grow();
                         self.size_frames()?;
                     }
                 }
@@ -577,8 +579,12 @@ impl HashLogStore {
         }
     }
 
-    /// Runs one bounded compaction step if a pass is due or under way.
+    /// Background work in bounded steps, one per write: moving index buckets of a
+    /// doubling under way, and a compaction step if a pass is due or under way.
     fn maintain(&mut self) -> Result<()> {
+        if self.index.growing() && self.index.grow_step(GROW_STEP_BUCKETS) {
+            self.size_frames()?; // the old arrays are gone: pages may use their memory
+        }
         if self.compaction.is_none() {
             let size = self.log.tail - self.log.begin;
             let page = self.log.page_size as u64;
@@ -654,6 +660,10 @@ impl HashLogStore {
     }
 
     fn write_checkpoint(&mut self, seq: u64) -> Result<()> {
+        if self.index.growing() {
+            self.index.grow_step(usize::MAX);
+            self.size_frames()?;
+        }
         self.log.fold_over()?;
         self.log.sync()?;
         let dir = self.opts.dir.clone();
@@ -773,13 +783,13 @@ fn read_index(fs: &dyn Fs, path: &Path, budget: u64) -> Result<HashIndex> {
             what: format!("the hash index recorded in {}", path.display()),
         });
     }
-    let mut index = HashIndex {
+    let mut index = HashIndex::from_parts(
         b0,
         bits,
-        main: vec![[0; 8]; n_main as usize],
-        overflow: vec![[0; 8]; n_ov as usize],
+        vec![[0; 8]; n_main as usize],
+        vec![[0; 8]; n_ov as usize],
         count,
-    };
+    );
     let total = n_main + n_ov;
     let mut next = 0u64;
     let mut entries = 0u64;
