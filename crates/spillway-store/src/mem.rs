@@ -12,7 +12,6 @@
 //! [`ENTRY_OVERHEAD`] bytes and refuses writes that would exceed its budget.
 
 use std::ops::Bound;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -337,19 +336,7 @@ impl StateStore for MemStore {
         s.bytes_in_memory = self.bytes;
         s.index_bytes = self.maps.iter().map(|m| (m.capacity() * 40) as u64).sum();
         s.live_keys = Some(self.maps.iter().map(|m| m.len() as u64).sum());
-        s.bytes_on_disk = dir_bytes(&self.opts.dir);
+        s.bytes_on_disk = crate::io::dir_bytes(&self.opts.dir);
         s
     }
-}
-
-/// Sum of the sizes of the files directly in `dir` (0 if unreadable).
-pub(crate) fn dir_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok()?.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
 }

@@ -58,7 +58,6 @@
 
 use std::collections::HashSet;
 use std::ops::Bound;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Instant;
 
@@ -261,27 +260,6 @@ fn restore_checkpoint(manifest_path: &Path, src: &Path, dst: &Path) -> Result<()
         }
     }
     Ok(())
-}
-
-/// Bytes of the files under `dir`, recursively, counting hard-linked files once.
-fn disk_bytes(dir: &Path) -> u64 {
-    fn walk(dir: &Path, seen: &mut HashSet<(u64, u64)>, total: &mut u64) {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in rd.flatten() {
-            let Ok(m) = entry.metadata() else { continue };
-            if m.is_dir() {
-                walk(&entry.path(), seen, total);
-            } else if m.is_file() && seen.insert((m.dev(), m.ino())) {
-                *total += m.len();
-            }
-        }
-    }
-    let mut seen = HashSet::new();
-    let mut total = 0;
-    walk(dir, &mut seen, &mut total);
-    total
 }
 
 impl RocksStore {
@@ -705,7 +683,7 @@ impl StateStore for RocksStore {
         }
         s.index_bytes = readers;
         s.bytes_in_memory = memtables + readers + self.cache.get_usage() as u64;
-        s.bytes_on_disk = disk_bytes(&self.opts.dir);
+        s.bytes_on_disk = crate::io::dir_bytes(&self.opts.dir);
         s.live_keys = None;
         s
     }

@@ -1016,7 +1016,7 @@ impl StateStore for HashLogStore {
             + (self.scratch.capacity() + self.scan_buf.capacity()) as u64
             + self.log.disk_buf_bytes() as u64
             + self.compaction.as_ref().map_or(0, |c| c.buf.capacity() as u64);
-        s.bytes_on_disk = crate::mem::dir_bytes(&self.opts.dir);
+        s.bytes_on_disk = crate::io::dir_bytes(&self.opts.dir);
         s.bytes_written += self.log.bytes_written;
         s.disk_reads = self.log.disk_reads;
         s.live_keys = Some(self.index.count);
