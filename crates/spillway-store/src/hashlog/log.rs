@@ -46,13 +46,22 @@ pub(crate) struct Log {
     /// Pages below this page-aligned address are on disk.
     flushed: u64,
     pub(crate) tail: u64,
-    files: HashMap<u64, Box<dyn FileHandle>>,
+    files: HashMap<u64, Segment>,
     dirty: HashSet<u64>,
     disk_buf: Vec<u8>,
     disk_addr: u64,
     pub(crate) bytes_written: u64,
     pub(crate) disk_reads: u64,
 }
+
+/// An open segment file with its path, built once, for error messages.
+struct Segment {
+    path: PathBuf,
+    file: Box<dyn FileHandle>,
+}
+
+/// Pages are written up to their used bytes rounded up to this many bytes.
+const WRITE_ALIGN: usize = 4096;
 
 pub(crate) fn segment_name(seg: u64) -> String {
     format!("log-{seg:010}.seg")
@@ -175,69 +184,30 @@ impl Log {
         (seg, in_seg)
     }
 
-    fn file(&mut self, seg: u64) -> Result<&dyn FileHandle> {
+    /// The open segment `seg`, opening (or creating) its file on first use.
+    fn segment(&mut self, seg: u64) -> Result<&Segment> {
         if !self.files.contains_key(&seg) {
             let path = self.dir.join(segment_name(seg));
-            let f =
+            let file =
                 self.fs.open(&path, true).map_err(|e| Error::io("open log segment", &path, e))?;
-            self.files.insert(seg, f);
+            self.files.insert(seg, Segment { path, file });
         }
-        Ok(&*self.files[&seg])
+        Ok(&self.files[&seg])
     }
 
     fn read_disk_record(&mut self, a: u64) -> Result<()> {
         let (seg, off) = self.locate(a);
         let in_page = (a & self.mask()) as usize;
         let page_left = self.page_size - in_page;
-        // A page is written up to its used bytes rounded to 4 KiB, so the bytes up to
-        // the 4 KiB boundary after the record header are always in the file.
-        let to_boundary = ((in_page + REC_HDR + 4095) & !4095) - in_page;
-        let first = page_left.min(READ_HINT.min(to_boundary).max(REC_HDR));
-        let path = self.dir.join(segment_name(seg));
         let mut buf = std::mem::take(&mut self.disk_buf);
-        buf.clear();
-        buf.resize(first, 0);
-        let r = (|| {
-            let f = self.file(seg)?;
-            read_exact_at(f, &path, &mut buf, off, "read log record")?;
-            if first < REC_HDR {
-                return Err(Error::corrupt(&path, off, "record header crosses its page end"));
-            }
-            let (klen, vlen, vcap) = {
-                let r = Rec(&buf);
-                (r.klen(), r.vlen(), r.vcap())
-            };
-            if vlen > vcap || REC_HDR + klen + vcap > page_left {
-                return Err(Error::corrupt(
-                    &path,
-                    off,
-                    format!("record lengths (key {klen}, value {vlen}/{vcap}) overrun the page"),
-                ));
-            }
-            let need = REC_HDR + klen + vlen;
-            if need > first {
-                buf.resize(need, 0);
-                let f = self.file(seg)?;
-                read_exact_at(f, &path, &mut buf[first..], off + first as u64, "read log record")?;
-            }
-            let r = Rec(&buf);
-            if crc32c::crc32c(r.crc_span()) != u32_at(&buf, 0) {
-                return Err(Error::corrupt(&path, off, "log record checksum mismatch"));
-            }
-            Ok(())
-        })();
+        let r = match self.segment(seg) {
+            Ok(s) => read_record(s, &mut buf, off, in_page, page_left),
+            Err(e) => Err(e),
+        };
         self.disk_buf = buf;
         self.disk_reads += 1;
-        match r {
-            Ok(()) => {
-                self.disk_addr = a;
-                Ok(())
-            }
-            Err(e) => {
-                self.disk_addr = 0;
-                Err(e)
-            }
-        }
+        self.disk_addr = if r.is_ok() { a } else { 0 };
+        r
     }
 
     /// Reserves `size` bytes at the tail (records never span pages). A record never
@@ -334,12 +304,11 @@ impl Log {
         frame[20..22].copy_from_slice(&LOG_VERSION.to_le_bytes());
         let crc = crc32c::crc32c(&frame[4..used]);
         put_u32(frame, 0, crc);
-        let len = ((used + 4095) & !4095).min(self.page_size);
+        let len = used.next_multiple_of(WRITE_ALIGN).min(self.page_size);
         let (seg, off) = self.locate(p << page_bits);
-        let path = self.dir.join(segment_name(seg));
-        self.file(seg)?;
-        let frame = &self.frames[(p - self.head_page) as usize];
-        write_all_at(&*self.files[&seg], &path, &frame[..len], off, "write log page")?;
+        self.segment(seg)?;
+        let (s, frame) = (&self.files[&seg], &self.frames[(p - self.head_page) as usize]);
+        write_all_at(&*s.file, &s.path, &frame[..len], off, "write log page")?;
         self.dirty.insert(seg);
         self.bytes_written += len as u64;
         Ok(())
@@ -361,31 +330,31 @@ impl Log {
             return Ok(used);
         }
         let (seg, off) = self.locate(p << self.page_bits);
-        let path = self.dir.join(segment_name(seg));
+        let page_size = self.page_size;
+        let Segment { path, file } = self.segment(seg)?;
+        let f = &**file;
         buf.resize(PAGE_HDR, 0);
-        let f = self.file(seg)?;
-        read_exact_at(f, &path, buf, off, "read log page header")?;
+        read_exact_at(f, path, buf, off, "read log page header")?;
         let used = u32_at(buf, 16) as usize;
         if u32_at(buf, 4) != PAGE_MAGIC
             || u64::from_le_bytes(buf[8..16].try_into().expect("8")) != p
             || used < PAGE_HDR
-            || used > self.page_size
+            || used > page_size
         {
-            return Err(Error::corrupt(&path, off, format!("bad header of log page {p}")));
+            return Err(Error::corrupt(path, off, format!("bad header of log page {p}")));
         }
         let version = u16::from_le_bytes([buf[20], buf[21]]);
         if version > LOG_VERSION {
             return Err(Error::NewerFormat {
-                path,
+                path: path.clone(),
                 found: u32::from(version),
                 supported: u32::from(LOG_VERSION),
             });
         }
         buf.resize(used, 0);
-        let f = self.file(seg)?;
-        read_exact_at(f, &path, &mut buf[PAGE_HDR..], off + PAGE_HDR as u64, "read log page")?;
+        read_exact_at(f, path, &mut buf[PAGE_HDR..], off + PAGE_HDR as u64, "read log page")?;
         if crc32c::crc32c(&buf[4..used]) != u32_at(buf, 0) {
-            return Err(Error::corrupt(&path, off, format!("log page {p} checksum mismatch")));
+            return Err(Error::corrupt(path, off, format!("log page {p} checksum mismatch")));
         }
         self.disk_reads += 1;
         Ok(used)
@@ -405,8 +374,8 @@ impl Log {
         let mut segs: Vec<u64> = self.dirty.iter().copied().collect();
         segs.sort_unstable();
         for seg in segs {
-            let path = self.dir.join(segment_name(seg));
-            self.file(seg)?.sync_data().map_err(|e| Error::io("fsync log segment", &path, e))?;
+            let s = self.segment(seg)?;
+            s.file.sync_data().map_err(|e| Error::io("fsync log segment", &s.path, e))?;
             self.dirty.remove(&seg);
         }
         Ok(())
@@ -428,4 +397,47 @@ impl Log {
     pub(crate) fn segment_of(&self, addr: u64) -> u64 {
         (addr >> self.page_bits) >> self.seg_page_bits
     }
+}
+
+/// Reads the record at in-segment offset `off` of `seg` into `buf` and verifies its
+/// lengths and checksum. `in_page` is its offset in its page, `page_left` the bytes
+/// from it to the page's end.
+fn read_record(
+    seg: &Segment,
+    buf: &mut Vec<u8>,
+    off: u64,
+    in_page: usize,
+    page_left: usize,
+) -> Result<()> {
+    let (path, f) = (&seg.path, &*seg.file);
+    // A page is on disk up to its used bytes rounded to WRITE_ALIGN, so the bytes up to
+    // the boundary after the record header are in the file.
+    let to_boundary = (in_page + REC_HDR).next_multiple_of(WRITE_ALIGN) - in_page;
+    let first = page_left.min(READ_HINT.min(to_boundary).max(REC_HDR));
+    buf.clear();
+    buf.resize(first, 0);
+    read_exact_at(f, path, buf, off, "read log record")?;
+    if first < REC_HDR {
+        return Err(Error::corrupt(path, off, "record header crosses its page end"));
+    }
+    let (klen, vlen, vcap) = {
+        let r = Rec(buf);
+        (r.klen(), r.vlen(), r.vcap())
+    };
+    if vlen > vcap || REC_HDR + klen + vcap > page_left {
+        return Err(Error::corrupt(
+            path,
+            off,
+            format!("record lengths (key {klen}, value {vlen}/{vcap}) overrun the page"),
+        ));
+    }
+    let need = REC_HDR + klen + vlen;
+    if need > first {
+        buf.resize(need, 0);
+        read_exact_at(f, path, &mut buf[first..], off + first as u64, "read log record")?;
+    }
+    if crc32c::crc32c(Rec(buf).crc_span()) != u32_at(buf, 0) {
+        return Err(Error::corrupt(path, off, "log record checksum mismatch"));
+    }
+    Ok(())
 }
