@@ -17,8 +17,16 @@ pub const FRAME: usize = 4;
 
 /// Appends one framed element to `out`.
 pub fn push(out: &mut Vec<u8>, elem: &[u8]) {
-    out.extend_from_slice(&(elem.len() as u32).to_le_bytes());
-    out.extend_from_slice(elem);
+    let at = out.len();
+    out.resize(at + framed_len(elem), 0);
+    put(&mut out[at..], elem);
+}
+
+/// Writes `elem` framed at the start of `dst`, which must hold [`framed_len`] bytes
+/// (an append in place, into a record's spare capacity).
+pub(crate) fn put(dst: &mut [u8], elem: &[u8]) {
+    dst[..FRAME].copy_from_slice(&(elem.len() as u32).to_le_bytes());
+    dst[FRAME..FRAME + elem.len()].copy_from_slice(elem);
 }
 
 /// Size of `elem` once framed.

@@ -464,61 +464,37 @@ impl HashLogStore {
         Ok(a)
     }
 
-    /// Points `slot` (or a new entry) at `addr`, growing the index within the budget.
-    fn link(
-        &mut self,
-        found: Option<(Slot, u64)>,
-        h: u64,
-        addr: u64,
-        old_size: usize,
-        new_size: usize,
-    ) -> Result<()> {
-        match found {
-            Some((slot, _)) => {
-                self.index.set(slot, addr);
-                self.garbage += old_size as u64;
-            }
-            None => {
-                if self.index.wants_grow() {
-                    // While entries move, the old and the new bucket arrays coexist: grow
-                    // only if both fit beside the reserve and two pages, and first evict
-                    // the pages that would not fit during the move.
-                    let page = self.log.page_size as u64;
-                    let budget = self.opts.memory_budget;
-                    let both = self.index.bytes() + self.index.grown_bytes();
-                    if both + (RESERVE_PAGES + 2) * page <= budget {
-                        self.log.max_frames = ((budget - both) / page - RESERVE_PAGES) as usize;
-                        self.log.shrink()?;
-                        self.index.start_grow();
-                        self.size_frames()?;
-                    }
-                }
-                let cost = self.index.insert_cost(h);
-                if cost > 0 {
-                    let page = self.log.page_size as u64;
-                    let need = self.index.bytes() + cost + (RESERVE_PAGES + 2) * page;
-                    if need > self.opts.memory_budget {
-                        // The record just appended stays in the log unreferenced.
-                        self.garbage += new_size as u64;
-                        return Err(Error::BudgetTooSmall {
-                            budget: self.opts.memory_budget,
-                            needed: need,
-                            what: format!(
-                                "the hash index for {} keys plus {} log pages",
-                                self.index.count + 1,
-                                RESERVE_PAGES + 2
-                            ),
-                        });
-                    }
-                }
-                self.index.insert(h, addr);
-                if cost > 0 {
-                    self.size_frames()?;
-                    self.log.shrink()?;
-                }
+    /// Makes room in the index for one more key (hash `h`) before its record is
+    /// appended, so a refusal leaves nothing behind: starts a doubling when one is due
+    /// and both bucket arrays fit in the budget (evicting the pages that would not fit
+    /// beside them during the move), and refuses if the key would need an overflow
+    /// bucket the budget cannot hold. Returns the bytes the insert will add.
+    fn reserve_index_entry(&mut self, h: u64) -> Result<u64> {
+        let page = self.log.page_size as u64;
+        let budget = self.opts.memory_budget;
+        if self.index.wants_grow() {
+            let both = self.index.bytes() + self.index.grown_bytes();
+            if both + (RESERVE_PAGES + 2) * page <= budget {
+                self.log.max_frames = ((budget - both) / page - RESERVE_PAGES) as usize;
+                self.log.shrink()?;
+                self.index.start_grow();
+                self.size_frames()?;
             }
         }
-        Ok(())
+        let cost = self.index.insert_cost(h);
+        let need = self.index.bytes() + cost + (RESERVE_PAGES + 2) * page;
+        if cost > 0 && need > budget {
+            return Err(Error::BudgetTooSmall {
+                budget,
+                needed: need,
+                what: format!(
+                    "the hash index for {} keys plus {} log pages",
+                    self.index.count + 1,
+                    RESERVE_PAGES + 2
+                ),
+            });
+        }
+        Ok(cost)
     }
 
     /// Writes `value` for a found-or-new key: in place when the record is mutable and
@@ -558,8 +534,8 @@ impl HashLogStore {
             }
         }
         let old_size = found.map_or(0, |(_, a)| self.log.view(a).size());
+        let index_cost = if found.is_none() { self.reserve_index_entry(h)? } else { 0 };
         let vcap = vcap.max(vlen);
-        let new_size = record_size(key.len(), vcap);
         let a = match value_src {
             ValueSrc::Arg(val) => self.append(ns, key, val, vcap)?,
             ValueSrc::Scratch => {
@@ -569,7 +545,21 @@ impl HashLogStore {
                 r?
             }
         };
-        self.link(found, h, a, old_size, new_size)
+        match found {
+            Some((slot, _)) => {
+                self.index.set(slot, a);
+                self.garbage += old_size as u64;
+            }
+            None => {
+                self.index.insert(h, a);
+                if index_cost > 0 {
+                    // The index gained an overflow bucket: give its memory back.
+                    self.size_frames()?;
+                    self.log.shrink()?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn remove_found(&mut self, found: Option<(Slot, u64)>) {
@@ -900,10 +890,7 @@ impl StateStore for HashLogStore {
                                 (r.klen(), r.vlen(), r.vcap())
                             };
                             if vlen + add <= cap {
-                                let at = REC_HDR + klen + vlen;
-                                rec[at..at + 4]
-                                    .copy_from_slice(&(operand.len() as u32).to_le_bytes());
-                                rec[at + 4..at + add].copy_from_slice(operand);
+                                crate::list::put(&mut rec[REC_HDR + klen + vlen..], operand);
                                 record::put_u32(rec, 12, (vlen + add) as u32);
                                 self.stats.in_place_updates += 1;
                                 return self.maintain();
@@ -923,7 +910,6 @@ impl StateStore for HashLogStore {
                     self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)?;
                 }
                 MergeOp::Function { f, .. } => {
-                    let f = f.clone();
                     self.scratch.clear();
                     let old = found.map(|(_, a)| self.log.view(a).value());
                     f(old, operand, &mut self.scratch);
