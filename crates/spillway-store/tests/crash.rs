@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use common::{check_all, open, Kind, Model, Op, KV, LIST};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use spillway_store::StateStore;
 
 const CHILD_ENV: &str = "SPILLWAY_CRASH_CHILD";
 const KILLS: usize = 55;
@@ -51,30 +50,11 @@ fn child(kind: Kind, dir: &Path, report: &Path) {
     while start.elapsed() < Duration::from_secs(60) {
         round += 1;
         for op in round_ops(round) {
-            step_unchecked(&mut store, &op);
+            common::write(&mut store, &op).expect("child write");
         }
         let info = store.checkpoint().expect("child checkpoint");
         assert_eq!(info.seq, round);
         report.write_all(format!("ckpt {round}\n").as_bytes()).expect("report");
-    }
-}
-
-fn step_unchecked(store: &mut Box<dyn StateStore>, op: &Op) {
-    let n = |s: &dyn StateStore, i| common::ns(s, i);
-    match op {
-        Op::Put(i, k, v) => store.put(n(&**store, *i), k, v).expect("put"),
-        Op::Merge(i, k, v) => store.merge(n(&**store, *i), k, v).expect("merge"),
-        Op::Delete(i, k) => store.delete(n(&**store, *i), k).expect("delete"),
-        Op::Rmw(i, k, by) => store
-            .rmw(n(&**store, *i), k, &mut |old, out| {
-                let (r, v) = common::rmw_counter(old, *by);
-                if let Some(v) = v {
-                    out.extend_from_slice(&v);
-                }
-                r
-            })
-            .expect("rmw"),
-        other => unreachable!("{other:?}"),
     }
 }
 

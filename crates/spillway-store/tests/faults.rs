@@ -16,7 +16,7 @@ use common::{check_all, open, open_with_fs, Kind, Model, Op, KV, LIST};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use spillway_store::io::{Fault, FaultFs};
-use spillway_store::{Error, StateStore};
+use spillway_store::Error;
 
 fn random_write(rng: &mut SmallRng) -> Op {
     let k = format!("key{:04}", rng.random_range(0..1500)).into_bytes();
@@ -25,25 +25,6 @@ fn random_write(rng: &mut SmallRng) -> Op {
         4 | 5 => Op::Merge(LIST, k, vec![rng.random(); rng.random_range(0..40)]),
         6 => Op::Delete(KV, k),
         _ => Op::Rmw(KV, k, rng.random_range(1..9)),
-    }
-}
-
-/// Runs one write (or a checkpoint) on the store; returns its error if it failed.
-fn try_op(store: &mut Box<dyn StateStore>, op: &Op) -> Result<(), Error> {
-    let n = |s: &dyn StateStore, i| common::ns(s, i);
-    match op {
-        Op::Put(i, k, v) => store.put(n(&**store, *i), k, v),
-        Op::Merge(i, k, v) => store.merge(n(&**store, *i), k, v),
-        Op::Delete(i, k) => store.delete(n(&**store, *i), k),
-        Op::Rmw(i, k, by) => store.rmw(n(&**store, *i), k, &mut |old, out| {
-            let (r, v) = common::rmw_counter(old, *by);
-            if let Some(v) = v {
-                out.extend_from_slice(&v);
-            }
-            r
-        }),
-        Op::Checkpoint => store.checkpoint().map(|_| ()),
-        other => unreachable!("{other:?}"),
     }
 }
 
@@ -61,7 +42,7 @@ fn fault_case(kind: Kind, fault: Fault, seed: u64) {
             fs.set(fault.clone());
         }
         let op = if n % 700 == 699 { Op::Checkpoint } else { random_write(&mut rng) };
-        match try_op(&mut store, &op) {
+        match common::write(&mut store, &op) {
             Ok(()) if matches!(op, Op::Checkpoint) => {
                 model.durable = model.live.clone();
                 durable_seq = store.checkpoint_seq();
@@ -84,7 +65,7 @@ fn fault_case(kind: Kind, fault: Fault, seed: u64) {
         "{kind:?}: error does not name the file: {msg}"
     );
     // A poisoned store refuses writes.
-    let again = try_op(&mut store, &Op::Put(KV, b"after".to_vec(), b"x".to_vec()));
+    let again = common::write(&mut store, &Op::Put(KV, b"after".to_vec(), b"x".to_vec()));
     assert!(
         matches!(again, Err(Error::Poisoned { .. })),
         "{kind:?} {fault:?}: write after failure: {again:?}"
@@ -141,7 +122,7 @@ fn fixture(kind: Kind, dir: &Path) -> Model {
     let mut model = Model::default();
     for n in 0..6000 {
         let op = random_write(&mut rng);
-        try_op(&mut store, &op).expect("write");
+        common::write(&mut store, &op).expect("write");
         common::apply_to_model(&mut model, &op);
         if n == 3000 {
             store.checkpoint().expect("checkpoint");

@@ -205,6 +205,25 @@ fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// Runs one write (or a checkpoint) on the store; returns its error if it failed.
+pub fn write(store: &mut Box<dyn StateStore>, op: &Op) -> Result<()> {
+    let n = |s: &dyn StateStore, i| ns(s, i);
+    match op {
+        Op::Put(i, k, v) => store.put(n(&**store, *i), k, v),
+        Op::Merge(i, k, v) => store.merge(n(&**store, *i), k, v),
+        Op::Delete(i, k) => store.delete(n(&**store, *i), k),
+        Op::Rmw(i, k, by) => store.rmw(n(&**store, *i), k, &mut |old, out| {
+            let (r, v) = rmw_counter(old, *by);
+            if let Some(v) = v {
+                out.extend_from_slice(&v);
+            }
+            r
+        }),
+        Op::Checkpoint => store.checkpoint().map(|_| ()),
+        other => unreachable!("{other:?}"),
+    }
+}
+
 /// Applies a write operation to the model alone.
 pub fn apply_to_model(model: &mut Model, op: &Op) {
     match op {
