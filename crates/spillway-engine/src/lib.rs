@@ -1,6 +1,10 @@
 //! # spillway-engine
 //!
 //! The exact sliding-window metrics engine: events, schema, SQL metrics, the shared plan
-//! DAG, windows, aggregates and the event reservoir. It is built by the engine issue;
-//! this crate holds its place in the workspace layout and depends only on
-//! `spillway-store`, as the design requires.
+//! DAG, windows, aggregates and the event reservoir.
+
+pub mod aggregate;
+pub mod reservoir;
+pub mod source;
+pub mod sql;
+pub mod value;

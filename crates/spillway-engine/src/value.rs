@@ -1,0 +1,288 @@
+//! Values, types, schemas and events: the vocabulary every other engine module speaks.
+//!
+//! An [`Event`] is one input row with its event time (an integer in the schema's
+//! [`TimeUnit`]) and its arrival sequence number. Rows are positional: `row[i]` holds the
+//! value of `schema.fields()[i]`.
+
+use std::fmt;
+
+/// A column type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum DataType {
+    /// 64-bit signed integer.
+    Int,
+    /// 64-bit IEEE float.
+    Float,
+    /// UTF-8 string.
+    Str,
+    /// Boolean.
+    Bool,
+}
+
+impl DataType {
+    /// The lowercase name used in `--schema` and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::Int => "int",
+            DataType::Float => "float",
+            DataType::Str => "string",
+            DataType::Bool => "bool",
+        }
+    }
+
+    /// Parses `int|float|string|bool` (also `str`, `integer`, `double`, `boolean`).
+    pub fn parse(s: &str) -> Option<DataType> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "int" | "integer" | "bigint" | "i64" => DataType::Int,
+            "float" | "double" | "f64" | "real" => DataType::Float,
+            "string" | "str" | "text" | "varchar" => DataType::Str,
+            "bool" | "boolean" => DataType::Bool,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One field value. `Null` is SQL's NULL (an empty CSV cell, a JSON `null` or a missing
+/// JSON key).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// Integer.
+    Int(i64),
+    /// Float.
+    Float(f64),
+    /// String.
+    Str(Box<str>),
+    /// Boolean.
+    Bool(bool),
+}
+
+impl Value {
+    /// The value's type, or `None` for NULL.
+    pub fn data_type(&self) -> Option<DataType> {
+        match self {
+            Value::Null => None,
+            Value::Int(_) => Some(DataType::Int),
+            Value::Float(_) => Some(DataType::Float),
+            Value::Str(_) => Some(DataType::Str),
+            Value::Bool(_) => Some(DataType::Bool),
+        }
+    }
+
+    /// True for NULL.
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Numeric view: ints and floats as f64; anything else `None`.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::Int(i) => Some(i as f64),
+            Value::Float(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Appends a stable byte encoding of the value, used for group keys and distinct
+    /// sets: equal values give equal bytes, and ints sort in numeric order.
+    /// Layout: one tag byte (0 null, 1 int, 2 float, 3 str, 4 bool), then for an int its
+    /// big-endian bytes with the sign bit flipped, for a float its bits (one NaN, -0
+    /// folded to +0), for a string its bytes with each 0x00 written as 0x00 0xFF and a
+    /// 0x00 0x01 terminator (so concatenated keys stay unambiguous), for a bool one byte.
+    pub fn encode_key(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::Null => out.push(0),
+            Value::Int(i) => {
+                out.push(1);
+                out.extend_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes());
+            }
+            Value::Float(f) => {
+                out.push(2);
+                let bits = if f.is_nan() { f64::NAN.to_bits() } else { (f + 0.0).to_bits() };
+                out.extend_from_slice(&bits.to_be_bytes());
+            }
+            Value::Str(s) => {
+                out.push(3);
+                for &b in s.as_bytes() {
+                    out.push(b);
+                    if b == 0 {
+                        out.push(0xFF);
+                    }
+                }
+                out.extend_from_slice(&[0, 1]);
+            }
+            Value::Bool(b) => {
+                out.push(4);
+                out.push(u8::from(*b));
+            }
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    /// Output formatting: NULL as the empty string, floats in Rust's shortest
+    /// round-trip form (always with a `.` or exponent so they read back as floats).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => Ok(()),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => {
+                if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e15 {
+                    write!(f, "{x:.1}")
+                } else {
+                    write!(f, "{x}")
+                }
+            }
+            Value::Str(s) => f.write_str(s),
+            Value::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+/// A named, typed column.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Field {
+    /// Column name as in the input header / JSON key.
+    pub name: String,
+    /// Column type.
+    pub ty: DataType,
+}
+
+/// The unit of the event-time column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum TimeUnit {
+    /// Seconds.
+    S,
+    /// Milliseconds.
+    Ms,
+    /// Microseconds.
+    Us,
+    /// Nanoseconds.
+    Ns,
+}
+
+impl TimeUnit {
+    /// Nanoseconds per unit.
+    pub fn nanos(self) -> i64 {
+        match self {
+            TimeUnit::S => 1_000_000_000,
+            TimeUnit::Ms => 1_000_000,
+            TimeUnit::Us => 1_000,
+            TimeUnit::Ns => 1,
+        }
+    }
+
+    /// Parses `s|ms|us|ns`.
+    pub fn parse(s: &str) -> Option<TimeUnit> {
+        Some(match s {
+            "s" => TimeUnit::S,
+            "ms" => TimeUnit::Ms,
+            "us" => TimeUnit::Us,
+            "ns" => TimeUnit::Ns,
+            _ => return None,
+        })
+    }
+
+    /// `s|ms|us|ns`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::S => "s",
+            TimeUnit::Ms => "ms",
+            TimeUnit::Us => "us",
+            TimeUnit::Ns => "ns",
+        }
+    }
+}
+
+/// The columns of a stream, and which one is event time.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Schema {
+    fields: Vec<Field>,
+    time_index: usize,
+    time_unit: TimeUnit,
+}
+
+impl Schema {
+    /// A schema; `time_column` must name an `Int` field.
+    pub fn new(
+        fields: Vec<Field>,
+        time_column: &str,
+        time_unit: TimeUnit,
+    ) -> Result<Schema, String> {
+        let time_index = fields.iter().position(|f| f.name == time_column).ok_or_else(|| {
+            format!(
+                "time column `{time_column}` is not in the input (columns: {})",
+                fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        if fields[time_index].ty != DataType::Int {
+            return Err(format!(
+                "time column `{time_column}` must hold integers (in {}), found type {}",
+                time_unit.name(),
+                fields[time_index].ty
+            ));
+        }
+        Ok(Schema { fields, time_index, time_unit })
+    }
+
+    /// All fields in input order.
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    /// Position of the field called `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|f| f.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Position of the event-time field.
+    pub fn time_index(&self) -> usize {
+        self.time_index
+    }
+
+    /// Unit of the event-time field.
+    pub fn time_unit(&self) -> TimeUnit {
+        self.time_unit
+    }
+}
+
+/// One row of values, positional per [`Schema::fields`].
+pub type Row = Vec<Value>;
+
+/// Order of events in time: event time, then arrival sequence number (ties in time are
+/// ordered by arrival).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct EventKey {
+    /// Event time in the schema's unit.
+    pub time: i64,
+    /// Arrival sequence number (0-based, unique per run).
+    pub seq: u64,
+}
+
+/// An input event: its row, its event time (also present in the row) and its arrival
+/// sequence number.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Event {
+    /// Event time in the schema's unit.
+    pub time: i64,
+    /// Arrival sequence number (0-based, unique per run).
+    pub seq: u64,
+    /// Field values.
+    pub row: Row,
+}
+
+impl Event {
+    /// The event's position in time order.
+    pub fn key(&self) -> EventKey {
+        EventKey { time: self.time, seq: self.seq }
+    }
+}
