@@ -4,7 +4,12 @@
 //! DAG, windows, aggregates and the event reservoir.
 
 pub mod aggregate;
+pub mod error;
+pub mod plan;
 pub mod reservoir;
+pub mod runtime;
 pub mod source;
 pub mod sql;
 pub mod value;
+
+pub use error::{Error, Result};

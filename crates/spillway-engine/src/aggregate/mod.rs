@@ -34,6 +34,13 @@ pub enum AggKind {
     LastValue,
 }
 
+impl AggKind {
+    /// SQL name.
+    pub fn name(&self) -> &'static str {
+        "agg"
+    }
+}
+
 /// The aggregates that share one group-by node; their states are stored together as
 /// one value per group key.
 #[derive(Clone, Debug)]

@@ -1,0 +1,74 @@
+//! The engine's error type: one enum over every layer a job touches, each variant
+//! keeping its source's message (which names the file, line, column or key).
+
+use std::fmt;
+
+use crate::plan::PlanError;
+use crate::reservoir::ReservoirError;
+use crate::source::SourceError;
+use crate::sql::SqlError;
+
+/// Anything that stops a job.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The query did not parse or type-check.
+    Sql(SqlError),
+    /// The query parsed but no plan can run it.
+    Plan(PlanError),
+    /// Reading input or writing output failed, or an input row was malformed.
+    Source(SourceError),
+    /// The event reservoir failed.
+    Reservoir(ReservoirError),
+    /// The state store failed.
+    Store(spillway_store::Error),
+    /// A checkpoint could not be written, read or matched to this run.
+    Checkpoint(String),
+    /// A bad option value.
+    Config(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Sql(e) => write!(f, "query: {e}"),
+            Error::Plan(e) => write!(f, "plan: {e}"),
+            Error::Source(e) => write!(f, "{e}"),
+            Error::Reservoir(e) => write!(f, "event reservoir: {e}"),
+            Error::Store(e) => write!(f, "state store: {e}"),
+            Error::Checkpoint(m) => write!(f, "checkpoint: {m}"),
+            Error::Config(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Sql(e) => Some(e),
+            Error::Plan(e) => Some(e),
+            Error::Source(e) => Some(e),
+            Error::Reservoir(e) => Some(e),
+            Error::Store(e) => Some(e),
+            Error::Checkpoint(_) | Error::Config(_) => None,
+        }
+    }
+}
+
+macro_rules! from {
+    ($t:ty, $v:ident) => {
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                Error::$v(e)
+            }
+        }
+    };
+}
+from!(SqlError, Sql);
+from!(PlanError, Plan);
+from!(SourceError, Source);
+from!(ReservoirError, Reservoir);
+from!(spillway_store::Error, Store);
+
+/// Result alias of the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

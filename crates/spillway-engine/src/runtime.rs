@@ -1,0 +1,578 @@
+//! The runtime of one query: per-event window maintenance and exact per-event results.
+//!
+//! ## How a result is exact
+//! The *frontier* `T` is the largest event time seen. For every window the running
+//! aggregation state (one [`AggSet`] value per group-by node and partition key, in the
+//! store) holds the events that have passed the window's *enter* boundary and not yet its
+//! *exit* boundary at `T` (see [`Boundary`]). For an event in order (`t == T`) that is
+//! exactly its window, so its result is the state after its own update.
+//!
+//! Events wait in the *lateness buffer* (sorted by time, then arrival) until the frontier
+//! is more than `allowed_lateness` past them, then move to the [`Reservoir`] in time
+//! order. One cursor per boundary walks reservoir then buffer; an event a late arrival
+//! lands behind a cursor counts as passed at once, so every event enters and leaves each
+//! window exactly once. A late event (`T - L <= t < T`) gets its own exact result from a
+//! copy of the running state: the newest events not in its window are removed
+//! (`remove_recent`) and the evicted ones still in its window re-added; both sets lie
+//! within `L` of the frontier, so each cursor keeps the events it passed in the last `L`
+//! time units (only when `L > 0`). Events older than `T - L` are returned as
+//! [`Outcome::TooLate`] for the side output.
+//!
+//! Costs per event in order: one read-modify-write per group-by node the event enters,
+//! one per node an expiring event leaves, one reservoir append and one reservoir read per
+//! cursor. A late event adds a scan of the events within `L` of the frontier.
+
+use std::collections::VecDeque;
+
+use spillway_store::{Ns, Rmw, StateStore};
+
+use crate::aggregate::AggSet;
+use crate::error::{Error, Result};
+use crate::plan::{Boundary, OutputSource, Plan};
+use crate::reservoir::{CursorId, Reservoir};
+use crate::value::{Event, EventKey, Row, Value};
+
+/// Name of the store namespace holding checkpoint metadata.
+pub const META_NAMESPACE: &str = "meta";
+
+/// What happened to one input event.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// The event's output row was written to the caller's buffer.
+    Emitted,
+    /// The query's `WHERE` rejected it: no output, not windowed.
+    Filtered,
+    /// It arrived more than the allowed lateness behind the frontier: it goes to the side
+    /// output and is counted.
+    TooLate(Event),
+}
+
+/// Counters of a runtime.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Counters {
+    /// Events given to [`Runtime::process`].
+    pub events: u64,
+    /// Rows emitted.
+    pub emitted: u64,
+    /// Events rejected by `WHERE`.
+    pub filtered: u64,
+    /// Events later than the allowed lateness (side output).
+    pub too_late: u64,
+    /// Events out of order but within the allowed lateness.
+    pub late_in_bounds: u64,
+    /// Read-modify-writes of aggregation state.
+    pub state_updates: u64,
+}
+
+/// A cursor over one boundary (not the arrival boundary).
+#[derive(Debug)]
+struct Cursor {
+    boundary: Boundary,
+    res: CursorId,
+    /// Buffer events already passed (`buffer[..buf_pos]`); non-zero only once the cursor
+    /// has passed every reservoir event.
+    buf_pos: usize,
+    /// Events passed within the last `lateness` time units (empty when lateness is 0).
+    recent: VecDeque<Event>,
+    /// Windows this boundary is the enter boundary of.
+    enters: Vec<usize>,
+    /// Windows this boundary is the exit boundary of.
+    exits: Vec<usize>,
+}
+
+/// Serializable runtime position (part of a checkpoint).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RuntimeSnapshot {
+    /// Frontier, if any event was seen.
+    pub frontier: Option<i64>,
+    /// Lateness buffer.
+    pub buffer: Vec<Event>,
+    /// Per cursor (in boundary order): reservoir index, buffer position, recent events.
+    pub cursors: Vec<(u64, usize, Vec<Event>)>,
+    /// Counters.
+    pub counters: Counters,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Enter,
+    Exit,
+}
+
+/// Aggregation state side: the store and per-group scratch. Kept apart from the
+/// reservoir so a borrowed reservoir event can update state without a copy.
+struct StateSide {
+    store: Box<dyn StateStore>,
+    ns: Vec<Ns>,
+    lateness: i64,
+    /// Partition key of the current event per group.
+    cur_keys: Vec<Vec<u8>>,
+    /// Results captured for the current event's partition per group.
+    slots: Vec<Option<Vec<Value>>>,
+    key: Vec<u8>,
+    args: Vec<Value>,
+    updates: u64,
+}
+
+fn encode_partition(cols: &[usize], row: &Row, out: &mut Vec<u8>) {
+    out.clear();
+    for &c in cols {
+        row[c].encode_key(out);
+    }
+}
+
+fn eval_args(plan: &Plan, gi: usize, row: &Row, out: &mut Vec<Value>) {
+    out.clear();
+    for (_, arg, _) in &plan.groups[gi].aggs {
+        out.push(match arg {
+            Some(e) => e.eval(row),
+            None => Value::Null,
+        });
+    }
+}
+
+impl StateSide {
+    /// Applies `action` of event `x` to every group of window `w` whose filter passes.
+    fn apply(&mut self, plan: &Plan, w: usize, x: &Event, action: Action, frontier: i64) -> Result<()> {
+        let window = &plan.windows[w];
+        let horizon =
+            EventKey { time: frontier.saturating_sub(window.frame.end).saturating_sub(self.lateness), seq: 0 };
+        for &fi in &window.filters {
+            let filter = &plan.filters[fi];
+            if let Some(p) = &filter.predicate {
+                if !p.eval_bool(&x.row) {
+                    continue;
+                }
+            }
+            for &gi in &filter.groups {
+                let group = &plan.groups[gi];
+                encode_partition(&group.partition_by, &x.row, &mut self.key);
+                eval_args(plan, gi, &x.row, &mut self.args);
+                let capture = self.key == self.cur_keys[gi];
+                let set: &AggSet = &group.set;
+                let args = &self.args;
+                let key = x.key();
+                let mut missing = false;
+                let mut slot = if capture { self.slots[gi].take().or_else(|| Some(Vec::new())) } else { None };
+                self.store.rmw(self.ns[gi], &self.key, &mut |old, out| {
+                    let r = match action {
+                        Action::Enter => {
+                            set.insert(old, out, key, args, horizon);
+                            Rmw::Put
+                        }
+                        Action::Exit => match old {
+                            None => {
+                                missing = true;
+                                Rmw::Keep
+                            }
+                            Some(old) => {
+                                if set.evict(old, out, key, args) {
+                                    Rmw::Delete
+                                } else {
+                                    Rmw::Put
+                                }
+                            }
+                        },
+                    };
+                    if let Some(s) = slot.as_mut() {
+                        s.clear();
+                        match r {
+                            Rmw::Put => set.results(out, s),
+                            _ => set.empty_results(s),
+                        }
+                    }
+                    r
+                })?;
+                if capture {
+                    self.slots[gi] = slot;
+                }
+                if missing {
+                    return Err(Error::Checkpoint(format!(
+                        "aggregation state of namespace `{}` lost a key that still held an event (time {}, seq {}); the store does not match the reservoir",
+                        group.namespace, x.time, x.seq
+                    )));
+                }
+                self.updates += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The runtime of one query.
+pub struct Runtime {
+    plan: Plan,
+    lateness: i64,
+    frontier: Option<i64>,
+    buffer: VecDeque<Event>,
+    cursors: Vec<Cursor>,
+    /// Windows entered at arrival.
+    arrival_enters: Vec<usize>,
+    reservoir: Reservoir,
+    state: StateSide,
+    counters: Counters,
+    scratch: Vec<u8>,
+}
+
+impl Runtime {
+    /// A runtime over `store` (opened with [`Runtime::namespaces`]) and an empty or
+    /// recovered `reservoir`. With `snapshot`, continues from a checkpoint.
+    pub fn new(
+        plan: Plan,
+        store: Box<dyn StateStore>,
+        mut reservoir: Reservoir,
+        allowed_lateness: i64,
+        snapshot: Option<RuntimeSnapshot>,
+    ) -> Result<Runtime> {
+        if allowed_lateness < 0 {
+            return Err(Error::Config(format!("allowed lateness must be >= 0, got {allowed_lateness}")));
+        }
+        let mut order: Vec<usize> = (0..plan.boundaries.len()).collect();
+        // Cursors advance in boundary order so an event enters a window before it leaves
+        // it: smaller offsets first, and at one offset the inclusive boundary first.
+        order.sort_by_key(|&b| (plan.boundaries[b].offset, !plan.boundaries[b].inclusive));
+        let mut cursors = Vec::new();
+        let mut arrival_enters = Vec::new();
+        let mut snap_cursors = snapshot.as_ref().map(|s| s.cursors.clone().into_iter());
+        for b in order {
+            let boundary = plan.boundaries[b];
+            let enters: Vec<usize> =
+                (0..plan.windows.len()).filter(|&w| plan.windows[w].enter == b).collect();
+            let exits: Vec<usize> =
+                (0..plan.windows.len()).filter(|&w| plan.windows[w].exit == b).collect();
+            if boundary == Boundary::ARRIVAL {
+                arrival_enters = enters;
+                continue;
+            }
+            let (index, buf_pos, recent) = match snap_cursors.as_mut() {
+                Some(it) => it.next().ok_or_else(|| {
+                    Error::Checkpoint("checkpoint has fewer cursors than the query's plan".into())
+                })?,
+                None => (0, 0, Vec::new()),
+            };
+            let res = reservoir.cursor(index)?;
+            cursors.push(Cursor { boundary, res, buf_pos, recent: recent.into(), enters, exits });
+        }
+        let mut ns = Vec::new();
+        for g in &plan.groups {
+            ns.push(store.namespace(&g.namespace)?);
+        }
+        let groups = plan.groups.len();
+        let (frontier, buffer, counters) = match snapshot {
+            Some(s) => (s.frontier, s.buffer.into(), s.counters),
+            None => (None, VecDeque::new(), Counters::default()),
+        };
+        Ok(Runtime {
+            plan,
+            lateness: allowed_lateness,
+            frontier,
+            buffer,
+            cursors,
+            arrival_enters,
+            reservoir,
+            state: StateSide {
+                store,
+                ns,
+                lateness: allowed_lateness,
+                cur_keys: vec![Vec::new(); groups],
+                slots: vec![None; groups],
+                key: Vec::new(),
+                args: Vec::new(),
+                updates: 0,
+            },
+            counters,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Store namespaces a runtime of `plan` needs (open the store with these).
+    pub fn namespaces(plan: &Plan) -> Vec<String> {
+        let mut v: Vec<String> = plan.groups.iter().map(|g| g.namespace.clone()).collect();
+        v.push(META_NAMESPACE.to_string());
+        v
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> Counters {
+        let mut c = self.counters.clone();
+        c.state_updates += self.state.updates;
+        c
+    }
+
+    /// The store (for checkpoints and stats).
+    pub fn store_mut(&mut self) -> &mut dyn StateStore {
+        self.state.store.as_mut()
+    }
+
+    /// The reservoir (for checkpoints and stats).
+    pub fn reservoir_mut(&mut self) -> &mut Reservoir {
+        &mut self.reservoir
+    }
+
+    /// Lowest reservoir index any cursor still needs.
+    pub fn min_cursor_index(&self) -> u64 {
+        self.cursors
+            .iter()
+            .map(|c| self.reservoir.cursor_index(c.res))
+            .min()
+            .unwrap_or_else(|| self.reservoir.len())
+    }
+
+    /// The runtime's position, for a checkpoint (call [`Reservoir::sync`] as well).
+    pub fn snapshot(&self) -> RuntimeSnapshot {
+        RuntimeSnapshot {
+            frontier: self.frontier,
+            buffer: self.buffer.iter().cloned().collect(),
+            cursors: self
+                .cursors
+                .iter()
+                .map(|c| {
+                    (self.reservoir.cursor_index(c.res), c.buf_pos, c.recent.iter().cloned().collect())
+                })
+                .collect(),
+            counters: self.counters(),
+        }
+    }
+
+    /// Processes one event. On [`Outcome::Emitted`], `out` holds the output row (one
+    /// value per output column).
+    pub fn process(&mut self, event: Event, out: &mut Vec<Value>) -> Result<Outcome> {
+        self.counters.events += 1;
+        if let Some(f) = &self.plan.filter {
+            if !f.eval_bool(&event.row) {
+                self.counters.filtered += 1;
+                return Ok(Outcome::Filtered);
+            }
+        }
+        let t = event.time;
+        let frontier = match self.frontier {
+            Some(f) if t < f => {
+                if t < f.saturating_sub(self.lateness) {
+                    self.counters.too_late += 1;
+                    return Ok(Outcome::TooLate(event));
+                }
+                self.counters.late_in_bounds += 1;
+                f
+            }
+            _ => t,
+        };
+        self.frontier = Some(frontier);
+        out.clear();
+        for (_, src) in &self.plan.outputs {
+            if let OutputSource::Field(i) = src {
+                out.push(event.row[*i].clone());
+            } else {
+                out.push(Value::Null);
+            }
+        }
+        for (gi, g) in self.plan.groups.iter().enumerate() {
+            encode_partition(&g.partition_by, &event.row, &mut self.state.cur_keys[gi]);
+            self.state.slots[gi] = None;
+        }
+        let late = t < frontier;
+        let key = event.key();
+
+        // (b) into the buffer; cursors already past its position pass it now.
+        let pos = if self.buffer.back().is_none_or(|b| b.key() <= key) {
+            self.buffer.len()
+        } else {
+            self.buffer.partition_point(|b| b.key() < key)
+        };
+        self.buffer.insert(pos, event);
+        for &w in &self.arrival_enters {
+            self.state.apply(&self.plan, w, &self.buffer[pos], Action::Enter, frontier)?;
+        }
+        for c in &mut self.cursors {
+            if c.buf_pos > pos {
+                c.buf_pos += 1;
+                let x = &self.buffer[pos];
+                for &w in &c.enters {
+                    self.state.apply(&self.plan, w, x, Action::Enter, frontier)?;
+                }
+                for &w in &c.exits {
+                    self.state.apply(&self.plan, w, x, Action::Exit, frontier)?;
+                }
+                if self.lateness > 0 {
+                    c.recent.push_back(x.clone());
+                }
+            }
+        }
+
+        // (c) events the frontier has left more than the lateness behind are final.
+        let settled = frontier.saturating_sub(self.lateness);
+        while self.buffer.front().is_some_and(|e| e.time < settled) {
+            let Some(e) = self.buffer.pop_front() else { break };
+            self.reservoir.append(&e)?;
+            for c in &mut self.cursors {
+                if c.buf_pos > 0 {
+                    c.buf_pos -= 1;
+                    // The cursor had passed this event in the buffer: skip it in the reservoir.
+                    if self.reservoir.peek(c.res)?.is_some() {
+                        self.reservoir.advance(c.res);
+                    }
+                }
+            }
+        }
+
+        // (d) advance every cursor to the frontier.
+        for c in &mut self.cursors {
+            loop {
+                if self.reservoir.cursor_index(c.res) < self.reservoir.len() {
+                    let Some(x) = self.reservoir.peek(c.res)? else { break };
+                    if !c.boundary.passed(x.time, frontier) {
+                        break;
+                    }
+                    for &w in &c.enters {
+                        self.state.apply(&self.plan, w, x, Action::Enter, frontier)?;
+                    }
+                    for &w in &c.exits {
+                        self.state.apply(&self.plan, w, x, Action::Exit, frontier)?;
+                    }
+                    if self.lateness > 0 {
+                        c.recent.push_back(x.clone());
+                    }
+                    self.reservoir.advance(c.res);
+                } else {
+                    let Some(x) = self.buffer.get(c.buf_pos) else { break };
+                    if !c.boundary.passed(x.time, frontier) {
+                        break;
+                    }
+                    for &w in &c.enters {
+                        self.state.apply(&self.plan, w, x, Action::Enter, frontier)?;
+                    }
+                    for &w in &c.exits {
+                        self.state.apply(&self.plan, w, x, Action::Exit, frontier)?;
+                    }
+                    if self.lateness > 0 {
+                        c.recent.push_back(x.clone());
+                    }
+                    c.buf_pos += 1;
+                }
+            }
+            if self.lateness > 0 {
+                let keep_from = frontier
+                    .saturating_sub(c.boundary.offset)
+                    .saturating_sub(self.lateness)
+                    .saturating_sub(1);
+                while c.recent.front().is_some_and(|e| e.time < keep_from) {
+                    c.recent.pop_front();
+                }
+            }
+        }
+
+        // (e) results.
+        if late {
+            self.late_results(pos, frontier)?;
+        } else {
+            for gi in 0..self.plan.groups.len() {
+                if self.state.slots[gi].is_some() {
+                    continue;
+                }
+                let set = &self.plan.groups[gi].set;
+                let mut r = Vec::with_capacity(set_len(set, &self.plan, gi));
+                if self.state.store.get_into(
+                    self.state.ns[gi],
+                    &self.state.cur_keys[gi],
+                    &mut self.scratch,
+                )? {
+                    set.results(&self.scratch, &mut r);
+                } else {
+                    set.empty_results(&mut r);
+                }
+                self.state.slots[gi] = Some(r);
+            }
+        }
+        for (i, (_, src)) in self.plan.outputs.iter().enumerate() {
+            if let OutputSource::Metric { group, agg } = *src {
+                if let Some(r) = &self.state.slots[group] {
+                    out[i] = r[agg].clone();
+                }
+            }
+        }
+        self.counters.emitted += 1;
+        Ok(Outcome::Emitted)
+    }
+
+    /// Exact results of the late event at `buffer[pos]`, from a copy of the running
+    /// state adjusted by the events within the lateness of the frontier.
+    fn late_results(&mut self, pos: usize, frontier: i64) -> Result<()> {
+        let e = &self.buffer[pos];
+        let t = e.time;
+        for gi in 0..self.plan.groups.len() {
+            let group = &self.plan.groups[gi];
+            let window = &self.plan.windows[group.window];
+            let filter = &self.plan.filters[group.filter];
+            let enter = self.plan.boundaries[window.enter];
+            let exit = self.plan.boundaries[window.exit];
+            let horizon = EventKey {
+                time: frontier.saturating_sub(window.frame.end).saturating_sub(self.lateness),
+                seq: 0,
+            };
+            let mut state: Option<Vec<u8>> = self.state.store.get(self.state.ns[gi], &self.state.cur_keys[gi])?;
+            let mut out = Vec::new();
+            let mut key = Vec::new();
+            let mut args = Vec::new();
+            let selected = |x: &Event, key: &mut Vec<u8>| -> bool {
+                if let Some(p) = &filter.predicate {
+                    if !p.eval_bool(&x.row) {
+                        return false;
+                    }
+                }
+                encode_partition(&group.partition_by, &x.row, key);
+                *key == self.state.cur_keys[gi]
+            };
+            // Newest events in the running state but after this event's window end.
+            let newer: Box<dyn Iterator<Item = &Event>> = if enter == Boundary::ARRIVAL {
+                Box::new(self.buffer.iter())
+            } else {
+                let c = self.cursors.iter().find(|c| c.boundary == enter).expect("cursor per boundary");
+                Box::new(c.recent.iter())
+            };
+            for x in newer {
+                if enter.passed(x.time, t) || !enter.passed(x.time, frontier) || exit.passed(x.time, frontier) {
+                    continue;
+                }
+                if !selected(x, &mut key) {
+                    continue;
+                }
+                eval_args(&self.plan, gi, &x.row, &mut args);
+                if let Some(old) = state.as_deref() {
+                    out.clear();
+                    group.set.remove_recent(old, &mut out, x.key(), &args);
+                    state = Some(std::mem::take(&mut out));
+                }
+            }
+            // Evicted events still inside this event's window.
+            let c = self.cursors.iter().find(|c| c.boundary == exit).expect("cursor per boundary");
+            for x in &c.recent {
+                if exit.passed(x.time, t) || !enter.passed(x.time, t) {
+                    continue;
+                }
+                if !selected(x, &mut key) {
+                    continue;
+                }
+                eval_args(&self.plan, gi, &x.row, &mut args);
+                out.clear();
+                group.set.insert(state.as_deref(), &mut out, x.key(), &args, horizon);
+                state = Some(std::mem::take(&mut out));
+            }
+            let mut r = Vec::new();
+            match &state {
+                Some(s) => group.set.results(s, &mut r),
+                None => group.set.empty_results(&mut r),
+            }
+            self.state.slots[gi] = Some(r);
+        }
+        let _ = e;
+        Ok(())
+    }
+}
+
+fn set_len(_set: &AggSet, plan: &Plan, gi: usize) -> usize {
+    plan.groups[gi].aggs.len()
+}

@@ -1,0 +1,379 @@
+//! Differential tests of the window runtime against a brute-force oracle: random streams
+//! (ties in time, gaps, bursts, out-of-order within and beyond the allowed lateness),
+//! every aggregate, every bound option, filters and several partitionings at once. The
+//! oracle recomputes each event's window from the full list of events that arrived no
+//! later than it.
+
+use proptest::prelude::*;
+use spillway_engine::aggregate::AggKind;
+use spillway_engine::plan::Plan;
+use spillway_engine::reservoir::{Reservoir, ReservoirOptions};
+use spillway_engine::runtime::{Outcome, Runtime};
+use spillway_engine::sql::{Expr, Frame, MetricSpec, QuerySpec, SelectItem, WindowSpec};
+use spillway_engine::value::{DataType, Event, Field, Schema, TimeUnit, Value};
+use spillway_store::{NamespaceSpec, StoreKind, StoreOptions};
+
+const ALL_AGGS: &[AggKind] = &[
+    AggKind::CountStar,
+    AggKind::Count,
+    AggKind::CountDistinct,
+    AggKind::Sum,
+    AggKind::Avg,
+    AggKind::Min,
+    AggKind::Max,
+    AggKind::StddevSamp,
+    AggKind::VarSamp,
+    AggKind::Median,
+    AggKind::PercentileCont(0.25),
+    AggKind::FirstValue,
+    AggKind::LastValue,
+];
+
+// Columns: 0 k (int, partition), 1 g (int, second partition), 2 v (int or null),
+// 3 f (float or null), 4 flag (bool), 5 ts.
+fn schema() -> Schema {
+    let f = |n: &str, ty| Field { name: n.into(), ty };
+    Schema::new(
+        vec![
+            f("k", DataType::Int),
+            f("g", DataType::Int),
+            f("v", DataType::Int),
+            f("f", DataType::Float),
+            f("flag", DataType::Bool),
+            f("ts", DataType::Int),
+        ],
+        "ts",
+        TimeUnit::Ms,
+    )
+    .unwrap()
+}
+
+#[derive(Clone, Debug)]
+struct Metric {
+    agg: AggKind,
+    col: usize,
+    filtered: bool,
+    window: usize,
+}
+
+fn in_frame(fr: &Frame, t: i64, x: i64) -> bool {
+    let lo = if fr.start_open { x > t - fr.start } else { x >= t - fr.start };
+    let hi = if fr.end_open { x < t - fr.end } else { x <= t - fr.end };
+    lo && hi
+}
+
+fn brute(agg: AggKind, xs: &[&Event], col: usize) -> Value {
+    let vals: Vec<&Value> = xs.iter().map(|e| &e.row[col]).collect();
+    let nn: Vec<&Value> = vals.iter().copied().filter(|v| !v.is_null()).collect();
+    let nums: Vec<f64> = nn.iter().filter_map(|v| v.as_f64()).collect();
+    let mut sorted = nums.clone();
+    sorted.sort_by(f64::total_cmp);
+    let pct = |p: f64| -> Value {
+        if sorted.is_empty() {
+            return Value::Null;
+        }
+        let r = p * (sorted.len() - 1) as f64;
+        let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
+        Value::Float(sorted[lo] + (sorted[hi] - sorted[lo]) * (r - lo as f64))
+    };
+    let var = || -> Option<f64> {
+        if nums.len() < 2 {
+            return None;
+        }
+        let m = nums.iter().sum::<f64>() / nums.len() as f64;
+        Some(nums.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (nums.len() - 1) as f64)
+    };
+    match agg {
+        AggKind::CountStar => Value::Int(xs.len() as i64),
+        AggKind::Count => Value::Int(nn.len() as i64),
+        AggKind::CountDistinct => {
+            let mut keys: Vec<Vec<u8>> = nn
+                .iter()
+                .map(|v| {
+                    let mut k = Vec::new();
+                    v.encode_key(&mut k);
+                    k
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            Value::Int(keys.len() as i64)
+        }
+        AggKind::Sum => {
+            if nn.is_empty() {
+                Value::Null
+            } else if nn.iter().all(|v| matches!(v, Value::Int(_))) {
+                Value::Int(nn.iter().map(|v| if let Value::Int(i) = v { *i } else { 0 }).sum())
+            } else {
+                Value::Float(nums.iter().sum())
+            }
+        }
+        AggKind::Avg => {
+            if nums.is_empty() {
+                Value::Null
+            } else {
+                Value::Float(nums.iter().sum::<f64>() / nums.len() as f64)
+            }
+        }
+        AggKind::Min | AggKind::Max => {
+            let best = nums.iter().copied().reduce(|a, b| {
+                if (agg == AggKind::Min) == (b.total_cmp(&a).is_lt()) {
+                    b
+                } else {
+                    a
+                }
+            });
+            match best {
+                None => Value::Null,
+                Some(b) => {
+                    if nn.iter().all(|v| matches!(v, Value::Int(_))) {
+                        Value::Int(b as i64)
+                    } else {
+                        Value::Float(b)
+                    }
+                }
+            }
+        }
+        AggKind::VarSamp => var().map_or(Value::Null, Value::Float),
+        AggKind::StddevSamp => var().map_or(Value::Null, |v| Value::Float(v.sqrt())),
+        AggKind::Median => pct(0.5),
+        AggKind::PercentileCont(p) => pct(p),
+        AggKind::FirstValue => xs.iter().min_by_key(|e| e.key()).map_or(Value::Null, |e| e.row[col].clone()),
+        AggKind::LastValue => xs.iter().max_by_key(|e| e.key()).map_or(Value::Null, |e| e.row[col].clone()),
+    }
+}
+
+fn close(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => {
+            (x - y).abs() <= 1e-9 * (1.0 + x.abs().max(y.abs())) || (x.is_nan() && y.is_nan())
+        }
+        (Value::Float(x), Value::Int(y)) | (Value::Int(y), Value::Float(x)) => (x - *y as f64).abs() < 1e-9,
+        _ => a == b,
+    }
+}
+
+#[derive(Debug)]
+struct Case {
+    frames: Vec<(Frame, Vec<usize>)>,
+    metrics: Vec<Metric>,
+    lateness: i64,
+    events: Vec<Event>,
+    where_flag: bool,
+}
+
+fn run_case(case: &Case, store: StoreKind) {
+    let schema = schema();
+    let windows: Vec<WindowSpec> = case
+        .frames
+        .iter()
+        .map(|(frame, p)| WindowSpec { partition_by: p.clone(), frame: *frame })
+        .collect();
+    let mut items = vec![SelectItem::Column { name: "ts".into(), index: 5 }];
+    for (i, m) in case.metrics.iter().enumerate() {
+        let arg_type = if m.col == 2 { DataType::Int } else { DataType::Float };
+        items.push(SelectItem::Metric {
+            name: format!("m{i}"),
+            metric: MetricSpec {
+                agg: m.agg,
+                arg: if m.agg == AggKind::CountStar { None } else { Some(Expr::Column(m.col)) },
+                arg_type: if m.agg == AggKind::CountStar { None } else { Some(arg_type) },
+                filter: if m.filtered { Some(Expr::Column(4)) } else { None },
+                window: m.window,
+            },
+        });
+    }
+    let query = QuerySpec {
+        items,
+        filter: if case.where_flag { Some(Expr::Column(4)) } else { None },
+        windows,
+    };
+    let plan = Plan::build(&query, &schema).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = StoreOptions::new(dir.path().join("state")).memory_budget(64 << 20);
+    for ns in Runtime::namespaces(&plan) {
+        opts = opts.namespace(NamespaceSpec::list(ns));
+    }
+    let st = store.open(opts).unwrap();
+    let res = Reservoir::create(ReservoirOptions::new(dir.path().join("res")), &schema).unwrap();
+    let mut rt = Runtime::new(plan, st, res, case.lateness, None).unwrap();
+
+    let mut accepted: Vec<Event> = Vec::new();
+    let mut frontier: Option<i64> = None;
+    let mut out = Vec::new();
+    for e in &case.events {
+        let outcome = rt.process(e.clone(), &mut out).unwrap();
+        let passes_where = !case.where_flag || e.row[4] == Value::Bool(true);
+        if !passes_where {
+            assert_eq!(outcome, Outcome::Filtered);
+            continue;
+        }
+        if frontier.is_some_and(|f| e.time < f - case.lateness) {
+            assert!(matches!(outcome, Outcome::TooLate(_)), "event {e:?} should be too late");
+            continue;
+        }
+        assert_eq!(outcome, Outcome::Emitted);
+        frontier = Some(frontier.map_or(e.time, |f| f.max(e.time)));
+        accepted.push(e.clone());
+        assert_eq!(out[0], e.row[5]);
+        for (i, m) in case.metrics.iter().enumerate() {
+            let (frame, part) = &case.frames[m.window];
+            let xs: Vec<&Event> = accepted
+                .iter()
+                .filter(|x| part.iter().all(|&c| x.row[c] == e.row[c]))
+                .filter(|x| !m.filtered || x.row[4] == Value::Bool(true))
+                .filter(|x| in_frame(frame, e.time, x.time))
+                .collect();
+            let want = brute(m.agg, &xs, m.col);
+            assert!(
+                close(&out[i + 1], &want),
+                "event seq {} t {}: metric {i} {:?}({}) over {frame:?} by {part:?}: got {:?}, want {:?} (window: {:?})",
+                e.seq,
+                e.time,
+                m.agg,
+                m.col,
+                out[i + 1],
+                want,
+                xs.iter().map(|x| (x.time, x.seq, x.row[m.col].clone())).collect::<Vec<_>>()
+            );
+        }
+    }
+    let c = rt.counters();
+    assert_eq!(c.emitted + c.filtered + c.too_late, case.events.len() as u64);
+}
+
+fn frame_strategy() -> impl Strategy<Value = Frame> {
+    (0i64..4, 1i64..40, any::<bool>(), any::<bool>(), 0u8..4).prop_map(|(end, len, so, eo, kind)| {
+        // kind: 0 = [t-W, t], 1 = (t-W, t], 2 = [t-W, t), 3 = delayed/general.
+        match kind {
+            0 => Frame { start: len, start_open: false, end: 0, end_open: false },
+            1 => Frame { start: len, start_open: true, end: 0, end_open: false },
+            2 => Frame { start: len, start_open: false, end: 0, end_open: true },
+            _ => Frame { start: end + len, start_open: so, end, end_open: eo },
+        }
+    })
+}
+
+fn events_strategy(max_disorder: i64) -> impl Strategy<Value = Vec<Event>> {
+    prop::collection::vec(
+        (0i64..4, 0i64..3, 0u8..6, prop::option::of(-50i64..50), any::<bool>(), 0i64..100, 0i64..max_disorder + 1),
+        1..160,
+    )
+    .prop_map(|raw| {
+        let mut t = 1_000i64;
+        raw.into_iter()
+            .enumerate()
+            .map(|(i, (k, g, step, v, flag, fv, back))| {
+                // Steps: ties (0), small gaps, occasional bursts of time.
+                t += match step {
+                    0 | 1 => 0,
+                    2 | 3 => 1,
+                    4 => 3,
+                    _ => 17,
+                };
+                let time = t - back;
+                let f = if fv % 7 == 0 { Value::Null } else { Value::Float(fv as f64 / 4.0 - 3.0) };
+                Event {
+                    time,
+                    seq: i as u64,
+                    row: vec![
+                        Value::Int(k),
+                        Value::Int(g),
+                        v.map_or(Value::Null, Value::Int),
+                        f,
+                        Value::Bool(flag),
+                        Value::Int(time),
+                    ],
+                }
+            })
+            .collect()
+    })
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::vec(frame_strategy(), 1..4),
+        prop::collection::vec((0usize..ALL_AGGS.len(), any::<bool>(), any::<bool>(), 0usize..8, 0u8..3), 1..6),
+        prop_oneof![Just(0i64), Just(0i64), 1i64..8, Just(25i64)],
+        any::<bool>(),
+        0i64..12,
+    )
+        .prop_flat_map(|(frames, ms, lateness, where_flag, disorder)| {
+            let nf = frames.len();
+            let frames: Vec<(Frame, Vec<usize>)> = frames
+                .into_iter()
+                .enumerate()
+                .map(|(i, f)| (f, match i % 3 { 0 => vec![0], 1 => vec![1, 0], _ => vec![] }))
+                .collect();
+            let metrics: Vec<Metric> = ms
+                .into_iter()
+                .map(|(a, float, filtered, w, _)| Metric {
+                    agg: ALL_AGGS[a],
+                    col: if float { 3 } else { 2 },
+                    filtered,
+                    window: w % nf,
+                })
+                .collect();
+            events_strategy(if lateness == 0 { disorder.min(3) } else { disorder }).prop_map(move |events| Case {
+                frames: frames.clone(),
+                metrics: metrics.clone(),
+                lateness,
+                events,
+                where_flag,
+            })
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn runtime_matches_brute_force_mem(case in case_strategy()) {
+        run_case(&case, StoreKind::Mem);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 60, ..ProptestConfig::default() })]
+
+    #[test]
+    fn runtime_matches_brute_force_hashlog(case in case_strategy()) {
+        run_case(&case, StoreKind::HashLog);
+    }
+}
+
+/// Every aggregate over every bound option on one fixed stream with ties at the window
+/// edges (a readable regression case).
+#[test]
+fn bound_options_on_edge_ties() {
+    let frames = vec![
+        (Frame { start: 10, start_open: false, end: 0, end_open: false }, vec![0]),
+        (Frame { start: 10, start_open: true, end: 0, end_open: false }, vec![0]),
+        (Frame { start: 10, start_open: false, end: 0, end_open: true }, vec![0]),
+        (Frame { start: 15, start_open: false, end: 5, end_open: true }, vec![0]),
+    ];
+    let mut metrics = Vec::new();
+    for w in 0..frames.len() {
+        for &agg in ALL_AGGS {
+            metrics.push(Metric { agg, col: 2, filtered: false, window: w });
+        }
+    }
+    let times = [0, 0, 5, 10, 10, 10, 15, 20, 20, 25, 30, 30, 40, 55, 55, 56];
+    let events = times
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| Event {
+            time: t,
+            seq: i as u64,
+            row: vec![
+                Value::Int(0),
+                Value::Int(0),
+                if i % 5 == 4 { Value::Null } else { Value::Int((i as i64 * 7) % 11 - 5) },
+                Value::Float(i as f64),
+                Value::Bool(true),
+                Value::Int(t),
+            ],
+        })
+        .collect();
+    run_case(&Case { frames, metrics, lateness: 0, events, where_flag: false }, StoreKind::Mem);
+}
