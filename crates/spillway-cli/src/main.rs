@@ -2,6 +2,8 @@
 //! the library crates, runs them and prints; all real work lives in `spillway-bench`,
 //! `spillway-store` and `spillway-engine`. Errors print as `error: ...` with exit code 1.
 
+mod engine_cmd;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -21,6 +23,13 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a SQL metrics query over an input file: one output row per event with its
+    /// exact sliding-window metrics.
+    Run(engine_cmd::RunArgs),
+    /// Generate payments and score them with Railgun's fraud metrics (no input needed).
+    Demo(engine_cmd::DemoArgs),
+    /// Print the plan DAG of a query.
+    Explain(engine_cmd::ExplainArgs),
     /// Run benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -145,6 +154,9 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Bench(BenchCommand::Store(args)) => bench_store(args),
+        Command::Run(args) => engine_cmd::run(args),
+        Command::Demo(args) => engine_cmd::demo(args),
+        Command::Explain(args) => engine_cmd::explain(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -170,6 +182,7 @@ mod tests {
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
             Command::Bench(BenchCommand::Store(a)) => a,
+            other => panic!("parsed {other:?}"),
         }
     }
 

@@ -1,0 +1,421 @@
+//! `spillway run`, `spillway demo` and `spillway explain`: argument parsing and printing
+//! around `spillway_engine::job`.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use spillway_bench::units::{parse_count, parse_size};
+use spillway_engine::duration::parse_duration;
+use spillway_engine::job::{run_job, JobConfig, JobSummary, Progress};
+use spillway_engine::plan::Plan;
+use spillway_engine::reservoir::Compression;
+use spillway_engine::source::{
+    self, parse_schema_overrides, OnError, PaymentGenerator, PaymentOptions, Source,
+    SourceOptions,
+};
+use spillway_engine::sql::parse_query;
+use spillway_engine::value::{Field, Schema, TimeUnit};
+use spillway_store::StoreKind;
+
+/// What to do with malformed input rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnErrorArg {
+    /// Stop with a message naming the line, column and expected type.
+    Stop,
+    /// Write the row to the dead-letter file, count it and go on.
+    Skip,
+}
+
+/// Reservoir chunk compression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CompressionArg {
+    /// LZ4 (fast).
+    Lz4,
+    /// Zstandard level 3 (smaller).
+    Zstd,
+}
+
+/// How the input is read (shared by `run` and `explain`).
+#[derive(Debug, Args)]
+pub struct InputArgs {
+    /// Event-time column (integers in --time-unit)
+    #[arg(long, default_value = "ts", value_name = "NAME")]
+    time_column: String,
+
+    /// Unit of the event-time column: s, ms, us, ns
+    #[arg(long, default_value = "ms", value_parser = parse_unit, value_name = "UNIT")]
+    time_unit: TimeUnit,
+
+    /// Column types overriding inference, e.g. `card:string,amount:float`
+    #[arg(long, value_name = "NAME:TYPE,...")]
+    schema: Option<String>,
+}
+
+fn parse_unit(s: &str) -> Result<TimeUnit, String> {
+    TimeUnit::parse(s).ok_or_else(|| format!("unknown time unit `{s}`; use s, ms, us or ns"))
+}
+
+/// `spillway run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The SQL query: a file, or the query text itself
+    #[arg(long, value_name = "FILE|SQL")]
+    query: String,
+
+    /// Input file, CSV (with header) or JSON Lines by extension; `-` reads stdin
+    #[arg(long, value_name = "FILE")]
+    input: PathBuf,
+
+    /// Output file, CSV or JSON Lines by extension [default: CSV on stdout]
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+
+    #[command(flatten)]
+    input_args: InputArgs,
+
+    /// State store of the aggregation state: hashlog, mem, rocksdb (if built in)
+    #[arg(long, default_value = "hashlog", value_name = "STORE")]
+    store: StoreKind,
+
+    /// Memory budget of the state store, e.g. 256MiB
+    #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
+    memory_budget: u64,
+
+    /// How far behind the newest event time an event may arrive and still be exact,
+    /// e.g. 5s; later events go to the side output
+    #[arg(long, default_value = "0", value_name = "DURATION")]
+    allowed_lateness: String,
+
+    /// Where events later than the allowed lateness are written [default:
+    /// <output>.late.<ext>, or late-events.csv when writing to stdout]
+    #[arg(long, value_name = "FILE")]
+    side_output: Option<PathBuf>,
+
+    /// Malformed input rows: stop (default) or skip to the dead-letter file
+    #[arg(long, value_enum, default_value = "stop")]
+    on_error: OnErrorArg,
+
+    /// Dead-letter file for --on-error skip [default: <input>.dead-letter]
+    #[arg(long, value_name = "FILE")]
+    dead_letter: Option<PathBuf>,
+
+    /// Directory for the state store, event reservoir and checkpoints [default: a
+    /// temporary directory, removed at the end]
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
+
+    /// Checkpoint every N input events (with --checkpoint-dir)
+    #[arg(long, default_value = "1M", value_parser = parse_count, value_name = "N")]
+    checkpoint_every: u64,
+
+    /// Continue a killed run from its last checkpoint (same arguments)
+    #[arg(long)]
+    resume: bool,
+
+    /// Compression of the reservoir's chunks
+    #[arg(long, value_enum, default_value = "lz4")]
+    compression: CompressionArg,
+
+    /// No progress line on stderr
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// `spillway demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Payments to generate
+    #[arg(long, default_value = "2M", value_parser = parse_count, value_name = "N")]
+    events: u64,
+
+    /// Distinct cards (zipf-distributed)
+    #[arg(long, default_value = "1M", value_parser = parse_count, value_name = "N")]
+    cards: u64,
+
+    /// Distinct merchants (zipf-distributed)
+    #[arg(long, default_value = "100k", value_parser = parse_count, value_name = "N")]
+    merchants: u64,
+
+    /// Window length, e.g. 5m, 1h, 7d
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    window: String,
+
+    /// Mean payments per second of event time
+    #[arg(long, default_value_t = 10_000.0, value_name = "RATE")]
+    rate: f64,
+
+    /// State store: hashlog, mem, rocksdb (if built in)
+    #[arg(long, default_value = "hashlog", value_name = "STORE")]
+    store: StoreKind,
+
+    /// Memory budget of the state store
+    #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
+    memory_budget: u64,
+
+    /// Generator seed
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+
+    /// Also write the scored payments to FILE (CSV or JSON Lines)
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+
+    /// Write the summary as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// No progress line on stderr
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// `spillway explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The SQL query: a file, or the query text itself
+    #[arg(long, value_name = "FILE|SQL")]
+    query: String,
+
+    /// Input file whose columns and types the query refers to (inferred as `run` does);
+    /// without it, --schema must list every column
+    #[arg(long, value_name = "FILE")]
+    input: Option<PathBuf>,
+
+    #[command(flatten)]
+    input_args: InputArgs,
+}
+
+fn read_query(q: &str) -> Result<String> {
+    let p = Path::new(q);
+    if p.is_file() {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read query file {}", p.display()))
+    } else if q.trim_start().to_ascii_lowercase().starts_with("select") {
+        Ok(q.to_string())
+    } else {
+        bail!("--query {q}: no such file, and not SQL text (which starts with SELECT)")
+    }
+}
+
+fn source_options(a: &InputArgs, on_error: OnError) -> Result<SourceOptions> {
+    let mut o = SourceOptions::new(&a.time_column);
+    o.time_unit = a.time_unit;
+    o.on_error = on_error;
+    if let Some(s) = &a.schema {
+        o.schema_overrides = parse_schema_overrides(s)?;
+    }
+    Ok(o)
+}
+
+fn progress_bar(quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}").expect("template"));
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
+fn progress_message(p: &Progress<'_>) -> String {
+    let h = p.latency_ns;
+    format!(
+        "{} events  {:.2}M events/s  latency p50 {:.1} us  p99 {:.1} us  p99.9 {:.1} us",
+        p.events,
+        p.events as f64 / p.seconds.max(1e-9) / 1e6,
+        h.value_at_quantile(0.5) as f64 / 1e3,
+        h.value_at_quantile(0.99) as f64 / 1e3,
+        h.value_at_quantile(0.999) as f64 / 1e3,
+    )
+}
+
+fn print_summary(s: &JobSummary) {
+    let c = &s.counters;
+    eprintln!(
+        "{} events in {:.2} s ({:.2}M events/s, store {}): {} rows emitted, {} filtered by WHERE, {} late beyond the allowed lateness{}, {} malformed rows skipped, {} late within it",
+        s.events_this_run,
+        s.seconds,
+        s.events_per_sec / 1e6,
+        s.store,
+        c.emitted,
+        c.filtered,
+        c.too_late,
+        s.side_output.as_ref().map_or(String::new(), |p| format!(" (written to {})", p.display())),
+        s.skipped_rows,
+        c.late_in_bounds,
+    );
+    eprintln!(
+        "latency (ingest to emit): p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us, max {:.1} us; {} checkpoints; reservoir {} compressed of {} raw bytes",
+        s.latency_us.p50,
+        s.latency_us.p99,
+        s.latency_us.p999,
+        s.latency_us.max,
+        s.checkpoints,
+        s.reservoir_bytes.0,
+        s.reservoir_bytes.1
+    );
+}
+
+/// `spillway run`.
+pub fn run(a: RunArgs) -> Result<()> {
+    let query = read_query(&a.query)?;
+    let on_error = match a.on_error {
+        OnErrorArg::Stop => OnError::Stop,
+        OnErrorArg::Skip => OnError::Skip {
+            dead_letter: a.dead_letter.clone().unwrap_or_else(|| {
+                let mut p = a.input.clone().into_os_string();
+                p.push(".dead-letter");
+                PathBuf::from(p)
+            }),
+        },
+    };
+    let sopts = source_options(&a.input_args, on_error)?;
+    let lateness = parse_duration(&a.allowed_lateness, sopts.time_unit)
+        .map_err(|e| anyhow!("--allowed-lateness: {e}"))?;
+    if a.resume && a.input == Path::new("-") {
+        bail!("--resume cannot re-read stdin; give the input as a file");
+    }
+    let cfg = JobConfig {
+        query,
+        output: a.output.clone(),
+        discard_output: false,
+        side_output: a.side_output.clone(),
+        store: a.store,
+        memory_budget: a.memory_budget,
+        allowed_lateness: lateness,
+        checkpoint_dir: a.checkpoint_dir.clone(),
+        checkpoint_every: a.checkpoint_every,
+        resume: a.resume,
+        compression: match a.compression {
+            CompressionArg::Lz4 => Compression::Lz4,
+            CompressionArg::Zstd => Compression::Zstd(3),
+        },
+        input_identity: format!("{}|{:?}", a.input.display(), sopts),
+    };
+    let input = a.input.clone();
+    let mut open = |at: Option<(&Schema, &source::SourcePosition)>| -> spillway_engine::Result<Box<dyn Source>> {
+        Ok(match at {
+            None => source::open(&input, &sopts)?,
+            Some((schema, pos)) => source::resume(&input, &sopts, schema, pos)?,
+        })
+    };
+    let pb = progress_bar(a.quiet);
+    let summary = run_job(&cfg, &mut open, &mut |p| pb.set_message(progress_message(p)))?;
+    pb.finish_and_clear();
+    if !a.quiet {
+        print_summary(&summary);
+    }
+    Ok(())
+}
+
+/// The demo's query: Railgun's fraud metrics over `window_ms`.
+pub fn demo_query(window_ms: i64) -> String {
+    format!(
+        "SELECT card, merchant, amount, ts,\n\
+         \x20      SUM(amount) OVER card_w AS card_sum,\n\
+         \x20      COUNT(*) OVER card_w AS card_count,\n\
+         \x20      AVG(amount) OVER merchant_w AS merchant_avg\n\
+         FROM payments\n\
+         WINDOW card_w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN {window_ms} PRECEDING AND CURRENT ROW),\n\
+         \x20      merchant_w AS (PARTITION BY merchant ORDER BY ts RANGE BETWEEN {window_ms} PRECEDING AND CURRENT ROW)\n"
+    )
+}
+
+/// `spillway demo`.
+pub fn demo(a: DemoArgs) -> Result<()> {
+    let window = parse_duration(&a.window, TimeUnit::Ms).map_err(|e| anyhow!("--window: {e}"))?;
+    let popts = PaymentOptions {
+        seed: a.seed,
+        events: a.events,
+        cards: a.cards,
+        merchants: a.merchants,
+        events_per_second: a.rate,
+        ..PaymentOptions::default()
+    };
+    let cfg = JobConfig {
+        query: demo_query(window),
+        output: a.output.clone(),
+        discard_output: a.output.is_none(),
+        side_output: None,
+        store: a.store,
+        memory_budget: a.memory_budget,
+        allowed_lateness: 0,
+        checkpoint_dir: None,
+        checkpoint_every: 0,
+        resume: false,
+        compression: Compression::Lz4,
+        input_identity: format!("{popts:?}"),
+    };
+    if !a.quiet {
+        eprintln!(
+            "spillway demo: {} payments over {} cards and {} merchants (zipf), {} window, store {}\n{}",
+            a.events,
+            a.cards,
+            a.merchants,
+            a.window,
+            a.store.name(),
+            cfg.query.trim_end()
+        );
+    }
+    let mut open = |_at: Option<(&Schema, &source::SourcePosition)>| -> spillway_engine::Result<Box<dyn Source>> {
+        Ok(Box::new(PaymentGenerator::new(popts.clone())?))
+    };
+    spillway_bench::machine::reset_peak_rss();
+    let pb = progress_bar(a.quiet);
+    let s = run_job(&cfg, &mut open, &mut |p| pb.set_message(progress_message(p)))?;
+    pb.finish_and_clear();
+    let peak = spillway_bench::machine::peak_rss_bytes();
+    if !a.quiet {
+        print_summary(&s);
+        eprintln!("peak resident memory: {}", spillway_bench::units::format_bytes(peak));
+    }
+    if let Some(path) = &a.json {
+        let j = serde_json::json!({
+            "events": s.events_this_run,
+            "seconds": s.seconds,
+            "events_per_sec": s.events_per_sec,
+            "latency_us": {
+                "p50": s.latency_us.p50,
+                "p99": s.latency_us.p99,
+                "p999": s.latency_us.p999,
+                "max": s.latency_us.max,
+            },
+            "peak_rss_bytes": peak,
+            "late_events": s.counters.too_late,
+            "store": s.store,
+            "window": a.window,
+            "cards": a.cards,
+            "merchants": a.merchants,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `spillway explain`.
+pub fn explain(a: ExplainArgs) -> Result<()> {
+    let query = read_query(&a.query)?;
+    let sopts = source_options(&a.input_args, OnError::Stop)?;
+    let schema = match &a.input {
+        Some(p) => source::open(p, &sopts)?.schema().clone(),
+        None => {
+            if sopts.schema_overrides.is_empty() {
+                bail!("explain needs the input's columns: give --input FILE or --schema name:type,...");
+            }
+            let fields = sopts
+                .schema_overrides
+                .iter()
+                .map(|(n, t)| Field { name: n.clone(), ty: *t })
+                .collect();
+            Schema::new(fields, &sopts.time_column, sopts.time_unit).map_err(|e| anyhow!(e))?
+        }
+    };
+    let spec = parse_query(&query, &schema)?;
+    let plan = Plan::build(&spec, &schema)?;
+    print!("{}", plan.explain(&schema));
+    Ok(())
+}

@@ -1,0 +1,416 @@
+//! A job: source -> runtime -> sink, with latency recording, progress, checkpoints and
+//! resume. `spillway run` and `spillway demo` are thin wrappers over [`run_job`].
+//!
+//! ## Checkpoints
+//! Every `checkpoint_every` events the job makes one atomic checkpoint: it flushes and
+//! fsyncs the output, side-output and dead-letter files, syncs the reservoir, writes the
+//! runtime snapshot (frontier, lateness buffer, cursors), the reservoir position, the
+//! input position and the output lengths into the store's `meta` namespace, and then
+//! checkpoints the store, whose manifest rename makes all of it durable at once. Only
+//! then are reservoir segments behind every cursor deleted. On `--resume` the store
+//! recovers its last checkpoint; the job reads the metadata from it, cuts the output
+//! files back to the recorded lengths, truncates the reservoir to the recorded position
+//! and reads the input from the recorded offset, so the finished output is byte-identical
+//! to an uninterrupted run's.
+
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::Histogram;
+use spillway_store::{NamespaceSpec, StateStore, StoreKind, StoreOptions};
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::reservoir::{Compression, Position, Reservoir, ReservoirOptions};
+use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot, META_NAMESPACE};
+use crate::source::{Sink, Source, SourcePosition};
+use crate::sql::parse_query;
+use crate::value::Schema;
+
+/// Metadata chunk size in the store (below every backend's value limit).
+const META_CHUNK: usize = 32 * 1024;
+/// Version of the checkpoint metadata layout.
+const META_VERSION: u32 = 1;
+
+/// How to run a job (everything but the source).
+#[derive(Clone, Debug)]
+pub struct JobConfig {
+    /// The SQL text.
+    pub query: String,
+    /// Output file (`None`: stdout for `run`; the demo passes `None` and `discard`).
+    pub output: Option<PathBuf>,
+    /// Discard output rows instead of writing them (benchmarks and the demo).
+    pub discard_output: bool,
+    /// Side output for events later than the allowed lateness (default: next to the
+    /// output, `<output>.late.<ext>`, or `late-events.csv` when writing to stdout).
+    pub side_output: Option<PathBuf>,
+    /// State store backend.
+    pub store: StoreKind,
+    /// Memory budget of the store, in bytes.
+    pub memory_budget: u64,
+    /// Allowed lateness in the time column's unit.
+    pub allowed_lateness: i64,
+    /// Checkpoint directory (`None`: a temporary directory, no checkpoints).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Events between checkpoints (0: none).
+    pub checkpoint_every: u64,
+    /// Continue from the last checkpoint in `checkpoint_dir`.
+    pub resume: bool,
+    /// Reservoir chunk compression.
+    pub compression: Compression,
+    /// A string identifying the input and its options; a resume with a different one is
+    /// refused.
+    pub input_identity: String,
+}
+
+/// A progress report, given to the caller's callback about every 100 ms.
+#[derive(Debug)]
+pub struct Progress<'a> {
+    /// Events read so far (including those of runs before a resume).
+    pub events: u64,
+    /// Seconds since this run started.
+    pub seconds: f64,
+    /// Ingest-to-emit latency of this run, in nanoseconds.
+    pub latency_ns: &'a Histogram<u64>,
+}
+
+/// What a finished job reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct JobSummary {
+    /// Runtime counters (over the whole job, across resumes).
+    pub counters: Counters,
+    /// Malformed input rows skipped to the dead-letter file.
+    pub skipped_rows: u64,
+    /// Events processed by this run (after a resume: since the checkpoint).
+    pub events_this_run: u64,
+    /// Wall seconds of this run.
+    pub seconds: f64,
+    /// Events per second of this run.
+    pub events_per_sec: f64,
+    /// Ingest-to-emit latency percentiles of this run, in microseconds.
+    pub latency_us: LatencySummary,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// The side-output file, when late events were written to it.
+    pub side_output: Option<PathBuf>,
+    /// Store name.
+    pub store: String,
+    /// Reservoir bytes written (compressed) and raw.
+    pub reservoir_bytes: (u64, u64),
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct LatencySummary {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl LatencySummary {
+    /// Percentiles of a nanosecond histogram.
+    pub fn from_hist(h: &Histogram<u64>) -> Self {
+        let us = |v: u64| v as f64 / 1000.0;
+        LatencySummary {
+            p50: us(h.value_at_quantile(0.5)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        }
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CheckpointMeta {
+    version: u32,
+    identity: String,
+    schema: Schema,
+    runtime: RuntimeSnapshot,
+    reservoir: Position,
+    source: SourcePosition,
+    output_len: u64,
+    side_len: u64,
+}
+
+fn identity(cfg: &JobConfig, schema: &Schema) -> String {
+    format!(
+        "query={:?};input={};lateness={};store={};schema={:?}",
+        cfg.query,
+        cfg.input_identity,
+        cfg.allowed_lateness,
+        cfg.store.name(),
+        schema
+    )
+}
+
+fn default_side_output(output: Option<&Path>) -> PathBuf {
+    match output {
+        Some(p) => {
+            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("csv");
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("output");
+            p.with_file_name(format!("{stem}.late.{ext}"))
+        }
+        None => PathBuf::from("late-events.csv"),
+    }
+}
+
+fn write_meta(store: &mut dyn StateStore, meta: &CheckpointMeta) -> Result<()> {
+    let ns = store.namespace(META_NAMESPACE)?;
+    let bytes = postcard::to_stdvec(meta)
+        .map_err(|e| Error::Checkpoint(format!("cannot encode checkpoint metadata: {e}")))?;
+    let chunks: Vec<&[u8]> = bytes.chunks(META_CHUNK).collect();
+    let mut head = Vec::with_capacity(16);
+    head.extend_from_slice(&(chunks.len() as u64).to_le_bytes());
+    head.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    store.put(ns, b"checkpoint", &head)?;
+    for (i, c) in chunks.iter().enumerate() {
+        store.put(ns, format!("checkpoint/{i}").as_bytes(), c)?;
+    }
+    Ok(())
+}
+
+fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
+    let ns = store.namespace(META_NAMESPACE)?;
+    let Some(head) = store.get(ns, b"checkpoint")? else { return Ok(None) };
+    if head.len() != 12 {
+        return Err(Error::Checkpoint(format!("metadata header has {} bytes, expected 12", head.len())));
+    }
+    let n = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+    let crc = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
+    let mut bytes = Vec::new();
+    for i in 0..n {
+        let c = store
+            .get(ns, format!("checkpoint/{i}").as_bytes())?
+            .ok_or_else(|| Error::Checkpoint(format!("metadata chunk {i} of {n} is missing")))?;
+        bytes.extend_from_slice(&c);
+    }
+    if crc32c::crc32c(&bytes) != crc {
+        return Err(Error::Checkpoint("metadata checksum mismatch".into()));
+    }
+    let meta: CheckpointMeta = postcard::from_bytes(&bytes)
+        .map_err(|e| Error::Checkpoint(format!("cannot decode checkpoint metadata: {e}")))?;
+    if meta.version != META_VERSION {
+        return Err(Error::Checkpoint(format!(
+            "metadata version {} is not supported (this build reads {META_VERSION})",
+            meta.version
+        )));
+    }
+    Ok(Some(meta))
+}
+
+/// Opens the source: `resume_at` is `None` for a fresh start.
+pub type OpenSource<'a> =
+    dyn FnMut(Option<(&Schema, &SourcePosition)>) -> Result<Box<dyn Source>> + 'a;
+
+/// Runs a job to the end of its source. `open_source(None)` opens the input from its
+/// start; `open_source(Some((schema, pos)))` reopens it at a checkpoint's position.
+pub fn run_job(
+    cfg: &JobConfig,
+    open_source: &mut OpenSource<'_>,
+    progress: &mut dyn FnMut(&Progress<'_>),
+) -> Result<JobSummary> {
+    let _tmp;
+    let base: PathBuf = match &cfg.checkpoint_dir {
+        Some(d) => d.clone(),
+        None => {
+            if cfg.resume {
+                return Err(Error::Config("--resume needs --checkpoint-dir".into()));
+            }
+            let t = tempfile::Builder::new()
+                .prefix("spillway-job-")
+                .tempdir()
+                .map_err(|e| Error::Config(format!("cannot create a temporary directory: {e}")))?;
+            let p = t.path().to_path_buf();
+            _tmp = t;
+            p
+        }
+    };
+    let state_dir = base.join("state");
+    let res_dir = base.join("reservoir");
+    if cfg.checkpoint_dir.is_some() && !cfg.resume && base.join("state").exists() {
+        return Err(Error::Config(format!(
+            "{} already holds a job's checkpoints; pass --resume to continue it, or choose an empty directory",
+            base.display()
+        )));
+    }
+
+    // Parse the query against the source's schema (opening the source infers it).
+    let mut source = open_source(None)?;
+    let schema = source.schema().clone();
+    let query = parse_query(&cfg.query, &schema)?;
+    let plan = Plan::build(&query, &schema)?;
+    let columns = plan.column_names();
+    let mut store_opts = StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget);
+    for ns in Runtime::namespaces(&plan) {
+        store_opts = store_opts.namespace(NamespaceSpec::list(ns));
+    }
+    let ident = identity(cfg, &schema);
+    let res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
+    let side_path = cfg.side_output.clone().unwrap_or_else(|| default_side_output(cfg.output.as_deref()));
+
+    let mut store = cfg.store.open(store_opts.clone())?;
+    let meta = if cfg.resume { read_meta(store.as_mut())? } else { None };
+    let (runtime, mut sink, mut side, start_events) = match meta {
+        Some(meta) => {
+            if meta.identity != ident {
+                return Err(Error::Checkpoint(format!(
+                    "{} was written by a job with other arguments (query, input, lateness, store or schema differ); resume with the same arguments",
+                    base.display()
+                )));
+            }
+            let reservoir = Reservoir::recover(res_opts, &schema, &meta.reservoir)?;
+            source = open_source(Some((&schema, &meta.source)))?;
+            let sink = match (&cfg.output, cfg.discard_output) {
+                (_, true) => None,
+                (Some(p), false) => Some(Sink::resume(p, &columns, meta.output_len)?),
+                (None, false) => {
+                    return Err(Error::Config("--resume needs --output FILE (stdout cannot be cut back)".into()))
+                }
+            };
+            let side_names: Vec<String> = schema.fields().iter().map(|f| f.name.clone()).collect();
+            let side = if side_path.exists() {
+                Some(Sink::resume(&side_path, &side_names, meta.side_len)?)
+            } else {
+                None
+            };
+            let events = meta.runtime.counters.events;
+            let rt = Runtime::new(plan, store, reservoir, cfg.allowed_lateness, Some(meta.runtime))?;
+            (rt, sink, side, events)
+        }
+        None => {
+            if cfg.resume {
+                // Killed before the first checkpoint: start over from scratch.
+                drop(store);
+                for d in [&state_dir, &res_dir] {
+                    if d.exists() {
+                        std::fs::remove_dir_all(d).map_err(|e| {
+                            Error::Config(format!("cannot clear {}: {e}", d.display()))
+                        })?;
+                    }
+                }
+                store = cfg.store.open(store_opts)?;
+                if side_path.exists() {
+                    let _ = std::fs::remove_file(&side_path);
+                }
+            }
+            let reservoir = Reservoir::create(res_opts, &schema)?;
+            let sink = if cfg.discard_output { None } else { Some(Sink::create(cfg.output.as_deref(), &columns)?) };
+            (Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?, sink, None, 0)
+        }
+    };
+    let mut runtime = runtime;
+
+    let clock = quanta::Clock::new();
+    let started = std::time::Instant::now();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|e| Error::Config(format!("histogram: {e}")))?;
+    let mut out = Vec::new();
+    let mut events_this_run = 0u64;
+    let mut checkpoints = 0u64;
+    let mut next_progress = started + std::time::Duration::from_millis(100);
+    let side_names: Vec<String> = schema.fields().iter().map(|f| f.name.clone()).collect();
+    loop {
+        let t0 = clock.raw();
+        let Some(event) = source.next_event()? else { break };
+        events_this_run += 1;
+        match runtime.process(event, &mut out)? {
+            Outcome::Emitted => {
+                if let Some(s) = sink.as_mut() {
+                    s.write_row(&out)?;
+                }
+            }
+            Outcome::Filtered => {}
+            Outcome::TooLate(e) => {
+                if side.is_none() {
+                    side = Some(Sink::create(Some(&side_path), &side_names)?);
+                }
+                if let Some(s) = side.as_mut() {
+                    s.write_row(&e.row)?;
+                }
+            }
+        }
+        let ns = clock.delta_as_nanos(t0, clock.raw());
+        let _ = hist.record(ns.max(1));
+        if cfg.checkpoint_every > 0
+            && cfg.checkpoint_dir.is_some()
+            && (start_events + events_this_run) % cfg.checkpoint_every == 0
+        {
+            checkpoint(&mut runtime, &mut *source, &mut sink, &mut side, &schema, &ident)?;
+            checkpoints += 1;
+        } else if cfg.checkpoint_dir.is_none() && events_this_run % 65_536 == 0 {
+            let min = runtime.min_cursor_index();
+            runtime.reservoir_mut().release_before(min)?;
+        }
+        if events_this_run % 4096 == 0 {
+            let now = std::time::Instant::now();
+            if now >= next_progress {
+                next_progress = now + std::time::Duration::from_millis(100);
+                progress(&Progress {
+                    events: start_events + events_this_run,
+                    seconds: started.elapsed().as_secs_f64(),
+                    latency_ns: &hist,
+                });
+            }
+        }
+    }
+    if let Some(s) = sink.as_mut() {
+        s.sync()?;
+    }
+    if let Some(s) = side.as_mut() {
+        s.sync()?;
+    }
+    source.sync()?;
+    let seconds = started.elapsed().as_secs_f64();
+    let rstats = runtime.reservoir_mut().stats();
+    Ok(JobSummary {
+        counters: runtime.counters(),
+        skipped_rows: source.skipped(),
+        events_this_run,
+        seconds,
+        events_per_sec: events_this_run as f64 / seconds.max(1e-9),
+        latency_us: LatencySummary::from_hist(&hist),
+        checkpoints,
+        side_output: side.map(|_| side_path),
+        store: runtime.store_mut().name().to_string(),
+        reservoir_bytes: (rstats.bytes_compressed, rstats.bytes_raw),
+    })
+}
+
+fn checkpoint(
+    runtime: &mut Runtime,
+    source: &mut dyn Source,
+    sink: &mut Option<Sink>,
+    side: &mut Option<Sink>,
+    schema: &Schema,
+    ident: &str,
+) -> Result<()> {
+    let output_len = match sink.as_mut() {
+        Some(s) => s.sync()?,
+        None => 0,
+    };
+    let side_len = match side.as_mut() {
+        Some(s) => s.sync()?,
+        None => 0,
+    };
+    source.sync()?;
+    let reservoir = runtime.reservoir_mut().sync()?;
+    let meta = CheckpointMeta {
+        version: META_VERSION,
+        identity: ident.to_string(),
+        schema: schema.clone(),
+        runtime: runtime.snapshot(),
+        reservoir,
+        source: source.position(),
+        output_len,
+        side_len,
+    };
+    let min = runtime.min_cursor_index();
+    write_meta(runtime.store_mut(), &meta)?;
+    runtime.store_mut().checkpoint()?;
+    runtime.reservoir_mut().release_before(min)?;
+    Ok(())
+}
