@@ -58,12 +58,16 @@ fn invalid(
     SqlError::Invalid { construct: construct.to_string(), message, at: loc(span) }
 }
 
+fn syntax(e: sqlparser::parser::ParserError) -> SqlError {
+    let text = e.to_string();
+    SqlError::Syntax(text.strip_prefix("sql parser error: ").unwrap_or(&text).to_string())
+}
+
 /// Parses a standalone scalar expression (e.g. a command-line filter) against `schema`.
 pub fn parse_expr(sql: &str, schema: &Schema) -> Result<Expr, SqlError> {
     let dialect = GenericDialect {};
-    let mut parser =
-        Parser::new(&dialect).try_with_sql(sql).map_err(|e| SqlError::Syntax(e.to_string()))?;
-    let e = parser.parse_expr().map_err(|e| SqlError::Syntax(e.to_string()))?;
+    let mut parser = Parser::new(&dialect).try_with_sql(sql).map_err(syntax)?;
+    let e = parser.parse_expr().map_err(syntax)?;
     let next = parser.peek_token();
     if next.token != Token::EOF {
         return Err(SqlError::Syntax(format!(
@@ -77,7 +81,7 @@ pub fn parse_expr(sql: &str, schema: &Schema) -> Result<Expr, SqlError> {
 /// Parses and validates a metrics query against the input schema.
 pub fn parse_query(sql: &str, schema: &Schema) -> Result<QuerySpec, SqlError> {
     let dialect = GenericDialect {};
-    let stmts = Parser::parse_sql(&dialect, sql).map_err(|e| SqlError::Syntax(e.to_string()))?;
+    let stmts = Parser::parse_sql(&dialect, sql).map_err(syntax)?;
     let stmt = match stmts.as_slice() {
         [one] => one,
         [] => {
@@ -612,7 +616,7 @@ fn window_spec(
     }
     let Some(frame) = &ws.window_frame else {
         return Err(invalid(
-            ws,
+            format!("OVER ({ws})"),
             format!(
                 "the window has no frame (SQL's default frame is unbounded); add e.g. `RANGE \
                  BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW`. Supported: \

@@ -386,7 +386,7 @@ fn unsupported_constructs_are_named() {
             "query body",
         ),
         (
-            format!("SELECT COUNT(*) OVER a FROM t WINDOW a AS b, b AS a"),
+            "SELECT COUNT(*) OVER a FROM t WINDOW a AS b, b AS a".into(),
             "cycle",
         ),
         (
@@ -604,8 +604,10 @@ mod prop {
         Or(Box<T>, Box<T>),
         Not(Box<T>),
         IsNull(Box<T>),
-        Between(Box<T>, Box<T>, Box<T>),
-        In(Box<T>, Vec<T>),
+        /// `negated`, expr, low, high.
+        Between(bool, Box<T>, Box<T>, Box<T>),
+        /// `negated`, expr, list.
+        In(bool, Box<T>, Vec<T>),
     }
 
     #[derive(Clone, Copy, Debug, PartialEq)]
@@ -617,10 +619,11 @@ mod prop {
     fn int_tree() -> impl Strategy<Value = T> {
         let leaf = prop_oneof![
             prop_oneof![
-                Just(None),
-                (-4i64..5).prop_map(Some),
-                Just(Some(i64::MAX)),
-                Just(Some(i64::MIN))
+                1 => Just(None),
+                4 => (-4i64..5).prop_map(Some),
+                1 => Just(Some(-1)),
+                1 => Just(Some(i64::MAX)),
+                1 => Just(Some(i64::MIN)),
             ]
             .prop_map(T::Lit),
             prop_oneof![Just(2usize), Just(5usize)].prop_map(T::Col),
@@ -647,13 +650,10 @@ mod prop {
             )
                 .prop_map(|(op, a, b)| T::Cmp(op, Box::new(a), Box::new(b))),
             int_tree().prop_map(|a| T::IsNull(Box::new(a))),
-            (int_tree(), int_tree(), int_tree()).prop_map(|(a, b, c)| T::Between(
-                Box::new(a),
-                Box::new(b),
-                Box::new(c)
-            )),
-            (int_tree(), proptest::collection::vec(int_tree(), 1..4))
-                .prop_map(|(a, l)| T::In(Box::new(a), l)),
+            (any::<bool>(), int_tree(), int_tree(), int_tree())
+                .prop_map(|(n, a, b, c)| { T::Between(n, Box::new(a), Box::new(b), Box::new(c)) }),
+            (any::<bool>(), int_tree(), proptest::collection::vec(int_tree(), 1..4))
+                .prop_map(|(n, a, l)| T::In(n, Box::new(a), l)),
         ];
         leaf.prop_recursive(3, 16, 2, |inner| {
             prop_oneof![
@@ -677,10 +677,19 @@ mod prop {
             T::Or(a, b) => format!("({} OR {})", sql(a), sql(b)),
             T::Not(a) => format!("(NOT {})", sql(a)),
             T::IsNull(a) => format!("({} IS NULL)", sql(a)),
-            T::Between(a, b, c) => format!("({} BETWEEN {} AND {})", sql(a), sql(b), sql(c)),
-            T::In(a, l) => {
-                format!("({} IN ({}))", sql(a), l.iter().map(sql).collect::<Vec<_>>().join(", "))
-            }
+            T::Between(n, a, b, c) => format!(
+                "({} {}BETWEEN {} AND {})",
+                sql(a),
+                if *n { "NOT " } else { "" },
+                sql(b),
+                sql(c)
+            ),
+            T::In(n, a, l) => format!(
+                "({} {}IN ({}))",
+                sql(a),
+                if *n { "NOT " } else { "" },
+                l.iter().map(sql).collect::<Vec<_>>().join(", ")
+            ),
         }
     }
 
@@ -758,27 +767,29 @@ mod prop {
             }
             T::Not(a) => R::B(boolean(reference(a, row)).map(|x| !x)),
             T::IsNull(a) => R::B(Some(int(reference(a, row)).is_none())),
-            T::Between(a, lo, hi) => {
+            T::Between(n, a, lo, hi) => {
                 let x = int(reference(a, row));
                 let l = int(reference(lo, row));
                 let h = int(reference(hi, row));
                 let ge = x.zip(l).map(|(x, l)| x >= l);
                 let le = x.zip(h).map(|(x, h)| x <= h);
-                R::B(match (ge, le) {
+                let r = match (ge, le) {
                     (Some(false), _) | (_, Some(false)) => Some(false),
                     (Some(true), Some(true)) => Some(true),
                     _ => None,
-                })
+                };
+                R::B(r.map(|b| b != *n))
             }
-            T::In(a, list) => {
+            T::In(n, a, list) => {
                 let x = int(reference(a, row));
                 let items: Vec<Option<i64>> = list.iter().map(|e| int(reference(e, row))).collect();
-                R::B(match x {
+                let r = match x {
                     None => None,
                     Some(x) if items.contains(&Some(x)) => Some(true),
                     Some(_) if items.contains(&None) => None,
                     Some(_) => Some(false),
-                })
+                };
+                R::B(r.map(|b| b != *n))
             }
         }
     }
@@ -804,7 +815,7 @@ mod prop {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(512))]
+        #![proptest_config(ProptestConfig::with_cases(1024))]
 
         #[test]
         fn int_trees_match_reference(t in int_tree(), ts in small(), qty in small()) {
