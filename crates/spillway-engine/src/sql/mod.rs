@@ -1,74 +1,354 @@
-//! SQL metrics (stub interface; replaced by the sql module).
-#![allow(missing_docs)]
-use crate::aggregate::AggKind;
-use crate::value::{DataType, Row, Value};
+//! SQL metrics front end: turns one `SELECT ... OVER ...` query into a [`QuerySpec`]
+//! (output columns, per-event metrics, the distinct sliding windows they use and the
+//! `WHERE` filter). Parsing is done by the `sqlparser` crate (generic dialect); this
+//! module owns the translation, its validation and error messages, and the compiled
+//! scalar expressions ([`Expr`]) used by filters and aggregate arguments.
+//!
+//! # Query shape
+//!
+//! ```sql
+//! SELECT card, ts,
+//!        SUM(amount) OVER w AS sum_5m,
+//!        COUNT(*) OVER w,
+//!        AVG(amount) OVER (PARTITION BY merchant ORDER BY ts
+//!                          RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW) AS avg_m,
+//!        COUNT(*) FILTER (WHERE amount > 100) OVER w AS big,
+//!        PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY amount) OVER w AS p90
+//! FROM payments
+//! WHERE amount > 0 AND country IN ('PT', 'ES')
+//! WINDOW w AS (PARTITION BY card ORDER BY ts
+//!              RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW)
+//! ```
+//!
+//! - `FROM` names the input stream (one table; its name is not checked).
+//! - The `SELECT` list holds plain columns (the current event's value) and aggregates
+//!   with `OVER`: `COUNT(*)`, `COUNT(x)`, `COUNT(DISTINCT x)`, `SUM`, `AVG`, `MIN`, `MAX`,
+//!   `STDDEV_SAMP` (`STDDEV`), `VAR_SAMP` (`VARIANCE`), `MEDIAN(x)`,
+//!   `PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)` (literal `0 <= p <= 1`),
+//!   `FIRST_VALUE(x)`, `LAST_VALUE(x)`. `SUM`, `AVG`, `STDDEV`, `VAR`, `MEDIAN` and
+//!   `PERCENTILE_CONT` need a numeric argument. An aggregate may carry
+//!   `FILTER (WHERE cond)`.
+//! - `WHERE` drops events before any window sees them.
+//! - Output names: the alias if given, else the column name, else a rendering such as
+//!   `sum(amount)`; two outputs with the same name (compared case-insensitively) are an
+//!   error.
+//! - Not supported (each gives an error naming the construct): aggregates without
+//!   `OVER`, ranking/offset window functions (`ROW_NUMBER`, `LAG`, ...), `GROUP BY`,
+//!   `HAVING`, `ORDER BY`/`LIMIT` on the query, joins, subqueries, `SELECT *`, `DISTINCT`,
+//!   and scalar expressions as SELECT items.
+//!
+//! # Windows and bounds
+//!
+//! A window is `[PARTITION BY col, ...] ORDER BY <time column> <frame>`. `ORDER BY` must
+//! name the schema's time column, ascending. No `PARTITION BY` (e.g.
+//! `OVER (ORDER BY ts RANGE ...)`) is one global partition. Windows are given inline or
+//! named in a `WINDOW w AS (...)` clause (`WINDOW w2 AS w1` aliases work; refining a named
+//! window, `OVER (w ...)`, does not). Identical windows are shared.
+//!
+//! The frame must be `RANGE`, and it must be bounded: for the current event at time `t`,
+//! the window holds the events of its partition whose time `x` lies between the two
+//! bounds. Frame offsets are durations, written `INTERVAL 'n' UNIT` (`NANOSECOND`,
+//! `MICROSECOND`, `MILLISECOND`, `SECOND`, `MINUTE`, `HOUR`, `DAY`, `WEEK`; `n` may be a
+//! decimal such as `'1.5'` if the result is whole), `INTERVAL '5 minutes'` (also
+//! `'1 hour 30 minutes'`, `'250 ms'`), or a plain non-negative integer counted in the time
+//! column's unit. A duration must be a whole number of time-column units (e.g.
+//! `INTERVAL '1' MILLISECOND` is an error when time is in seconds).
+//!
+//! | SQL frame                                                              | window          |
+//! |------------------------------------------------------------------------|-----------------|
+//! | `RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW`          | `[t-5m, t]`     |
+//! | `RANGE INTERVAL '5' MINUTE PRECEDING` (short form of the above)        | `[t-5m, t]`     |
+//! | `RANGE BETWEEN 300 PRECEDING AND CURRENT ROW` (time in seconds)        | `[t-5m, t]`     |
+//! | `RANGE BETWEEN INTERVAL '6' MINUTE PRECEDING AND INTERVAL '1' MINUTE PRECEDING` | `[t-6m, t-1m]` |
+//! | `RANGE BETWEEN OPEN(INTERVAL '5' MINUTE) PRECEDING AND CURRENT ROW`    | `(t-5m, t]`     |
+//! | `RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND OPEN(0) PRECEDING`    | `[t-5m, t)`     |
+//! | `RANGE BETWEEN INTERVAL '6' MINUTE PRECEDING AND OPEN(INTERVAL '1' MINUTE) PRECEDING` | `[t-6m, t-1m)` |
+//!
+//! Both SQL bounds are inclusive, as in SQL (`CURRENT ROW` is offset 0, inclusive, so it
+//! includes events tied in time with the current one). `OPEN(...)` around an offset is
+//! Spillway's extension that makes that bound exclusive: `(t-W, t]` is pandas'
+//! `rolling(W)`, `[t-W, t)` excludes the current event and its time-ties (Railgun's
+//! definition), and `[t-D-W, t-D)` is a window delayed by `D`. The start must not be
+//! after the end, and a window may not be empty. `ROWS`/`GROUPS` frames, `UNBOUNDED`,
+//! `FOLLOWING` and a missing frame (SQL's default is unbounded) are errors.
+//!
+//! The result of a window for event `e` covers only events that arrived no later than
+//! `e` (see the engine's semantics).
+
+mod expr;
+mod parse;
+
 use std::fmt;
 
-#[derive(Clone, Debug)]
+pub use expr::{BinaryOp, Expr, UnaryOp};
+pub use parse::{parse_expr, parse_query};
+
+use crate::aggregate::AggKind;
+use crate::value::{DataType, TimeUnit};
+
+/// A parsed and validated metrics query.
+#[derive(Clone, Debug, PartialEq)]
 pub struct QuerySpec {
+    /// Output columns, in SELECT order.
     pub items: Vec<SelectItem>,
+    /// The `WHERE` condition: events for which it is not TRUE are dropped.
     pub filter: Option<Expr>,
+    /// The distinct windows used by the metrics (deduplicated by equality, in order of
+    /// first use).
     pub windows: Vec<WindowSpec>,
 }
-#[derive(Clone, Debug)]
+
+/// One output column.
+#[derive(Clone, Debug, PartialEq)]
 pub enum SelectItem {
-    Column { name: String, index: usize },
-    Metric { name: String, metric: MetricSpec },
+    /// The current event's value of an input column.
+    Column {
+        /// Output column name.
+        name: String,
+        /// Index of the input field.
+        index: usize,
+    },
+    /// A sliding-window aggregate.
+    Metric {
+        /// Output column name.
+        name: String,
+        /// What to compute.
+        metric: MetricSpec,
+    },
 }
-#[derive(Clone, Debug)]
-pub struct MetricSpec {
-    pub agg: AggKind,
-    pub arg: Option<Expr>,
-    pub arg_type: Option<DataType>,
-    pub filter: Option<Expr>,
-    pub window: usize,
-}
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct WindowSpec {
-    pub partition_by: Vec<usize>,
-    pub frame: Frame,
-}
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Frame {
-    pub start: i64,
-    pub start_open: bool,
-    pub end: i64,
-    pub end_open: bool,
-}
-impl fmt::Display for Frame {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self)
-    }
-}
-#[derive(Clone, Debug)]
-pub enum Expr {
-    Column(usize),
-    Literal(Value),
-}
-impl Expr {
-    pub fn eval(&self, row: &Row) -> Value {
+
+impl SelectItem {
+    /// The output column name.
+    pub fn name(&self) -> &str {
         match self {
-            Expr::Column(i) => row[*i].clone(),
-            Expr::Literal(v) => v.clone(),
+            SelectItem::Column { name, .. } | SelectItem::Metric { name, .. } => name,
         }
     }
-    pub fn eval_bool(&self, row: &Row) -> bool {
-        matches!(self.eval(row), Value::Bool(true))
+}
+
+/// An aggregate over a window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricSpec {
+    /// The aggregate function.
+    pub agg: AggKind,
+    /// Its argument (`None` for `COUNT(*)`). For `PERCENTILE_CONT` this is the
+    /// `WITHIN GROUP (ORDER BY x)` expression; the fraction is in [`AggKind`].
+    pub arg: Option<Expr>,
+    /// The argument's type (`None` for `COUNT(*)`).
+    pub arg_type: Option<DataType>,
+    /// `FILTER (WHERE ..)`: only events for which it is TRUE enter the aggregate.
+    pub filter: Option<Expr>,
+    /// Index into [`QuerySpec::windows`].
+    pub window: usize,
+}
+
+/// A sliding window: partitioning columns and a time frame.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WindowSpec {
+    /// Partitioning field indices, in order (empty: one global partition).
+    pub partition_by: Vec<usize>,
+    /// The time frame.
+    pub frame: Frame,
+}
+
+/// A time frame relative to the current event's time `t`, in the schema's time unit.
+///
+/// An event at time `x` of the current event's partition is in the window iff
+/// `t - start <= x` (`<` if `start_open`) and `x <= t - end` (`<` if `end_open`).
+/// Always `start >= end >= 0`, and the window is never empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// Offset of the oldest bound (`t - start`).
+    pub start: i64,
+    /// True when the start bound is exclusive.
+    pub start_open: bool,
+    /// Offset of the newest bound (`t - end`).
+    pub end: i64,
+    /// True when the end bound is exclusive.
+    pub end_open: bool,
+}
+
+impl Frame {
+    /// True when an event at time `x` is in the window of an event at time `t`.
+    pub fn contains(&self, t: i64, x: i64) -> bool {
+        let lo = i128::from(t) - i128::from(self.start);
+        let hi = i128::from(t) - i128::from(self.end);
+        let x = i128::from(x);
+        (if self.start_open { lo < x } else { lo <= x })
+            && (if self.end_open { x < hi } else { x <= hi })
+    }
+
+    /// Renders the frame with durations in `unit`, e.g. `[t-5m, t]` or `(t-6m, t-1m)`.
+    pub fn display(&self, unit: TimeUnit) -> impl fmt::Display + '_ {
+        FrameDisplay { frame: self, unit: Some(unit) }
     }
 }
-impl fmt::Display for Expr {
+
+impl fmt::Display for Frame {
+    /// Renders offsets as raw time-unit counts, e.g. `[t-300, t]`; see [`Frame::display`]
+    /// for durations.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self)
+        FrameDisplay { frame: self, unit: None }.fmt(f)
     }
 }
-#[derive(Debug)]
-pub struct SqlError(pub String);
+
+struct FrameDisplay<'a> {
+    frame: &'a Frame,
+    unit: Option<TimeUnit>,
+}
+
+fn write_offset(f: &mut fmt::Formatter<'_>, off: i64, unit: Option<TimeUnit>) -> fmt::Result {
+    if off == 0 {
+        return f.write_str("t");
+    }
+    let Some(unit) = unit else {
+        return write!(f, "t-{off}");
+    };
+    let nanos = i128::from(off) * i128::from(unit.nanos());
+    const UNITS: [(i128, &str); 7] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    for (n, suffix) in UNITS {
+        if nanos % n == 0 {
+            return write!(f, "t-{}{suffix}", nanos / n);
+        }
+    }
+    write!(f, "t-{nanos}ns")
+}
+
+impl fmt::Display for FrameDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fr = self.frame;
+        f.write_str(if fr.start_open { "(" } else { "[" })?;
+        write_offset(f, fr.start, self.unit)?;
+        f.write_str(", ")?;
+        write_offset(f, fr.end, self.unit)?;
+        f.write_str(if fr.end_open { ")" } else { "]" })
+    }
+}
+
+/// A position in the query text (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// Line, from 1.
+    pub line: u64,
+    /// Column, from 1.
+    pub column: u64,
+}
+
+/// Converts a `sqlparser` span to its start location (`None` for an empty span).
+pub(crate) fn loc(span: sqlparser::tokenizer::Span) -> Option<Location> {
+    (span.start.line > 0).then_some(Location { line: span.start.line, column: span.start.column })
+}
+
+/// Why a query was rejected.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SqlError {
+    /// The text is not valid SQL (message from the parser, with line and column).
+    Syntax(String),
+    /// Valid SQL that Spillway does not support.
+    Unsupported {
+        /// The offending construct, quoted from the query.
+        construct: String,
+        /// What is supported instead.
+        supported: String,
+        /// Where it starts, when known.
+        at: Option<Location>,
+    },
+    /// A column name that is not in the input schema.
+    UnknownColumn {
+        /// The name as written.
+        name: String,
+        /// The schema's columns.
+        available: Vec<String>,
+        /// Where it is used.
+        at: Option<Location>,
+    },
+    /// `OVER w` with no `WINDOW w AS (...)`.
+    UnknownWindow {
+        /// The name as written.
+        name: String,
+        /// Names defined in the WINDOW clause.
+        defined: Vec<String>,
+        /// Where it is used.
+        at: Option<Location>,
+    },
+    /// A type mismatch (e.g. comparing a string with a number, `SUM` of a string).
+    Type {
+        /// The offending expression.
+        construct: String,
+        /// What was found and what was expected.
+        message: String,
+        /// Where it starts, when known.
+        at: Option<Location>,
+    },
+    /// Any other invalid construct (bad frame, percentile out of range, ...).
+    Invalid {
+        /// The offending construct.
+        construct: String,
+        /// What is wrong and what was expected.
+        message: String,
+        /// Where it starts, when known.
+        at: Option<Location>,
+    },
+    /// Two output columns with the same name.
+    DuplicateOutput {
+        /// The repeated name.
+        name: String,
+    },
+}
+
+fn write_at(f: &mut fmt::Formatter<'_>, at: &Option<Location>) -> fmt::Result {
+    match at {
+        Some(l) => write!(f, "line {}, column {}: ", l.line, l.column),
+        None => Ok(()),
+    }
+}
+
 impl fmt::Display for SqlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            SqlError::Syntax(m) => write!(f, "SQL syntax error: {m}"),
+            SqlError::Unsupported { construct, supported, at } => {
+                write_at(f, at)?;
+                write!(f, "{construct} is not supported; supported: {supported}")
+            }
+            SqlError::UnknownColumn { name, available, at } => {
+                write_at(f, at)?;
+                write!(f, "unknown column `{name}`; available columns: {}", available.join(", "))
+            }
+            SqlError::UnknownWindow { name, defined, at } => {
+                write_at(f, at)?;
+                if defined.is_empty() {
+                    write!(f, "unknown window `{name}`: the query has no WINDOW clause")
+                } else {
+                    write!(f, "unknown window `{name}`; defined windows: {}", defined.join(", "))
+                }
+            }
+            SqlError::Type { construct, message, at } => {
+                write_at(f, at)?;
+                write!(f, "type error in `{construct}`: {message}")
+            }
+            SqlError::Invalid { construct, message, at } => {
+                write_at(f, at)?;
+                write!(f, "invalid `{construct}`: {message}")
+            }
+            SqlError::DuplicateOutput { name } => write!(
+                f,
+                "output column `{name}` appears twice; give one of them a different alias with \
+                 AS"
+            ),
+        }
     }
 }
+
 impl std::error::Error for SqlError {}
-pub fn parse_query(_sql: &str, _schema: &crate::value::Schema) -> Result<QuerySpec, SqlError> {
-    Err(SqlError("stub".into()))
-}
+
+#[cfg(test)]
+mod tests;
