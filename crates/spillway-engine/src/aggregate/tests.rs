@@ -47,8 +47,8 @@ fn nums(vals: &[&Value]) -> Vec<f64> {
 /// Non-finite handling as IEEE addition: NaN wins, +inf and -inf together give NaN.
 fn float_total(xs: &[f64]) -> f64 {
     let nan = xs.iter().any(|x| x.is_nan());
-    let pinf = xs.iter().any(|&x| x == f64::INFINITY);
-    let ninf = xs.iter().any(|&x| x == f64::NEG_INFINITY);
+    let pinf = xs.contains(&f64::INFINITY);
+    let ninf = xs.contains(&f64::NEG_INFINITY);
     if nan || (pinf && ninf) {
         f64::NAN
     } else if pinf {
@@ -869,4 +869,22 @@ fn sum_count_states_are_fixed_size() {
     let s = build(&set, &one_col(&set, &[Value::Int(1), Value::Int(2), Value::Null]));
     assert_eq!(s.len(), 8 + 24 + 8);
     assert_eq!(set.empty_state().len(), s.len());
+}
+
+#[test]
+fn variance_shift_resets_when_values_leave() {
+    // The first value (1e15) becomes the shift K; once it leaves (a NULL keeps the window
+    // open), K must restart at the next value or (x-K)² loses the small differences.
+    let set = AggSet::new(&[(AggKind::VarSamp, Some(DataType::Float))]);
+    let rows = one_col(&set, &[Value::Float(1e15), Value::Null]);
+    let state = build(&set, &rows);
+    let mut s = Vec::new();
+    assert!(!set.evict(&state, &mut s, k(0, 0), &rows[0]));
+    for (i, x) in [1.0, 2.0, 4.0].into_iter().enumerate() {
+        let mut out = Vec::new();
+        set.insert(Some(&s), &mut out, k(10 + i as i64, 10 + i as u64), &[Value::Float(x)], LOW);
+        s = out;
+    }
+    let Value::Float(v) = results(&set, &s)[0] else { panic!("not a float") };
+    assert!((v - 7.0 / 3.0).abs() < 1e-12, "{v}");
 }
