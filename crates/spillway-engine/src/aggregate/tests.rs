@@ -387,6 +387,10 @@ impl Model {
                         .try_evict(old, &mut out, key, &args)
                         .map_err(|e| TestCaseError::fail(format!("evict: {e}")))?;
                     prop_assert_eq!(empty, self.window.is_empty());
+                    if empty {
+                        // An emptied window leaves exactly the empty state: no drift.
+                        prop_assert_eq!(&out[..], self.set.empty_state());
+                    }
                     self.state = if empty { None } else { Some(out) };
                     self.last_evicted = Some(key);
                     self.evicted.push((key, row));
