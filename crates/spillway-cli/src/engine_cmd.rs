@@ -14,8 +14,7 @@ use spillway_engine::job::{run_job, JobConfig, JobSummary, Progress};
 use spillway_engine::plan::Plan;
 use spillway_engine::reservoir::Compression;
 use spillway_engine::source::{
-    self, parse_schema_overrides, OnError, PaymentGenerator, PaymentOptions, Source,
-    SourceOptions,
+    self, parse_schema_overrides, OnError, PaymentGenerator, PaymentOptions, Source, SourceOptions,
 };
 use spillway_engine::sql::parse_query;
 use spillway_engine::value::{Field, Schema, TimeUnit};
@@ -192,7 +191,8 @@ pub struct ExplainArgs {
 fn read_query(q: &str) -> Result<String> {
     let p = Path::new(q);
     if p.is_file() {
-        std::fs::read_to_string(p).with_context(|| format!("cannot read query file {}", p.display()))
+        std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read query file {}", p.display()))
     } else if q.trim_start().to_ascii_lowercase().starts_with("select") {
         Ok(q.to_string())
     } else {

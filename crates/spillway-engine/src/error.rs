@@ -22,6 +22,9 @@ pub enum Error {
     Reservoir(ReservoirError),
     /// The state store failed.
     Store(spillway_store::Error),
+    /// Aggregation state bytes did not decode, or an aggregate got a value it cannot take
+    /// (a bug or a damaged store; the message names the namespace).
+    State(String),
     /// A checkpoint could not be written, read or matched to this run.
     Checkpoint(String),
     /// A bad option value.
@@ -36,6 +39,7 @@ impl fmt::Display for Error {
             Error::Source(e) => write!(f, "{e}"),
             Error::Reservoir(e) => write!(f, "event reservoir: {e}"),
             Error::Store(e) => write!(f, "state store: {e}"),
+            Error::State(m) => write!(f, "aggregation state: {m}"),
             Error::Checkpoint(m) => write!(f, "checkpoint: {m}"),
             Error::Config(m) => f.write_str(m),
         }
@@ -50,7 +54,7 @@ impl std::error::Error for Error {
             Error::Source(e) => Some(e),
             Error::Reservoir(e) => Some(e),
             Error::Store(e) => Some(e),
-            Error::Checkpoint(_) | Error::Config(_) => None,
+            Error::State(_) | Error::Checkpoint(_) | Error::Config(_) => None,
         }
     }
 }

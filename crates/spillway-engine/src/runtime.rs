@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 
 use spillway_store::{Ns, Rmw, StateStore};
 
-use crate::aggregate::AggSet;
+use crate::aggregate::{AggSet, AggStateError};
 use crate::error::{Error, Result};
 use crate::plan::{Boundary, OutputSource, Plan};
 use crate::reservoir::{CursorId, Reservoir};
@@ -133,10 +133,19 @@ fn eval_args(plan: &Plan, gi: usize, row: &Row, out: &mut Vec<Value>) {
 
 impl StateSide {
     /// Applies `action` of event `x` to every group of window `w` whose filter passes.
-    fn apply(&mut self, plan: &Plan, w: usize, x: &Event, action: Action, frontier: i64) -> Result<()> {
+    fn apply(
+        &mut self,
+        plan: &Plan,
+        w: usize,
+        x: &Event,
+        action: Action,
+        frontier: i64,
+    ) -> Result<()> {
         let window = &plan.windows[w];
-        let horizon =
-            EventKey { time: frontier.saturating_sub(window.frame.end).saturating_sub(self.lateness), seq: 0 };
+        let horizon = EventKey {
+            time: frontier.saturating_sub(window.frame.end).saturating_sub(self.lateness),
+            seq: 0,
+        };
         for &fi in &window.filters {
             let filter = &plan.filters[fi];
             if let Some(p) = &filter.predicate {
@@ -153,41 +162,56 @@ impl StateSide {
                 let args = &self.args;
                 let key = x.key();
                 let mut missing = false;
-                let mut slot = if capture { self.slots[gi].take().or_else(|| Some(Vec::new())) } else { None };
+                let mut failed: Option<AggStateError> = None;
+                let mut slot =
+                    if capture { self.slots[gi].take().or_else(|| Some(Vec::new())) } else { None };
                 self.store.rmw(self.ns[gi], &self.key, &mut |old, out| {
                     let r = match action {
-                        Action::Enter => {
-                            set.insert(old, out, key, args, horizon);
-                            Rmw::Put
-                        }
+                        Action::Enter => match set.try_insert(old, out, key, args, horizon) {
+                            Ok(()) => Rmw::Put,
+                            Err(e) => {
+                                failed = Some(e);
+                                return Rmw::Keep;
+                            }
+                        },
                         Action::Exit => match old {
                             None => {
                                 missing = true;
-                                Rmw::Keep
+                                return Rmw::Keep;
                             }
-                            Some(old) => {
-                                if set.evict(old, out, key, args) {
-                                    Rmw::Delete
-                                } else {
-                                    Rmw::Put
+                            Some(old) => match set.try_evict(old, out, key, args) {
+                                Ok(true) => Rmw::Delete,
+                                Ok(false) => Rmw::Put,
+                                Err(e) => {
+                                    failed = Some(e);
+                                    return Rmw::Keep;
                                 }
-                            }
+                            },
                         },
                     };
                     if let Some(s) = slot.as_mut() {
                         s.clear();
-                        match r {
-                            Rmw::Put => set.results(out, s),
-                            _ => set.empty_results(s),
+                        let done = match r {
+                            Rmw::Put => set.try_results(out, s),
+                            _ => {
+                                set.empty_results(s);
+                                Ok(())
+                            }
+                        };
+                        if let Err(e) = done {
+                            failed = Some(e);
                         }
                     }
                     r
                 })?;
+                if let Some(e) = failed {
+                    return Err(Error::State(format!("namespace `{}`: {e}", group.namespace)));
+                }
                 if capture {
                     self.slots[gi] = slot;
                 }
                 if missing {
-                    return Err(Error::Checkpoint(format!(
+                    return Err(Error::State(format!(
                         "aggregation state of namespace `{}` lost a key that still held an event (time {}, seq {}); the store does not match the reservoir",
                         group.namespace, x.time, x.seq
                     )));
@@ -225,7 +249,9 @@ impl Runtime {
         snapshot: Option<RuntimeSnapshot>,
     ) -> Result<Runtime> {
         if allowed_lateness < 0 {
-            return Err(Error::Config(format!("allowed lateness must be >= 0, got {allowed_lateness}")));
+            return Err(Error::Config(format!(
+                "allowed lateness must be >= 0, got {allowed_lateness}"
+            )));
         }
         let mut order: Vec<usize> = (0..plan.boundaries.len()).collect();
         // Cursors advance in boundary order so an event enters a window before it leaves
@@ -332,7 +358,11 @@ impl Runtime {
                 .cursors
                 .iter()
                 .map(|c| {
-                    (self.reservoir.cursor_index(c.res), c.buf_pos, c.recent.iter().cloned().collect())
+                    (
+                        self.reservoir.cursor_index(c.res),
+                        c.buf_pos,
+                        c.recent.iter().cloned().collect(),
+                    )
                 })
                 .collect(),
             counters: self.counters(),
@@ -480,7 +510,8 @@ impl Runtime {
                     &self.state.cur_keys[gi],
                     &mut self.scratch,
                 )? {
-                    set.results(&self.scratch, &mut r);
+                    set.try_results(&self.scratch, &mut r)
+                        .map_err(|e| state_err(gi, &self.plan, e))?;
                 } else {
                     set.empty_results(&mut r);
                 }
@@ -513,7 +544,8 @@ impl Runtime {
                 time: frontier.saturating_sub(window.frame.end).saturating_sub(self.lateness),
                 seq: 0,
             };
-            let mut state: Option<Vec<u8>> = self.state.store.get(self.state.ns[gi], &self.state.cur_keys[gi])?;
+            let mut state: Option<Vec<u8>> =
+                self.state.store.get(self.state.ns[gi], &self.state.cur_keys[gi])?;
             let mut out = Vec::new();
             let mut key = Vec::new();
             let mut args = Vec::new();
@@ -530,11 +562,15 @@ impl Runtime {
             let newer: Box<dyn Iterator<Item = &Event>> = if enter == Boundary::ARRIVAL {
                 Box::new(self.buffer.iter())
             } else {
-                let c = self.cursors.iter().find(|c| c.boundary == enter).expect("cursor per boundary");
+                let c =
+                    self.cursors.iter().find(|c| c.boundary == enter).expect("cursor per boundary");
                 Box::new(c.recent.iter())
             };
             for x in newer {
-                if enter.passed(x.time, t) || !enter.passed(x.time, frontier) || exit.passed(x.time, frontier) {
+                if enter.passed(x.time, t)
+                    || !enter.passed(x.time, frontier)
+                    || exit.passed(x.time, frontier)
+                {
                     continue;
                 }
                 if !selected(x, &mut key) {
@@ -543,7 +579,10 @@ impl Runtime {
                 eval_args(&self.plan, gi, &x.row, &mut args);
                 if let Some(old) = state.as_deref() {
                     out.clear();
-                    group.set.remove_recent(old, &mut out, x.key(), &args);
+                    group
+                        .set
+                        .try_remove_recent(old, &mut out, x.key(), &args)
+                        .map_err(|e| state_err(gi, &self.plan, e))?;
                     state = Some(std::mem::take(&mut out));
                 }
             }
@@ -558,12 +597,17 @@ impl Runtime {
                 }
                 eval_args(&self.plan, gi, &x.row, &mut args);
                 out.clear();
-                group.set.insert(state.as_deref(), &mut out, x.key(), &args, horizon);
+                group
+                    .set
+                    .try_insert(state.as_deref(), &mut out, x.key(), &args, horizon)
+                    .map_err(|e| state_err(gi, &self.plan, e))?;
                 state = Some(std::mem::take(&mut out));
             }
             let mut r = Vec::new();
             match &state {
-                Some(s) => group.set.results(s, &mut r),
+                Some(s) => {
+                    group.set.try_results(s, &mut r).map_err(|e| state_err(gi, &self.plan, e))?
+                }
                 None => group.set.empty_results(&mut r),
             }
             self.state.slots[gi] = Some(r);
@@ -571,6 +615,10 @@ impl Runtime {
         let _ = e;
         Ok(())
     }
+}
+
+fn state_err(gi: usize, plan: &Plan, e: AggStateError) -> Error {
+    Error::State(format!("namespace `{}`: {e}", plan.groups[gi].namespace))
 }
 
 fn set_len(_set: &AggSet, plan: &Plan, gi: usize) -> usize {

@@ -56,6 +56,12 @@ struct Metric {
     window: usize,
 }
 
+fn col(i: usize) -> Expr {
+    let s = schema();
+    let f = &s.fields()[i];
+    Expr::Column { index: i, name: f.name.clone().into(), ty: f.ty }
+}
+
 fn in_frame(fr: &Frame, t: i64, x: i64) -> bool {
     let lo = if fr.start_open { x > t - fr.start } else { x >= t - fr.start };
     let hi = if fr.end_open { x < t - fr.end } else { x <= t - fr.end };
@@ -138,8 +144,12 @@ fn brute(agg: AggKind, xs: &[&Event], col: usize) -> Value {
         AggKind::StddevSamp => var().map_or(Value::Null, |v| Value::Float(v.sqrt())),
         AggKind::Median => pct(0.5),
         AggKind::PercentileCont(p) => pct(p),
-        AggKind::FirstValue => xs.iter().min_by_key(|e| e.key()).map_or(Value::Null, |e| e.row[col].clone()),
-        AggKind::LastValue => xs.iter().max_by_key(|e| e.key()).map_or(Value::Null, |e| e.row[col].clone()),
+        AggKind::FirstValue => {
+            xs.iter().min_by_key(|e| e.key()).map_or(Value::Null, |e| e.row[col].clone())
+        }
+        AggKind::LastValue => {
+            xs.iter().max_by_key(|e| e.key()).map_or(Value::Null, |e| e.row[col].clone())
+        }
     }
 }
 
@@ -148,7 +158,9 @@ fn close(a: &Value, b: &Value) -> bool {
         (Value::Float(x), Value::Float(y)) => {
             (x - y).abs() <= 1e-9 * (1.0 + x.abs().max(y.abs())) || (x.is_nan() && y.is_nan())
         }
-        (Value::Float(x), Value::Int(y)) | (Value::Int(y), Value::Float(x)) => (x - *y as f64).abs() < 1e-9,
+        (Value::Float(x), Value::Int(y)) | (Value::Int(y), Value::Float(x)) => {
+            (x - *y as f64).abs() < 1e-9
+        }
         _ => a == b,
     }
 }
@@ -176,18 +188,15 @@ fn run_case(case: &Case, store: StoreKind) {
             name: format!("m{i}"),
             metric: MetricSpec {
                 agg: m.agg,
-                arg: if m.agg == AggKind::CountStar { None } else { Some(Expr::Column(m.col)) },
+                arg: if m.agg == AggKind::CountStar { None } else { Some(col(m.col)) },
                 arg_type: if m.agg == AggKind::CountStar { None } else { Some(arg_type) },
-                filter: if m.filtered { Some(Expr::Column(4)) } else { None },
+                filter: if m.filtered { Some(col(4)) } else { None },
                 window: m.window,
             },
         });
     }
-    let query = QuerySpec {
-        items,
-        filter: if case.where_flag { Some(Expr::Column(4)) } else { None },
-        windows,
-    };
+    let query =
+        QuerySpec { items, filter: if case.where_flag { Some(col(4)) } else { None }, windows };
     let plan = Plan::build(&query, &schema).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut opts = StoreOptions::new(dir.path().join("state")).memory_budget(64 << 20);
@@ -243,20 +252,30 @@ fn run_case(case: &Case, store: StoreKind) {
 }
 
 fn frame_strategy() -> impl Strategy<Value = Frame> {
-    (0i64..4, 1i64..40, any::<bool>(), any::<bool>(), 0u8..4).prop_map(|(end, len, so, eo, kind)| {
-        // kind: 0 = [t-W, t], 1 = (t-W, t], 2 = [t-W, t), 3 = delayed/general.
-        match kind {
-            0 => Frame { start: len, start_open: false, end: 0, end_open: false },
-            1 => Frame { start: len, start_open: true, end: 0, end_open: false },
-            2 => Frame { start: len, start_open: false, end: 0, end_open: true },
-            _ => Frame { start: end + len, start_open: so, end, end_open: eo },
-        }
-    })
+    (0i64..4, 1i64..40, any::<bool>(), any::<bool>(), 0u8..4).prop_map(
+        |(end, len, so, eo, kind)| {
+            // kind: 0 = [t-W, t], 1 = (t-W, t], 2 = [t-W, t), 3 = delayed/general.
+            match kind {
+                0 => Frame { start: len, start_open: false, end: 0, end_open: false },
+                1 => Frame { start: len, start_open: true, end: 0, end_open: false },
+                2 => Frame { start: len, start_open: false, end: 0, end_open: true },
+                _ => Frame { start: end + len, start_open: so, end, end_open: eo },
+            }
+        },
+    )
 }
 
 fn events_strategy(max_disorder: i64) -> impl Strategy<Value = Vec<Event>> {
     prop::collection::vec(
-        (0i64..4, 0i64..3, 0u8..6, prop::option::of(-50i64..50), any::<bool>(), 0i64..100, 0i64..max_disorder + 1),
+        (
+            0i64..4,
+            0i64..3,
+            0u8..6,
+            prop::option::of(-50i64..50),
+            any::<bool>(),
+            0i64..100,
+            0i64..max_disorder + 1,
+        ),
         1..160,
     )
     .prop_map(|raw| {
@@ -293,7 +312,10 @@ fn events_strategy(max_disorder: i64) -> impl Strategy<Value = Vec<Event>> {
 fn case_strategy() -> impl Strategy<Value = Case> {
     (
         prop::collection::vec(frame_strategy(), 1..4),
-        prop::collection::vec((0usize..ALL_AGGS.len(), any::<bool>(), any::<bool>(), 0usize..8, 0u8..3), 1..6),
+        prop::collection::vec(
+            (0usize..ALL_AGGS.len(), any::<bool>(), any::<bool>(), 0usize..8, 0u8..3),
+            1..6,
+        ),
         prop_oneof![Just(0i64), Just(0i64), 1i64..8, Just(25i64)],
         any::<bool>(),
         0i64..12,
@@ -303,7 +325,16 @@ fn case_strategy() -> impl Strategy<Value = Case> {
             let frames: Vec<(Frame, Vec<usize>)> = frames
                 .into_iter()
                 .enumerate()
-                .map(|(i, f)| (f, match i % 3 { 0 => vec![0], 1 => vec![1, 0], _ => vec![] }))
+                .map(|(i, f)| {
+                    (
+                        f,
+                        match i % 3 {
+                            0 => vec![0],
+                            1 => vec![1, 0],
+                            _ => vec![],
+                        },
+                    )
+                })
                 .collect();
             let metrics: Vec<Metric> = ms
                 .into_iter()
@@ -314,13 +345,15 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                     window: w % nf,
                 })
                 .collect();
-            events_strategy(if lateness == 0 { disorder.min(3) } else { disorder }).prop_map(move |events| Case {
-                frames: frames.clone(),
-                metrics: metrics.clone(),
-                lateness,
-                events,
-                where_flag,
-            })
+            events_strategy(if lateness == 0 { disorder.min(3) } else { disorder }).prop_map(
+                move |events| Case {
+                    frames: frames.clone(),
+                    metrics: metrics.clone(),
+                    lateness,
+                    events,
+                    where_flag,
+                },
+            )
         })
 }
 

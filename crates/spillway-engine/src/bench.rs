@@ -1,0 +1,142 @@
+//! Engine benchmarks: Railgun's Q1 (SUM and COUNT per card over a sliding window) on
+//! generated payments, run against several state stores in one process so their ratio is
+//! evidence (`spillway bench engine`). The RocksDB row is the Flink-style baseline: the
+//! same runtime doing a RocksDB read-modify-write (get + put) per event and per expiry.
+
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use spillway_store::{NamespaceSpec, StoreKind, StoreOptions};
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::reservoir::{Reservoir, ReservoirOptions};
+use crate::runtime::{Outcome, Runtime};
+use crate::source::{generate_events, PaymentGenerator, PaymentOptions, Source};
+use crate::sql::parse_query;
+use crate::value::Event;
+
+/// The Q1 query over a window of `window_ms`.
+pub fn q1_query(window_ms: i64) -> String {
+    format!(
+        "SELECT card, ts, SUM(amount) OVER w AS card_sum, COUNT(*) OVER w AS card_count \
+         FROM payments \
+         WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN {window_ms} PRECEDING AND CURRENT ROW)"
+    )
+}
+
+/// One Q1 run.
+#[derive(Clone, Debug)]
+pub struct Q1Config {
+    /// Generator parameters (events, cards, zipf skew, event-time rate, seed).
+    pub payments: PaymentOptions,
+    /// Window length in ms.
+    pub window_ms: i64,
+    /// Store memory budget in bytes.
+    pub memory_budget: u64,
+    /// Generate all events before timing (in memory) instead of on the fly.
+    pub pregenerate: bool,
+}
+
+/// Result of one Q1 run on one store.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Q1Result {
+    /// Store name.
+    pub store: String,
+    /// Window length in ms.
+    pub window_ms: i64,
+    /// Events processed.
+    pub events: u64,
+    /// Largest number of events inside the window at once (over all cards).
+    pub max_events_in_window: u64,
+    /// Wall seconds of the timed loop.
+    pub seconds: f64,
+    /// Events per second.
+    pub events_per_sec: f64,
+    /// Per-event latency (process call) percentiles in microseconds.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Maximum.
+    pub max_us: f64,
+    /// Reservoir bytes written (compressed).
+    pub reservoir_bytes: u64,
+}
+
+/// Runs Q1 on `store`. `progress` is called every 2^16 events with the count so far.
+pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -> Result<Q1Result> {
+    let gen = PaymentGenerator::new(cfg.payments.clone())?;
+    let schema = gen.schema().clone();
+    let spec = parse_query(&q1_query(cfg.window_ms), &schema)?;
+    let plan = Plan::build(&spec, &schema)?;
+    let dir = tempfile::Builder::new()
+        .prefix("spillway-q1-")
+        .tempdir()
+        .map_err(|e| Error::Config(format!("cannot create a temporary directory: {e}")))?;
+    let mut opts = StoreOptions::new(dir.path().join("state")).memory_budget(cfg.memory_budget);
+    for ns in Runtime::namespaces(&plan) {
+        opts = opts.namespace(NamespaceSpec::list(ns));
+    }
+    let st = store.open(opts)?;
+    let res = Reservoir::create(ReservoirOptions::new(dir.path().join("reservoir")), &schema)?;
+    let mut rt = Runtime::new(plan, st, res, 0, None)?;
+
+    let mut pre: Option<std::vec::IntoIter<Event>> = None;
+    let mut live: Option<PaymentGenerator> = None;
+    if cfg.pregenerate {
+        pre = Some(generate_events(cfg.payments.clone())?.into_iter());
+    } else {
+        live = Some(gen);
+    }
+    let mut next = move || -> Result<Option<Event>> {
+        match (&mut pre, &mut live) {
+            (Some(it), _) => Ok(it.next()),
+            (None, Some(g)) => Ok(g.next_event()?),
+            (None, None) => Ok(None),
+        }
+    };
+    let clock = quanta::Clock::new();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|e| Error::Config(format!("histogram: {e}")))?;
+    let mut out = Vec::new();
+    let mut n = 0u64;
+    let mut oldest = std::collections::VecDeque::<i64>::new();
+    let mut max_in_window = 0u64;
+    let started = Instant::now();
+    while let Some(e) = next()? {
+        // Window occupancy, for the report (times are nondecreasing).
+        oldest.push_back(e.time);
+        while oldest.front().is_some_and(|&t| t < e.time - cfg.window_ms) {
+            oldest.pop_front();
+        }
+        max_in_window = max_in_window.max(oldest.len() as u64);
+        let t0 = clock.raw();
+        let o = rt.process(e, &mut out)?;
+        let ns = clock.delta_as_nanos(t0, clock.raw());
+        debug_assert_eq!(o, Outcome::Emitted);
+        let _ = hist.record(ns.max(1));
+        n += 1;
+        if n % 65_536 == 0 {
+            progress(n);
+            let min = rt.min_cursor_index();
+            rt.reservoir_mut().release_before(min)?;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let us = |v: u64| v as f64 / 1000.0;
+    Ok(Q1Result {
+        store: rt.store_mut().name().to_string(),
+        window_ms: cfg.window_ms,
+        events: n,
+        max_events_in_window: max_in_window,
+        seconds,
+        events_per_sec: n as f64 / seconds.max(1e-9),
+        p50_us: us(hist.value_at_quantile(0.5)),
+        p99_us: us(hist.value_at_quantile(0.99)),
+        p999_us: us(hist.value_at_quantile(0.999)),
+        max_us: us(hist.max()),
+        reservoir_bytes: rt.reservoir_mut().stats().bytes_compressed,
+    })
+}
