@@ -419,3 +419,196 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
     print!("{}", plan.explain(&schema));
     Ok(())
 }
+
+/// `spillway bench engine`.
+#[derive(Debug, Args)]
+pub struct EngineBenchArgs {
+    /// Payments per run
+    #[arg(long, default_value = "5M", value_parser = parse_count, value_name = "N")]
+    events: u64,
+
+    /// Distinct cards (zipf 0.99)
+    #[arg(long, default_value = "1M", value_parser = parse_count, value_name = "N")]
+    cards: u64,
+
+    /// Window lengths, comma-separated (e.g. 5m or 20m,7d); with several, each runs in
+    /// its own child process (so peak memory is per window) and the ratios to the first
+    /// are printed
+    #[arg(long, default_value = "5m", value_delimiter = ',', value_name = "LIST")]
+    windows: Vec<String>,
+
+    /// Mean payments per second of event time
+    #[arg(long, default_value_t = 2_000.0, value_name = "RATE")]
+    rate: f64,
+
+    /// Stores, comma-separated; ratios are printed relative to the last one [default:
+    /// hashlog, mem and rocksdb if built in]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    stores: Option<Vec<StoreKind>>,
+
+    /// Memory budget of every store
+    #[arg(long, default_value = "2GiB", value_parser = parse_size, value_name = "SIZE")]
+    memory_budget: u64,
+
+    /// Generate events on the fly inside the timed loop instead of before it (bounded
+    /// memory for very long runs; generation time is then included)
+    #[arg(long)]
+    stream: bool,
+
+    /// Generator seed
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+
+    /// Write the results as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Internal: run one (window, store) and write its result as JSON to FILE
+    #[arg(long, hide = true, value_name = "FILE")]
+    child_json: Option<PathBuf>,
+}
+
+/// `spillway bench engine`.
+pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
+    use spillway_engine::bench::{run_q1, Q1Config, Q1Result};
+    let stores = a.stores.clone().unwrap_or_else(|| {
+        [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks].into_iter().filter(|s| s.available()).collect()
+    });
+    let cfg_for = |w: &str| -> Result<Q1Config> {
+        Ok(Q1Config {
+            payments: PaymentOptions {
+                seed: a.seed,
+                events: a.events,
+                cards: a.cards,
+                merchants: 1,
+                events_per_second: a.rate,
+                ..PaymentOptions::default()
+            },
+            window_ms: parse_duration(w, TimeUnit::Ms).map_err(|e| anyhow!("--windows: {e}"))?,
+            memory_budget: a.memory_budget,
+            pregenerate: !a.stream,
+        })
+    };
+    let mut rows: Vec<(Q1Result, u64)> = Vec::new();
+    if let Some(path) = &a.child_json {
+        let (w, s) = match (a.windows.as_slice(), stores.as_slice()) {
+            ([w], [s]) => (w, *s),
+            _ => bail!("--child-json runs exactly one window and one store"),
+        };
+        spillway_bench::machine::reset_peak_rss();
+        let r = run_q1(&cfg_for(w)?, s, &mut |_| {})?;
+        let peak = spillway_bench::machine::peak_rss_bytes();
+        std::fs::write(path, serde_json::to_string(&(r, peak))?)?;
+        return Ok(());
+    }
+    let pb = if std::io::stderr().is_terminal() {
+        ProgressBar::new(a.events * (a.windows.len() * stores.len()) as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} events {msg} ({eta})").expect("template"),
+    );
+    let separate = a.windows.len() > 1;
+    for w in &a.windows {
+        for &s in &stores {
+            pb.set_message(format!("window {w}, store {}", s.name()));
+            let done = pb.position();
+            if separate {
+                let tmp = tempfile::NamedTempFile::new()?;
+                let exe = std::env::current_exe()?;
+                let mut cmd = std::process::Command::new(exe);
+                cmd.args(["bench", "engine", "--events", &a.events.to_string()])
+                    .args(["--cards", &a.cards.to_string(), "--windows", w])
+                    .args(["--rate", &a.rate.to_string(), "--stores", s.name()])
+                    .args(["--memory-budget", &a.memory_budget.to_string(), "--seed", &a.seed.to_string()])
+                    .arg("--child-json")
+                    .arg(tmp.path());
+                if a.stream {
+                    cmd.arg("--stream");
+                }
+                let st = cmd.status()?;
+                if !st.success() {
+                    bail!("child run for window {w} on {} failed", s.name());
+                }
+                rows.push(serde_json::from_str(&std::fs::read_to_string(tmp.path())?)?);
+                pb.set_position(done + a.events);
+            } else {
+                spillway_bench::machine::reset_peak_rss();
+                let r = run_q1(&cfg_for(w)?, s, &mut |n| pb.set_position(done + n))?;
+                rows.push((r, spillway_bench::machine::peak_rss_bytes()));
+            }
+        }
+    }
+    pb.finish_and_clear();
+    println!(
+        "Railgun Q1: SUM(amount), COUNT(*) per card, {} events, {} cards (zipf 0.99), {} payments/s of event time{}",
+        a.events,
+        a.cards,
+        a.rate,
+        if a.stream { ", generated inside the timed loop" } else { ", pre-generated in memory" }
+    );
+    println!(
+        "{:<8} {:<9} {:>12} {:>8} {:>12} {:>8} {:>8} {:>8} {:>9} {:>10}",
+        "window", "store", "in window", "seconds", "events/s", "p50 us", "p99 us", "p99.9us", "max us", "peak RSS"
+    );
+    for (r, peak) in &rows {
+        println!(
+            "{:<8} {:<9} {:>12} {:>8.2} {:>12.0} {:>8.2} {:>8.2} {:>8.2} {:>9.0} {:>10}",
+            format!("{}ms", r.window_ms),
+            r.store,
+            r.max_events_in_window,
+            r.seconds,
+            r.events_per_sec,
+            r.p50_us,
+            r.p99_us,
+            r.p999_us,
+            r.max_us,
+            spillway_bench::units::format_bytes(*peak)
+        );
+    }
+    if stores.len() > 1 {
+        let last = stores.len() - 1;
+        for (wi, w) in a.windows.iter().enumerate() {
+            let base = &rows[wi * stores.len() + last].0;
+            for si in 0..last {
+                let r = &rows[wi * stores.len() + si].0;
+                println!(
+                    "window {w}: {} / {} throughput = {:.1}x",
+                    r.store,
+                    base.store,
+                    r.events_per_sec / base.events_per_sec
+                );
+            }
+        }
+    }
+    if a.windows.len() > 1 {
+        for (si, s) in stores.iter().enumerate() {
+            let (b, bpeak) = &rows[si];
+            for wi in 1..a.windows.len() {
+                let (r, peak) = &rows[wi * stores.len() + si];
+                println!(
+                    "store {}: window {} vs {}: throughput ratio {:.3}, peak RSS ratio {:.3}",
+                    s.name(),
+                    a.windows[wi],
+                    a.windows[0],
+                    r.events_per_sec / b.events_per_sec,
+                    *peak as f64 / (*bpeak).max(1) as f64
+                );
+            }
+        }
+    }
+    if let Some(path) = &a.json {
+        let j = serde_json::json!({
+            "machine": spillway_bench::machine::MachineInfo::detect(),
+            "date": spillway_bench::machine::today_utc(),
+            "events": a.events,
+            "cards": a.cards,
+            "rate": a.rate,
+            "stream": a.stream,
+            "rows": rows.iter().map(|(r, p)| serde_json::json!({"result": r, "peak_rss_bytes": p})).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")?;
+    }
+    Ok(())
+}

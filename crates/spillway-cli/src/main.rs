@@ -44,6 +44,10 @@ enum BenchCommand {
     /// record, 10M ids under a 256 MiB budget, so state exceeds memory) and get (point
     /// reads after a load). Each store runs each workload on a fresh store.
     Store(StoreArgs),
+    /// Railgun's Q1 (SUM and COUNT per card over a sliding window) on generated payments,
+    /// the stores side by side (RocksDB is the Flink-style baseline: a get and a put per
+    /// event and per expiry), or several window lengths side by side.
+    Engine(engine_cmd::EngineBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -154,6 +158,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Bench(BenchCommand::Store(args)) => bench_store(args),
+        Command::Bench(BenchCommand::Engine(args)) => engine_cmd::bench_engine(args),
         Command::Run(args) => engine_cmd::run(args),
         Command::Demo(args) => engine_cmd::demo(args),
         Command::Explain(args) => engine_cmd::explain(args),
