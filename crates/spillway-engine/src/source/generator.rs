@@ -96,10 +96,7 @@ impl PaymentGenerator {
             ));
         }
         if !(opts.zipf == 0.0 || (opts.zipf > 0.0 && opts.zipf < 1.0)) {
-            return bad(format!(
-                "zipf skew must be 0 (uniform) or in (0, 1), got {}",
-                opts.zipf
-            ));
+            return bad(format!("zipf skew must be 0 (uniform) or in (0, 1), got {}", opts.zipf));
         }
         if !(opts.events_per_second.is_finite() && opts.events_per_second > 0.0) {
             return bad(format!(

@@ -255,7 +255,9 @@ impl JsonSource {
         let result = seed.deserialize(&mut de).and_then(|row| de.end().map(|()| row));
         match result {
             Ok(row) => Ok(row),
-            Err(e) => Err(self.problem.take().unwrap_or(RowProblem::BadJson { message: e.to_string() })),
+            Err(e) => {
+                Err(self.problem.take().unwrap_or(RowProblem::BadJson { message: e.to_string() }))
+            }
         }
     }
 }

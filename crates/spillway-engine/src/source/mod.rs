@@ -258,7 +258,9 @@ pub enum SourceError {
 impl fmt::Display for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SourceError::Io { file, action, error } => write!(f, "{file}: cannot {action}: {error}"),
+            SourceError::Io { file, action, error } => {
+                write!(f, "{file}: cannot {action}: {error}")
+            }
             SourceError::Row { file, line, problem } => write!(f, "{file} line {line}, {problem}"),
             SourceError::Schema { file, message } => write!(f, "{file}: {message}"),
             SourceError::Options { message } => f.write_str(message),
@@ -582,9 +584,7 @@ impl Core {
         let time = match row.get(ti) {
             Some(Value::Int(t)) => *t,
             Some(Value::Null) | None => {
-                return Err(RowProblem::NullTime {
-                    column: self.schema.fields()[ti].name.clone(),
-                })
+                return Err(RowProblem::NullTime { column: self.schema.fields()[ti].name.clone() })
             }
             Some(other) => {
                 return Err(RowProblem::BadValue {
