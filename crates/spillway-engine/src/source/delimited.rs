@@ -22,8 +22,6 @@ struct Tee {
     buf: Vec<u8>,
     /// Local offset of `buf[0]`.
     start: u64,
-    /// Whether bytes may be released (false while inference rows wait to be replayed).
-    release: bool,
 }
 
 impl Read for Tee {
@@ -42,10 +40,12 @@ impl Tee {
         self.buf.get(a.min(b)..b.min(self.buf.len())).unwrap_or(&[])
     }
 
-    /// Forgets bytes before local offset `upto` once enough have piled up.
+    /// Forgets bytes before local offset `upto` once enough have piled up. Records are
+    /// processed in input order (inference replays them in order too), so bytes before
+    /// the end of the record just processed are never needed again.
     fn release_before(&mut self, upto: u64) {
         let n = upto.saturating_sub(self.start) as usize;
-        if self.release && n >= KEEP && n <= self.buf.len() {
+        if n >= KEEP && n <= self.buf.len() {
             self.buf.drain(..n);
             self.start = upto;
         }
@@ -76,7 +76,7 @@ pub(super) struct CsvSource {
 }
 
 fn reader(input: Box<dyn Read + Send>, delimiter: u8) -> csv::Reader<Tee> {
-    let tee = Tee { inner: input, buf: Vec::new(), start: 0, release: true };
+    let tee = Tee { inner: input, buf: Vec::new(), start: 0 };
     csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -103,7 +103,6 @@ impl CsvSource {
         dead: Option<DeadLetter>,
     ) -> Result<CsvSource, SourceError> {
         let mut rdr = reader(input, delimiter);
-        rdr.get_mut().release = false;
         let mut header = ByteRecord::new();
         if !rdr.read_byte_record(&mut header).map_err(|e| csv_err(&label, e))? {
             return Err(SourceError::Schema {
@@ -177,9 +176,6 @@ impl CsvSource {
         let (start_byte, start_line, end_byte, end_line) = match self.replay.pop_front() {
             Some(p) => {
                 self.record = p.record;
-                if self.replay.is_empty() {
-                    self.rdr.get_mut().release = true;
-                }
                 (p.start_byte, p.start_line, p.end_byte, p.end_line)
             }
             None => {

@@ -381,6 +381,43 @@ fn skip_mode_writes_dead_letters_and_counts_add_up() {
     );
 }
 
+#[test]
+fn dead_letters_are_exact_in_large_files() {
+    // Several MB, so the CSV reader's kept input is released a few times.
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = String::from("ts,note\n");
+    let mut line = 2u64;
+    let mut want = Vec::new();
+    for i in 0..60_000u64 {
+        if i % 7919 == 13 {
+            let raw = format!("x{i},\"bad\nrow {i}\"");
+            want.push((line, raw.clone()));
+            data.push_str(&raw);
+            data.push('\n');
+            line += 2;
+        } else {
+            data.push_str(&format!("{i},\"note, number {i} {}\"\n", "z".repeat(i as usize % 90)));
+            line += 1;
+        }
+    }
+    let p = write(dir.path(), "big.csv", &data);
+    let dead = dir.path().join("dead.jsonl");
+    let mut src = open(&p, &skip_opts("ts", &dead)).unwrap();
+    let (ev, err) = drain(&mut *src);
+    assert!(err.is_none());
+    assert_eq!(ev.len() + want.len(), 60_000);
+    src.sync().unwrap();
+    let got: Vec<(u64, String)> = std::fs::read_to_string(&dead)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            (r["line"].as_u64().unwrap(), r["raw"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
 // ---------------------------------------------------------------- resume
 
 /// For every k: read k events, checkpoint (sync + position), read on a bit (a crash
@@ -721,5 +758,25 @@ fn generator_rejects_bad_options() {
         PaymentOptions { events_per_second: f64::NAN, ..small(1) },
     ] {
         assert!(matches!(PaymentGenerator::new(o), Err(SourceError::Options { .. })));
+    }
+}
+
+#[test]
+fn sniffing_picks_the_format_and_keeps_the_bytes() {
+    let cases: [(&[u8], Format); 5] = [
+        (b"  \n\n {\"ts\":1}\n", Format::JsonLines),
+        (b"\xEF\xBB\xBF{\"ts\":1}", Format::JsonLines),
+        (b"ts,a\n1,2\n", Format::Delimited(b',')),
+        (b"", Format::Delimited(b',')),
+        (b"\n\n", Format::Delimited(b',')),
+    ];
+    for (data, want) in cases {
+        let mut r = std::io::Cursor::new(data.to_vec());
+        let (prefix, f) = sniff(&mut r).unwrap();
+        assert_eq!(f, want, "{data:?}");
+        // Nothing is lost: the prefix plus the rest is the whole input.
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut r, &mut rest).unwrap();
+        assert_eq!([prefix, rest].concat(), data);
     }
 }
