@@ -162,6 +162,7 @@ impl JsonSource {
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut replay = VecDeque::new();
         let mut first = true;
+        let mut first_error: Option<String> = None;
         while replay.len() < opts.infer_rows.max(1) {
             let mut text = Vec::new();
             if !next_raw_line(&mut input, &mut text, &label)? {
@@ -180,17 +181,34 @@ impl JsonSource {
             if is_blank(&text) {
                 continue;
             }
-            if let Ok(Ordered(members)) = serde_json::from_slice::<Ordered>(&text) {
-                for (k, v) in &members {
-                    let i = *index.entry(k.clone()).or_insert_with(|| {
-                        names.push(k.clone());
-                        kinds.push(0);
-                        names.len() - 1
-                    });
-                    kinds[i] |= json_kind(v);
+            match serde_json::from_slice::<Ordered>(&text) {
+                Ok(Ordered(members)) => {
+                    for (k, v) in &members {
+                        let i = *index.entry(k.clone()).or_insert_with(|| {
+                            names.push(k.clone());
+                            kinds.push(0);
+                            names.len() - 1
+                        });
+                        kinds[i] |= json_kind(v);
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert_with(|| format!("line {line}: {e}"));
                 }
             }
             replay.push_back(Pending { text, line, end_byte: read_byte, end_line: read_line });
+        }
+        if names.is_empty() {
+            if let Some(e) = first_error {
+                return Err(SourceError::Schema {
+                    file: label,
+                    message: format!(
+                        "no JSON object with keys among the first {} non-blank lines, so no \
+                         schema can be inferred (first problem: {e})",
+                        replay.len()
+                    ),
+                });
+            }
         }
         let types = kinds.iter().map(|&k| json_type(k)).collect();
         let schema = build_schema(&label, names, types, opts)?;

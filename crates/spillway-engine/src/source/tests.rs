@@ -323,6 +323,12 @@ fn empty_inputs() {
     assert!(read_all(&p, &opts("ts")).is_empty());
     let p = write(dir.path(), "e.jsonl", "\n\n");
     assert!(first_error(&p, &opts("ts")).contains("time column `ts` is not in the input"));
+    let p = write(dir.path(), "bad.jsonl", "\n[1]\n");
+    let msg = first_error(&p, &opts("ts"));
+    assert!(
+        msg.contains("first problem: line 2: invalid type: sequence, expected a JSON object"),
+        "{msg}"
+    );
     let e = open(&dir.path().join("missing.csv"), &opts("ts")).err().unwrap();
     assert!(matches!(e, SourceError::Io { action: "open", .. }), "{e}");
 }
