@@ -6,12 +6,12 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
 
-use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde::de::{self, MapAccess, Visitor};
 
 use super::infer::{build_schema, json_kind, json_text, json_type, json_value};
 use super::{io_err, Core, DeadLetter, RowProblem, Source, SourceError, SourceOptions};
 use super::{SourcePosition, Value};
-use crate::value::{Event, Schema};
+use crate::value::{DataType, Event, Schema};
 
 /// A line read during inference, waiting to be replayed.
 struct Pending {
@@ -32,7 +32,6 @@ pub(super) struct JsonSource {
     replay: VecDeque<Pending>,
     text: Vec<u8>,
     index: HashMap<String, usize>,
-    problem: Option<RowProblem>,
 }
 
 /// Reads one line (with its `\n`) into `buf`; false at end of input.
@@ -73,77 +72,159 @@ impl<'de> serde::Deserialize<'de> for Ordered {
     }
 }
 
-/// Deserializes one object straight into a row of the schema.
-struct RowSeed<'a> {
-    schema: &'a Schema,
-    index: &'a HashMap<String, usize>,
-    problem: &'a mut Option<RowProblem>,
+/// A cursor over one line of JSON.
+struct Scanner<'a> {
+    s: &'a [u8],
+    i: usize,
 }
 
-impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
-    type Value = Vec<Value>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
-        d.deserialize_map(self)
-    }
+/// The message of a serde_json error found at `offset` of a line, with the position
+/// made relative to the line.
+fn located(e: &serde_json::Error, offset: usize) -> String {
+    let text = e.to_string();
+    let msg = match text.rfind(" at line ") {
+        Some(k) if e.line() != 0 => &text[..k],
+        _ => text.as_str(),
+    };
+    let column = if e.line() <= 1 { offset + e.column().max(1) } else { e.column() };
+    format!("{msg} at column {column}")
 }
 
-/// A key looked up in the schema while parsing.
-struct KeySeed<'a>(&'a HashMap<String, usize>);
-
-impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
-    type Value = Result<usize, String>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeySeed<'_> {
-    type Value = Result<usize, String>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a key")
-    }
-    fn visit_str<E: de::Error>(self, k: &str) -> Result<Self::Value, E> {
-        Ok(self.0.get(k).copied().ok_or_else(|| k.to_string()))
-    }
-}
-
-impl<'de> Visitor<'de> for RowSeed<'_> {
-    type Value = Vec<Value>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Value>, A::Error> {
-        let fields = self.schema.fields();
-        let mut row = vec![Value::Null; fields.len()];
-        let mut seen = vec![false; fields.len()];
-        while let Some(key) = map.next_key_seed(KeySeed(self.index))? {
-            let i = match key {
-                Ok(i) => i,
-                Err(key) => {
-                    let columns =
-                        fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
-                    *self.problem = Some(RowProblem::UnknownKey { key, columns });
-                    return Err(de::Error::custom("unknown key"));
-                }
-            };
-            if std::mem::replace(&mut seen[i], true) {
-                *self.problem = Some(RowProblem::DuplicateKey { key: fields[i].name.clone() });
-                return Err(de::Error::custom("duplicate key"));
-            }
-            let v: serde_json::Value = map.next_value()?;
-            match json_value(v, fields[i].ty) {
-                Ok(v) => row[i] = v,
-                Err(v) => {
-                    *self.problem = Some(RowProblem::BadValue {
-                        column: fields[i].name.clone(),
-                        expected: fields[i].ty,
-                        found: json_text(&v),
-                    });
-                    return Err(de::Error::custom("bad value"));
-                }
-            }
+impl<'a> Scanner<'a> {
+    fn ws(&mut self) {
+        while self.s.get(self.i).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
         }
-        Ok(row)
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        let hit = self.s.get(self.i) == Some(&c);
+        self.i += usize::from(hit);
+        hit
+    }
+
+    fn expect(&mut self, c: u8, what: &str) -> Result<(), RowProblem> {
+        if self.eat(c) {
+            return Ok(());
+        }
+        let found = match self.s.get(self.i) {
+            Some(&b) if b.is_ascii_graphic() => format!("`{}`", b as char),
+            Some(&b) => format!("byte 0x{b:02x}"),
+            None => "the end of the line".to_string(),
+        };
+        Err(RowProblem::BadJson {
+            message: format!("expected {what} at column {}, found {found}", self.i + 1),
+        })
+    }
+
+    /// An object key (at a `"`).
+    fn key(&mut self) -> Result<std::borrow::Cow<'a, str>, RowProblem> {
+        let s = self.s;
+        let body = self.i + 1;
+        if s.get(self.i) == Some(&b'"') {
+            // Fast path: no escapes and no control characters.
+            if let Some(len) = s[body..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20) {
+                if s[body + len] == b'"' {
+                    if let Ok(k) = std::str::from_utf8(&s[body..body + len]) {
+                        self.i = body + len + 1;
+                        return Ok(std::borrow::Cow::Borrowed(k));
+                    }
+                }
+            }
+        } else {
+            self.expect(b'"', "a key (`\"`)")?;
+        }
+        let (k, n): (String, usize) = self.one(self.i)?;
+        self.i += n;
+        Ok(std::borrow::Cow::Owned(k))
+    }
+
+    /// One JSON value of type `T` starting at `at`, and its length in bytes.
+    fn one<T: serde::de::DeserializeOwned>(&self, at: usize) -> Result<(T, usize), RowProblem> {
+        let mut it = serde_json::Deserializer::from_slice(&self.s[at..]).into_iter::<T>();
+        match it.next() {
+            Some(Ok(v)) => Ok((v, it.byte_offset())),
+            Some(Err(e)) => Err(RowProblem::BadJson { message: located(&e, at) }),
+            None => Err(RowProblem::BadJson {
+                message: format!(
+                    "expected a value at column {}, found the end of the line",
+                    at + 1
+                ),
+            }),
+        }
+    }
+}
+
+/// Parses one JSON object into a row of `schema` (`index`: column of each name). Numbers
+/// for float columns are parsed from their text with Rust's exact (correctly rounded)
+/// parser, so floats round-trip exactly.
+pub(super) fn parse_row(
+    text: &[u8],
+    schema: &Schema,
+    index: &HashMap<String, usize>,
+) -> Result<Vec<Value>, RowProblem> {
+    let fields = schema.fields();
+    let mut row = vec![Value::Null; fields.len()];
+    let mut seen = vec![false; fields.len()];
+    let mut p = Scanner { s: text, i: 0 };
+    p.ws();
+    p.expect(b'{', "a JSON object (`{`)")?;
+    p.ws();
+    if !p.eat(b'}') {
+        loop {
+            p.ws();
+            let key = p.key()?;
+            let Some(&col) = index.get(key.as_ref()) else {
+                let columns = fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
+                return Err(RowProblem::UnknownKey { key: key.into_owned(), columns });
+            };
+            if std::mem::replace(&mut seen[col], true) {
+                return Err(RowProblem::DuplicateKey { key: key.into_owned() });
+            }
+            p.ws();
+            p.expect(b':', "`:`")?;
+            p.ws();
+            let at = p.i;
+            let (v, n): (serde_json::Value, usize) = p.one(at)?;
+            p.i += n;
+            let raw = &text[at..at + n];
+            let ty = fields[col].ty;
+            row[col] = match (&v, ty) {
+                // Exact: serde_json's own float parsing may be off by one ulp.
+                (serde_json::Value::Number(_), DataType::Float) => {
+                    match std::str::from_utf8(raw).ok().and_then(|r| r.parse::<f64>().ok()) {
+                        Some(f) => Value::Float(f),
+                        None => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
+                    }
+                }
+                // A number in a string column keeps its text as written.
+                (serde_json::Value::Number(_), DataType::Str) => {
+                    Value::Str(String::from_utf8_lossy(raw).into())
+                }
+                _ => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
+            };
+            p.ws();
+            if p.eat(b',') {
+                continue;
+            }
+            p.expect(b'}', "`,` or `}`")?;
+            break;
+        }
+    }
+    p.ws();
+    if p.i != text.len() {
+        return Err(RowProblem::BadJson {
+            message: format!("unexpected text after the object at column {}", p.i + 1),
+        });
+    }
+    Ok(row)
+}
+
+fn bad(fields: &[crate::value::Field], col: usize, v: &serde_json::Value) -> RowProblem {
+    RowProblem::BadValue {
+        column: fields[col].name.clone(),
+        expected: fields[col].ty,
+        found: json_text(v),
     }
 }
 
@@ -213,16 +294,7 @@ impl JsonSource {
         let types = kinds.iter().map(|&k| json_type(k)).collect();
         let schema = build_schema(&label, names, types, opts)?;
         let core = Core::new(label, schema, dead);
-        Ok(JsonSource {
-            core,
-            input,
-            read_byte,
-            read_line,
-            replay,
-            text: Vec::new(),
-            index,
-            problem: None,
-        })
+        Ok(JsonSource { core, input, read_byte, read_line, replay, text: Vec::new(), index })
     }
 
     /// Continues at `core`'s position; `input` is already positioned there.
@@ -237,7 +309,6 @@ impl JsonSource {
             replay: VecDeque::new(),
             text: Vec::new(),
             index,
-            problem: None,
         }
     }
 
@@ -265,18 +336,8 @@ impl JsonSource {
         }
     }
 
-    fn parse(&mut self) -> Result<Vec<Value>, RowProblem> {
-        self.problem = None;
-        let mut de = serde_json::Deserializer::from_slice(&self.text);
-        let seed =
-            RowSeed { schema: &self.core.schema, index: &self.index, problem: &mut self.problem };
-        let result = seed.deserialize(&mut de).and_then(|row| de.end().map(|()| row));
-        match result {
-            Ok(row) => Ok(row),
-            Err(e) => {
-                Err(self.problem.take().unwrap_or(RowProblem::BadJson { message: e.to_string() }))
-            }
-        }
+    fn parse(&self) -> Result<Vec<Value>, RowProblem> {
+        parse_row(&self.text, &self.core.schema, &self.index)
     }
 }
 
