@@ -1,0 +1,276 @@
+//! Output sink: result rows (or late events, for the side output) as CSV with a header or
+//! as JSON Lines, buffered, with `sync` for checkpoints and `resume` for restarts.
+//!
+//! CSV: values in [`Value`]'s `Display` form, NULL as an empty cell; a field containing
+//! `,`, `"`, `\r` or `\n` (or an empty string, or any empty cell of a one-column file,
+//! which would otherwise be a blank line) is quoted with `"` doubled.
+//! JSON Lines: one object per row with the columns in order, NULL as `null`, floats as
+//! JSON numbers (non-finite ones as `null`), strings escaped.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use super::{io_err, SourceError};
+use crate::value::{Event, Schema, Value};
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SinkFormat {
+    /// CSV with a header row.
+    Csv,
+    /// JSON Lines.
+    JsonLines,
+}
+
+impl SinkFormat {
+    /// The format for an output path: `.jsonl`, `.ndjson` and `.json` are JSON Lines,
+    /// anything else CSV.
+    pub fn of_path(path: &Path) -> SinkFormat {
+        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase) {
+            Some(e) if e == "jsonl" || e == "ndjson" || e == "json" => SinkFormat::JsonLines,
+            _ => SinkFormat::Csv,
+        }
+    }
+}
+
+/// Where the bytes go.
+enum Out {
+    File(BufWriter<File>),
+    Stdout(BufWriter<io::Stdout>),
+}
+
+/// A buffered CSV / JSON Lines writer.
+pub struct Sink {
+    label: String,
+    out: Out,
+    format: SinkFormat,
+    columns: usize,
+    /// JSON Lines: per column the text before its value (`{"a":`, `,"b":`).
+    prefixes: Vec<Vec<u8>>,
+    /// The row being formatted (reused).
+    line: Vec<u8>,
+    bytes: u64,
+    rows: u64,
+}
+
+/// The column names of a schema, for a side-output sink of raw events.
+pub fn schema_columns(schema: &Schema) -> Vec<String> {
+    schema.fields().iter().map(|f| f.name.clone()).collect()
+}
+
+impl Sink {
+    fn new(label: String, out: Out, format: SinkFormat, columns: &[String]) -> Sink {
+        let prefixes = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut p = Vec::with_capacity(c.len() + 4);
+                p.push(if i == 0 { b'{' } else { b',' });
+                // Writing a &str into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut p, c);
+                p.push(b':');
+                p
+            })
+            .collect();
+        Sink {
+            label,
+            out,
+            format,
+            columns: columns.len(),
+            prefixes,
+            line: Vec::with_capacity(256),
+            bytes: 0,
+            rows: 0,
+        }
+    }
+
+    /// A sink writing to `path` (created or truncated; format by extension, see
+    /// [`SinkFormat::of_path`]) or, for `None`, to stdout as CSV. CSV output starts with
+    /// the header.
+    pub fn create(path: Option<&Path>, columns: &[String]) -> Result<Sink, SourceError> {
+        let mut sink = match path {
+            None => Sink::new(
+                "<stdout>".into(),
+                Out::Stdout(BufWriter::with_capacity(64 * 1024, io::stdout())),
+                SinkFormat::Csv,
+                columns,
+            ),
+            Some(p) => {
+                let label = p.display().to_string();
+                let file = File::create(p).map_err(io_err(&label, "create"))?;
+                let out = Out::File(BufWriter::with_capacity(64 * 1024, file));
+                Sink::new(label, out, SinkFormat::of_path(p), columns)
+            }
+        };
+        sink.header(columns)?;
+        Ok(sink)
+    }
+
+    /// A sink for the late-event side output: the input schema's columns, rows written
+    /// with [`Sink::write_event`].
+    pub fn create_side_output(path: &Path, schema: &Schema) -> Result<Sink, SourceError> {
+        Sink::create(Some(path), &schema_columns(schema))
+    }
+
+    /// Reopens `path` after a restart: truncates it to `len` bytes (the length a
+    /// [`Sink::sync`] returned at the checkpoint) and appends. Errors if the file is
+    /// shorter than `len`. A CSV file truncated to 0 bytes gets its header again.
+    pub fn resume(path: &Path, columns: &[String], len: u64) -> Result<Sink, SourceError> {
+        let label = path.display().to_string();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(len == 0)
+            .truncate(false)
+            .open(path)
+            .map_err(io_err(&label, "open"))?;
+        let have = file.metadata().map_err(io_err(&label, "stat"))?.len();
+        if have < len {
+            return Err(SourceError::Resume {
+                file: label,
+                message: format!("the checkpoint covers {len} bytes but the file has only {have}"),
+            });
+        }
+        file.set_len(len).map_err(io_err(&label, "truncate"))?;
+        file.seek(SeekFrom::Start(len)).map_err(io_err(&label, "seek"))?;
+        let out = Out::File(BufWriter::with_capacity(64 * 1024, file));
+        let mut sink = Sink::new(label, out, SinkFormat::of_path(path), columns);
+        sink.bytes = len;
+        if len == 0 {
+            sink.header(columns)?;
+        }
+        Ok(sink)
+    }
+
+    fn header(&mut self, columns: &[String]) -> Result<(), SourceError> {
+        if self.format != SinkFormat::Csv {
+            return Ok(());
+        }
+        self.line.clear();
+        for (i, c) in columns.iter().enumerate() {
+            if i > 0 {
+                self.line.push(b',');
+            }
+            csv_field(&mut self.line, c.as_bytes(), columns.len() == 1);
+        }
+        self.line.push(b'\n');
+        self.flush_line()
+    }
+
+    fn flush_line(&mut self) -> Result<(), SourceError> {
+        let r = match &mut self.out {
+            Out::File(w) => w.write_all(&self.line),
+            Out::Stdout(w) => w.write_all(&self.line),
+        };
+        r.map_err(io_err(&self.label, "write"))?;
+        self.bytes += self.line.len() as u64;
+        Ok(())
+    }
+
+    /// The output format.
+    pub fn format(&self) -> SinkFormat {
+        self.format
+    }
+
+    /// Writes one row (one value per column), buffered.
+    pub fn write_row(&mut self, values: &[Value]) -> Result<(), SourceError> {
+        if values.len() != self.columns {
+            return Err(SourceError::SinkArity {
+                file: self.label.clone(),
+                expected: self.columns,
+                found: values.len(),
+            });
+        }
+        self.line.clear();
+        match self.format {
+            SinkFormat::Csv => {
+                let lone = self.columns == 1;
+                for (i, v) in values.iter().enumerate() {
+                    if i > 0 {
+                        self.line.push(b',');
+                    }
+                    match v {
+                        Value::Str(s) => csv_field(&mut self.line, s.as_bytes(), true),
+                        Value::Null if lone => self.line.extend_from_slice(b"\"\""),
+                        // Numbers and bools never need quoting; writes to a Vec cannot fail.
+                        other => {
+                            let _ = write!(self.line, "{other}");
+                        }
+                    }
+                }
+            }
+            SinkFormat::JsonLines => {
+                for (v, prefix) in values.iter().zip(&self.prefixes) {
+                    self.line.extend_from_slice(prefix);
+                    let _ = match v {
+                        Value::Null => self.line.write_all(b"null"),
+                        Value::Int(i) => write!(self.line, "{i}"),
+                        Value::Float(f) if f.is_finite() => {
+                            serde_json::to_writer(&mut self.line, f).map_err(io::Error::other)
+                        }
+                        Value::Float(_) => self.line.write_all(b"null"),
+                        Value::Str(s) => {
+                            serde_json::to_writer(&mut self.line, &**s).map_err(io::Error::other)
+                        }
+                        Value::Bool(b) => write!(self.line, "{b}"),
+                    };
+                }
+                if self.columns == 0 {
+                    self.line.push(b'{');
+                }
+                self.line.push(b'}');
+            }
+        }
+        self.line.push(b'\n');
+        self.flush_line()?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Writes a raw event (the side output of late events).
+    pub fn write_event(&mut self, event: &Event) -> Result<(), SourceError> {
+        self.write_row(&event.row)
+    }
+
+    /// Flushes and fsyncs (stdout: flushes); returns the output's length in bytes so far.
+    pub fn sync(&mut self) -> Result<u64, SourceError> {
+        match &mut self.out {
+            Out::File(w) => {
+                w.flush().map_err(io_err(&self.label, "flush"))?;
+                w.get_ref().sync_data().map_err(io_err(&self.label, "fsync"))?;
+            }
+            Out::Stdout(w) => w.flush().map_err(io_err(&self.label, "flush"))?,
+        }
+        Ok(self.bytes)
+    }
+
+    /// Rows written by this sink (since it was created or resumed).
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Bytes of output so far (including a resumed file's kept prefix).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Appends a CSV field, quoting it if it contains a delimiter, quote or line break (or is
+/// empty and `quote_empty`).
+fn csv_field(out: &mut Vec<u8>, s: &[u8], quote_empty: bool) {
+    let needs =
+        (s.is_empty() && quote_empty) || s.iter().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'));
+    if !needs {
+        out.extend_from_slice(s);
+        return;
+    }
+    out.push(b'"');
+    for &b in s {
+        if b == b'"' {
+            out.push(b'"');
+        }
+        out.push(b);
+    }
+    out.push(b'"');
+}
