@@ -472,7 +472,10 @@ pub struct EngineBenchArgs {
 pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     use spillway_engine::bench::{run_q1, Q1Config, Q1Result};
     let stores = a.stores.clone().unwrap_or_else(|| {
-        [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks].into_iter().filter(|s| s.available()).collect()
+        [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks]
+            .into_iter()
+            .filter(|s| s.available())
+            .collect()
     });
     let cfg_for = |w: &str| -> Result<Q1Config> {
         Ok(Q1Config {
@@ -507,7 +510,8 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
         ProgressBar::hidden()
     };
     pb.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} events {msg} ({eta})").expect("template"),
+        ProgressStyle::with_template("{bar:30} {pos}/{len} events {msg} ({eta})")
+            .expect("template"),
     );
     let separate = a.windows.len() > 1;
     for w in &a.windows {
@@ -521,7 +525,12 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                 cmd.args(["bench", "engine", "--events", &a.events.to_string()])
                     .args(["--cards", &a.cards.to_string(), "--windows", w])
                     .args(["--rate", &a.rate.to_string(), "--stores", s.name()])
-                    .args(["--memory-budget", &a.memory_budget.to_string(), "--seed", &a.seed.to_string()])
+                    .args([
+                        "--memory-budget",
+                        &a.memory_budget.to_string(),
+                        "--seed",
+                        &a.seed.to_string(),
+                    ])
                     .arg("--child-json")
                     .arg(tmp.path());
                 if a.stream {
@@ -550,7 +559,16 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     );
     println!(
         "{:<8} {:<9} {:>12} {:>8} {:>12} {:>8} {:>8} {:>8} {:>9} {:>10}",
-        "window", "store", "in window", "seconds", "events/s", "p50 us", "p99 us", "p99.9us", "max us", "peak RSS"
+        "window",
+        "store",
+        "in window",
+        "seconds",
+        "events/s",
+        "p50 us",
+        "p99 us",
+        "p99.9us",
+        "max us",
+        "peak RSS"
     );
     for (r, peak) in &rows {
         println!(

@@ -113,18 +113,21 @@ fn malformed_rows_stop_with_line_and_column_or_go_to_dead_letters() {
     assert_eq!(std::fs::read_to_string(&output).unwrap(), "card,s\na,10\na,13\n");
     assert!(std::fs::read_to_string(&dead).unwrap().contains("oops"));
 
-    let err = run_err(&["run", "--query", "SELECT card, SUM(amount) FROM t", "--input", input.to_str().unwrap()]);
+    let err = run_err(&[
+        "run",
+        "--query",
+        "SELECT card, SUM(amount) FROM t",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
     assert!(err.contains("OVER"), "{err}");
 }
 
 #[test]
 fn late_events_go_to_the_side_output() {
     let d = tempfile::tempdir().unwrap();
-    let input = write(
-        d.path(),
-        "in.csv",
-        "card,amount,ts\na,1,10000\na,2,9000\na,4,5000\na,8,10500\n",
-    );
+    let input =
+        write(d.path(), "in.csv", "card,amount,ts\na,1,10000\na,2,9000\na,4,5000\na,8,10500\n");
     let output = d.path().join("out.csv");
     let (_, err) = run_ok(&[
         "run",
@@ -152,7 +155,8 @@ fn explain_prints_the_shared_dag() {
     let q = "SELECT card, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n, \
              AVG(amount) OVER (PARTITION BY merchant ORDER BY ts RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW) AS m \
              FROM p WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW)";
-    let (out, _) = run_ok(&["explain", "--query", q, "--schema", "card:int,merchant:int,amount:float,ts:int"]);
+    let (out, _) =
+        run_ok(&["explain", "--query", q, "--schema", "card:int,merchant:int,amount:float,ts:int"]);
     // One window (same frame), one filter, two group-bys; SUM and COUNT share one.
     assert_eq!(out.matches("Window #").count(), 1, "{out}");
     assert_eq!(out.matches("GroupBy").count(), 2, "{out}");
@@ -164,8 +168,18 @@ fn explain_prints_the_shared_dag() {
 fn demo_runs_and_writes_json() {
     let d = tempfile::tempdir().unwrap();
     let json = d.path().join("demo.json");
-    run_ok(&["demo", "--events", "50k", "--cards", "10k", "--json", json.to_str().unwrap(), "--quiet"]);
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    run_ok(&[
+        "demo",
+        "--events",
+        "50k",
+        "--cards",
+        "10k",
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
     assert_eq!(v["events"], 50_000);
     for k in ["seconds", "events_per_sec", "peak_rss_bytes", "late_events"] {
         assert!(v.get(k).is_some(), "missing {k}: {v}");
@@ -185,8 +199,21 @@ fn big_input(path: &Path, rows: usize) {
         x ^= x >> 7;
         x ^= x << 17;
         t += (x % 5) as i64;
-        let back = if x % 97 == 0 { 400 } else if x % 13 == 0 { (x % 40) as i64 } else { 0 };
-        s.push_str(&format!("c{},{},{}.{:02},{}\n", x % 500, (x >> 20) % 50, (x >> 8) % 300, x % 100, t - back));
+        let back = if x % 97 == 0 {
+            400
+        } else if x % 13 == 0 {
+            (x % 40) as i64
+        } else {
+            0
+        };
+        s.push_str(&format!(
+            "c{},{},{}.{:02},{}\n",
+            x % 500,
+            (x >> 20) % 50,
+            (x >> 8) % 300,
+            x % 100,
+            t - back
+        ));
     }
     std::fs::write(path, s).unwrap();
 }
@@ -223,7 +250,12 @@ fn resume_after_sigkill_is_byte_identical() {
     let got_out = d.path().join("killed.csv");
     let ckpt = d.path().join("ckpt");
     let mut args = base(&got_out);
-    args.extend(["--checkpoint-dir".into(), ckpt.to_str().unwrap().into(), "--checkpoint-every".into(), "3000".into()]);
+    args.extend([
+        "--checkpoint-dir".into(),
+        ckpt.to_str().unwrap().into(),
+        "--checkpoint-every".into(),
+        "3000".into(),
+    ]);
     let mut kills = 0;
     let mut x: u64 = 12345;
     let started = Instant::now();
@@ -234,7 +266,8 @@ fn resume_after_sigkill_is_byte_identical() {
         if resume {
             a.push("--resume".into());
         }
-        let mut child = spillway().args(&a).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child =
+            spillway().args(&a).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;

@@ -27,9 +27,7 @@ pub fn parse_duration(s: &str, unit: TimeUnit) -> Result<i64, String> {
             ))
         }
     };
-    let nanos = n
-        .checked_mul(nanos_per)
-        .ok_or_else(|| format!("duration `{s}` is too long"))?;
+    let nanos = n.checked_mul(nanos_per).ok_or_else(|| format!("duration `{s}` is too long"))?;
     if nanos % unit.nanos() != 0 {
         return Err(format!(
             "duration `{s}` is not a whole number of {} (the time column's unit)",

@@ -177,7 +177,10 @@ fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
     let ns = store.namespace(META_NAMESPACE)?;
     let Some(head) = store.get(ns, b"checkpoint")? else { return Ok(None) };
     if head.len() != 12 {
-        return Err(Error::Checkpoint(format!("metadata header has {} bytes, expected 12", head.len())));
+        return Err(Error::Checkpoint(format!(
+            "metadata header has {} bytes, expected 12",
+            head.len()
+        )));
     }
     let n = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
     let crc = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
@@ -250,7 +253,8 @@ pub fn run_job(
     }
     let ident = identity(cfg, &schema);
     let res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
-    let side_path = cfg.side_output.clone().unwrap_or_else(|| default_side_output(cfg.output.as_deref()));
+    let side_path =
+        cfg.side_output.clone().unwrap_or_else(|| default_side_output(cfg.output.as_deref()));
 
     let mut store = cfg.store.open(store_opts.clone())?;
     let meta = if cfg.resume { read_meta(store.as_mut())? } else { None };
@@ -268,7 +272,9 @@ pub fn run_job(
                 (_, true) => None,
                 (Some(p), false) => Some(Sink::resume(p, &columns, meta.output_len)?),
                 (None, false) => {
-                    return Err(Error::Config("--resume needs --output FILE (stdout cannot be cut back)".into()))
+                    return Err(Error::Config(
+                        "--resume needs --output FILE (stdout cannot be cut back)".into(),
+                    ))
                 }
             };
             let side_names: Vec<String> = schema.fields().iter().map(|f| f.name.clone()).collect();
@@ -278,7 +284,8 @@ pub fn run_job(
                 None
             };
             let events = meta.runtime.counters.events;
-            let rt = Runtime::new(plan, store, reservoir, cfg.allowed_lateness, Some(meta.runtime))?;
+            let rt =
+                Runtime::new(plan, store, reservoir, cfg.allowed_lateness, Some(meta.runtime))?;
             (rt, sink, side, events)
         }
         None => {
@@ -298,7 +305,11 @@ pub fn run_job(
                 }
             }
             let reservoir = Reservoir::create(res_opts, &schema)?;
-            let sink = if cfg.discard_output { None } else { Some(Sink::create(cfg.output.as_deref(), &columns)?) };
+            let sink = if cfg.discard_output {
+                None
+            } else {
+                Some(Sink::create(cfg.output.as_deref(), &columns)?)
+            };
             (Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?, sink, None, 0)
         }
     };

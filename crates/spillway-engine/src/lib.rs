@@ -4,7 +4,10 @@
 //! DAG, windows, aggregates and the event reservoir.
 
 pub mod aggregate;
+pub mod bench;
+pub mod duration;
 pub mod error;
+pub mod job;
 pub mod plan;
 pub mod reservoir;
 pub mod runtime;

@@ -16,6 +16,10 @@ pub struct ReservoirOptions {
     pub segment_bytes: u64,
 }
 impl ReservoirOptions {
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.compression = c;
+        self
+    }
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         ReservoirOptions {
             dir: dir.into(),
@@ -42,6 +46,8 @@ impl std::error::Error for ReservoirError {}
 #[derive(Clone, Debug, Default)]
 pub struct ReservoirStats {
     pub events: u64,
+    pub bytes_compressed: u64,
+    pub bytes_raw: u64,
 }
 pub struct Reservoir {
     events: Vec<Event>,
@@ -88,6 +94,6 @@ impl Reservoir {
         Ok(())
     }
     pub fn stats(&self) -> ReservoirStats {
-        ReservoirStats { events: self.len() }
+        ReservoirStats { events: self.len(), ..Default::default() }
     }
 }
