@@ -1,7 +1,34 @@
 //! # spillway-engine
 //!
-//! The exact sliding-window metrics engine: events, schema, SQL metrics, the shared plan
-//! DAG, windows, aggregates and the event reservoir.
+//! Spillway's exact sliding-window metrics engine. A query such as
+//!
+//! ```sql
+//! SELECT card, ts,
+//!        SUM(amount) OVER w AS sum_5m, COUNT(*) OVER w AS count_5m
+//! FROM payments
+//! WINDOW w AS (PARTITION BY card ORDER BY ts
+//!              RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW)
+//! ```
+//!
+//! produces one output row per input event, in input order, whose metrics cover exactly
+//! the events of its partition that arrived no later than it and lie in its window —
+//! for windows of seconds or of months at the same memory.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`value`] | values, types, schema, events |
+//! | [`source`] | CSV / JSON Lines sources with type inference and exact resume, the payments generator, CSV / JSON Lines sinks |
+//! | [`sql`] | the SQL front end (parsed with `sqlparser`): metrics, windows, frames, filters, expressions |
+//! | [`plan`] | the DAG `Window -> Filter -> GroupBy -> Aggregate` with shared prefixes; `explain` |
+//! | [`aggregate`] | aggregate state layouts and the insert / evict / result contract |
+//! | [`reservoir`] | the event reservoir: compressed, checksummed chunks in segment files, read by cursors with prefetch |
+//! | [`runtime`] | per-event window maintenance over the reservoir and the state store; exactness under lateness |
+//! | [`job`] | source -> runtime -> sink, latency histogram, checkpoints and resume |
+//! | [`bench`] | Railgun Q1 benchmark runs |
+//!
+//! Aggregation state lives in a `spillway_store::StateStore` (hashlog by default), one
+//! value per (group-by node, partition key), updated by read-modify-write of fixed
+//! little-endian layouts, so the state may exceed memory.
 
 pub mod aggregate;
 pub mod bench;

@@ -272,30 +272,29 @@ impl Plan {
             depth = 2;
         }
         let pad = |d: usize| "  ".repeat(d);
+        let tu = schema.time_unit();
+        let cursors: Vec<String> = self
+            .boundaries
+            .iter()
+            .filter(|b| **b != Boundary::ARRIVAL)
+            .map(|b| {
+                let f = Frame { start: b.offset, start_open: false, end: b.offset, end_open: false };
+                let at = f.display(tu).to_string();
+                // "[t-5m, t-5m]" -> "t-5m"
+                let at = at.trim_start_matches('[').split(',').next().unwrap_or("").to_string();
+                format!("{at} ({})", if b.inclusive { "events at it included" } else { "events before it" })
+            })
+            .collect();
         let _ = writeln!(
             s,
-            "{}Reservoir (one tail; {} cursor(s): {})",
+            "{}Reservoir: one tail (arrival), {} cursor(s){}{}",
             pad(depth),
-            self.boundaries.iter().filter(|b| **b != Boundary::ARRIVAL).count(),
-            self.boundaries
-                .iter()
-                .map(|b| format!(
-                    "{}{}{}",
-                    if *b == Boundary::ARRIVAL { "arrival" } else { "t-" },
-                    if *b == Boundary::ARRIVAL { String::new() } else { b.offset.to_string() },
-                    if *b == Boundary::ARRIVAL {
-                        ""
-                    } else if b.inclusive {
-                        " incl"
-                    } else {
-                        " excl"
-                    }
-                ))
-                .collect::<Vec<_>>()
-                .join(", ")
+            cursors.len(),
+            if cursors.is_empty() { "" } else { ": " },
+            cursors.join(", ")
         );
         for (wi, w) in self.windows.iter().enumerate() {
-            let _ = writeln!(s, "{}Window #{wi} {} ({unit})", pad(depth + 1), w.frame);
+            let _ = writeln!(s, "{}Window #{wi} {}", pad(depth + 1), w.frame.display(schema.time_unit()));
             for &fi in &w.filters {
                 let f = &self.filters[fi];
                 match &f.predicate {
@@ -320,7 +319,15 @@ impl Plan {
                         g.namespace
                     );
                     for (ai, (k, arg, _)) in g.aggs.iter().enumerate() {
-                        let arg = arg.as_ref().map_or("*".to_string(), |e| e.to_string());
+                        let call = match (k, arg) {
+                            (AggKind::CountStar, _) => "COUNT(*)".to_string(),
+                            (AggKind::CountDistinct, Some(a)) => format!("COUNT(DISTINCT {a})"),
+                            (AggKind::PercentileCont(p), Some(a)) => {
+                                format!("PERCENTILE_CONT({p}) WITHIN GROUP (ORDER BY {a})")
+                            }
+                            (k, Some(a)) => format!("{}({a})", k.name()),
+                            (k, None) => format!("{}()", k.name()),
+                        };
                         let outs: Vec<&str> = self
                             .outputs
                             .iter()
@@ -329,9 +336,8 @@ impl Plan {
                             .collect();
                         let _ = writeln!(
                             s,
-                            "{}Aggregate {}({arg}) -> {}",
+                            "{}Aggregate {call} -> {}",
                             pad(depth + 4),
-                            k.name(),
                             outs.join(", ")
                         );
                     }
