@@ -253,10 +253,7 @@ impl StoreKind {
 
     /// Whether this build can open this kind.
     pub fn available(self) -> bool {
-        match self {
-            StoreKind::Rocks => cfg!(feature = "rocksdb"),
-            _ => true,
-        }
+        self != StoreKind::Rocks || cfg!(feature = "rocksdb")
     }
 
     /// Opens (or recovers) a store of this kind with default backend-specific settings.
