@@ -693,31 +693,39 @@ impl Reservoir {
             Data::Open => open_buf,
             Data::Shared(a) => a,
         };
+        let mut failure = None;
         while l.next <= index {
             if let Err(e) = codec.decode(buf, &mut l.pos, &mut l.prev, &mut cur.slot) {
-                cur.slot_index = u64::MAX;
-                return Err(chunk_corrupt(
+                failure = Some(chunk_corrupt(
                     dir,
                     l.origin,
                     format!("event {}: {} at payload byte {}", l.next, e.what, e.offset),
                 ));
+                break;
             }
             l.next += 1;
         }
-        if let Data::Shared(_) = l.data {
-            if l.next == l.first + u64::from(l.count) && l.pos != buf.len() {
-                cur.slot_index = u64::MAX;
-                return Err(chunk_corrupt(
-                    dir,
-                    l.origin,
-                    format!(
-                        "{} events end at payload byte {}, the payload has {} bytes",
-                        l.count,
-                        l.pos,
-                        buf.len()
-                    ),
-                ));
-            }
+        if failure.is_none()
+            && matches!(l.data, Data::Shared(_))
+            && l.next == l.first + u64::from(l.count)
+            && l.pos != buf.len()
+        {
+            failure = Some(chunk_corrupt(
+                dir,
+                l.origin,
+                format!(
+                    "{} events end at payload byte {}, the payload has {} bytes",
+                    l.count,
+                    l.pos,
+                    buf.len()
+                ),
+            ));
+        }
+        if let Some(e) = failure {
+            // Forget the chunk: a retry starts it over (and fails the same way).
+            cur.cur = None;
+            cur.slot_index = u64::MAX;
+            return Err(e);
         }
         cur.slot_index = index;
         Ok(Some(&cur.slot))
@@ -753,6 +761,8 @@ impl Reservoir {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(ReservoirError::io("delete released segment", &path, e)),
             }
+            // One deletion durable before the next: a crash never leaves a gap.
+            segment::sync_dir(&self.dir)?;
             self.stats.segments_deleted += 1;
         }
         if let Some(front) = self.segments.front().copied() {
