@@ -1,6 +1,6 @@
 //! The two background threads: the segment writer (compresses, checksums and appends
 //! sealed chunks to segment files, rolls segments, fsyncs on request) and the chunk
-//! reader (reads, verifies and decompresses chunks that cursors will need next).
+//! reader (reads, verifies, decompresses and decodes chunks that cursors will need next).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
+use super::codec::EventCodec;
 use super::segment::{self, SEGMENT_HEADER_LEN};
 use super::{Compression, ReservoirError};
+use crate::value::{Event, Value};
 
 /// Work for the writer thread.
 pub(crate) enum WriteJob {
@@ -156,6 +158,14 @@ pub(crate) fn writer_loop(
     }
 }
 
+/// A chunk read from disk, verified and decoded.
+#[derive(Debug)]
+pub(crate) struct DecodedChunk {
+    pub events: Vec<Event>,
+    /// Estimate of the heap bytes `events` holds.
+    pub bytes: usize,
+}
+
 /// A request to read one chunk.
 pub(crate) struct ReadJob {
     pub path: PathBuf,
@@ -163,24 +173,112 @@ pub(crate) struct ReadJob {
     pub frame_len: u32,
     pub first: u64,
     pub count: u32,
-    pub reply: Sender<Result<Arc<Vec<u8>>, ReservoirError>>,
+    pub reply: Sender<Result<Arc<DecodedChunk>, ReservoirError>>,
 }
 
 /// The reader thread's body: serves read jobs until the channel closes.
-pub(crate) fn reader_loop(jobs: Receiver<ReadJob>) {
+pub(crate) fn reader_loop(codec: Arc<EventCodec>, jobs: Receiver<ReadJob>) {
     for j in jobs {
-        let r = segment::read_chunk(&j.path, j.offset, j.frame_len, j.first, j.count).map(Arc::new);
+        let r = read_now(&codec, &j.path, j.offset, j.frame_len, j.first, j.count);
         let _ = j.reply.send(r);
     }
 }
 
-/// Reads one chunk on the calling thread (same checks as the reader thread).
+/// Reads, verifies, decompresses and decodes one chunk on the calling thread. The
+/// payload must decode to exactly `count` events using exactly all its bytes.
 pub(crate) fn read_now(
+    codec: &EventCodec,
     path: &Path,
     offset: u64,
     frame_len: u32,
     first: u64,
     count: u32,
-) -> Result<Arc<Vec<u8>>, ReservoirError> {
-    segment::read_chunk(path, offset, frame_len, first, count).map(Arc::new)
+) -> Result<Arc<DecodedChunk>, ReservoirError> {
+    let raw = segment::read_chunk(path, offset, frame_len, first, count)?;
+    let mut events = Vec::with_capacity(count as usize);
+    let mut pos = 0usize;
+    let mut prev = (0i64, 0u64);
+    let mut bytes = 0usize;
+    for k in 0..u64::from(count) {
+        let mut ev = Event { time: 0, seq: 0, row: Vec::new() };
+        codec.decode(&raw, &mut pos, &mut prev, &mut ev).map_err(|e| {
+            ReservoirError::corrupt(
+                path,
+                offset,
+                format!("chunk event {}: {} at payload byte {}", first + k, e.what, e.offset),
+            )
+        })?;
+        bytes += std::mem::size_of::<Event>() + ev.row.capacity() * std::mem::size_of::<Value>();
+        for v in &ev.row {
+            if let Value::Str(s) = v {
+                bytes += s.len();
+            }
+        }
+        events.push(ev);
+    }
+    if pos != raw.len() {
+        return Err(ReservoirError::corrupt(
+            path,
+            offset,
+            format!(
+                "chunk's {count} events end at payload byte {pos}, the payload has {} bytes",
+                raw.len()
+            ),
+        ));
+    }
+    Ok(Arc::new(DecodedChunk { events, bytes }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{DataType, Field, Schema, TimeUnit};
+
+    /// Frames whose checksums are right but whose payload does not decode as `count`
+    /// events are still refused, naming file and frame offset.
+    #[test]
+    fn well_checksummed_but_undecodable_chunks_are_corrupt() {
+        let schema = Schema::new(
+            vec![
+                Field { name: "ts".into(), ty: DataType::Int },
+                Field { name: "b".into(), ty: DataType::Bool },
+            ],
+            "ts",
+            TimeUnit::S,
+        )
+        .unwrap();
+        let codec = EventCodec::new(&schema);
+        let ev = Event { time: 5, seq: 1, row: vec![Value::Int(5), Value::Bool(true)] };
+        let mut good = Vec::new();
+        codec.encode(&ev, &mut (0, 0), &mut good).unwrap();
+        let mut bad_bool = good.clone();
+        *bad_bool.last_mut().unwrap() = 7;
+        let mut trailing = good.clone();
+        trailing.push(0);
+        let tmp = tempfile::tempdir().unwrap();
+        for (i, (raw, count, want)) in [
+            (good.clone(), 1u32, None),
+            (bad_bool, 1, Some("bool field 1 holds byte 7")),
+            (trailing, 1, Some("end at payload byte")),
+            (good, 2, Some("runs past the payload")),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let path = tmp.path().join(format!("seg{i}"));
+            let (frame, _) = segment::build_frame(Compression::Lz4, 10, count, &raw).unwrap();
+            let mut file = segment::segment_header(1, 0, 10).to_vec();
+            file.extend_from_slice(&frame);
+            std::fs::write(&path, &file).unwrap();
+            let r = read_now(&codec, &path, 36, frame.len() as u32, 10, count);
+            match (r, want) {
+                (Ok(d), None) => assert_eq!(d.events, vec![ev.clone()]),
+                (Err(ReservoirError::Corrupt { path: p, offset: 36, what }), Some(w)) => {
+                    assert_eq!(p, path);
+                    assert!(what.contains(w), "{what}");
+                }
+                (r, w) => panic!("case {i}: {r:?}, wanted {w:?}"),
+            }
+        }
+    }
 }

@@ -17,13 +17,15 @@
 //! it catches up. Memory held for unwritten chunks is therefore bounded by about
 //! `MAX_PENDING_CHUNKS + 2` chunks.
 //!
-//! **Cursors** decode events one at a time from a chunk's raw bytes into a per-cursor
-//! [`Event`] that [`Reservoir::peek`] lends out. A cursor holds its current chunk and one
-//! prefetched chunk: when it starts a chunk, it asks a background reader thread to read,
-//! verify and decompress the next chunk if that one is on disk (or takes a reference to it
-//! if it is still in memory). Cursors in the open chunk read it in place. So resident
-//! memory is the open chunk, the unwritten sealed chunks, two chunks per cursor and a
-//! small index entry (32 bytes) per live chunk, whatever the window length.
+//! **Cursors** hold their current chunk and one prefetched chunk. A chunk on disk is read,
+//! verified, decompressed and decoded into a `Vec<Event>` by a background reader thread:
+//! when a cursor starts a chunk, it asks that thread for the next one if the next one is
+//! on disk, or takes a reference to its bytes if it is still in memory (only a cursor's
+//! first disk chunk is read on the calling thread). Chunks held in memory (the open chunk,
+//! read in place, and sealed chunks not yet written) are decoded one event at a time into
+//! a per-cursor [`Event`] that [`Reservoir::peek`] lends out. So resident memory is the
+//! open chunk, the unwritten sealed chunks, two chunks per cursor and a small index entry
+//! per live chunk (32 bytes per `chunk_events` events), whatever the window length.
 //!
 //! **Errors** from the background threads surface on the next call (`append`, `sync`,
 //! `peek`, `cursor`, `release_before`): the writer's error is returned once, after which
@@ -109,7 +111,7 @@ mod segment;
 pub use error::ReservoirError;
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::Arc;
@@ -117,7 +119,7 @@ use std::thread::JoinHandle;
 
 use crate::value::{Event, Schema, Value};
 
-use background::{ReadJob, WriteJob, WriterConfig, WriterMsg, Written};
+use background::{DecodedChunk, ReadJob, WriteJob, WriterConfig, WriterMsg, Written};
 use codec::EventCodec;
 use segment::{segment_path, SCHEMA_FILE};
 
@@ -262,13 +264,10 @@ struct SegmentEntry {
 enum Data {
     /// The open chunk (`Reservoir::open_buf`).
     Open,
+    /// Raw bytes of a sealed chunk held in memory, decoded one event at a time.
     Shared(Arc<Vec<u8>>),
-}
-
-#[derive(Clone, Copy)]
-enum Origin {
-    Memory,
-    Disk { seg: u64, offset: u64 },
+    /// A chunk read from disk and decoded by the reader thread (or by `load`).
+    Decoded(Arc<DecodedChunk>),
 }
 
 struct Loaded {
@@ -277,7 +276,6 @@ struct Loaded {
     /// Event count (for a sealed chunk; the open chunk ends at `len`).
     count: u32,
     data: Data,
-    origin: Origin,
     /// Byte offset of the next undecoded event.
     pos: usize,
     /// Index of the next undecoded event.
@@ -288,7 +286,7 @@ struct Loaded {
 enum Prefetch {
     None,
     Mem(u64, Arc<Vec<u8>>),
-    Disk(u64, Origin, Receiver<Result<Arc<Vec<u8>>, ReservoirError>>),
+    Disk(u64, Receiver<Result<Arc<DecodedChunk>, ReservoirError>>),
 }
 
 struct Cursor {
@@ -321,7 +319,7 @@ enum Source {
 /// The event reservoir. See the module docs.
 pub struct Reservoir {
     dir: PathBuf,
-    codec: EventCodec,
+    codec: Arc<EventCodec>,
     chunk_events: u32,
     open_buf: Vec<u8>,
     open_count: u32,
@@ -539,14 +537,16 @@ impl Reservoir {
             .map_err(|e| ReservoirError::io("start writer thread for", &dir, e))?;
         let writer = WriterHandle { jobs, done, failed, thread };
         let (rjobs, rjobs_rx) = mpsc::channel();
+        let codec = Arc::new(EventCodec::new(schema));
+        let rcodec = Arc::clone(&codec);
         let rthread = std::thread::Builder::new()
             .name("reservoir-reader".into())
-            .spawn(move || background::reader_loop(rjobs_rx))
+            .spawn(move || background::reader_loop(rcodec, rjobs_rx))
             .map_err(|e| ReservoirError::io("start reader thread for", &dir, e))?;
         let written_upto = s.chunks.len() as u64;
         Ok(Reservoir {
             dir,
-            codec: EventCodec::new(schema),
+            codec,
             chunk_events,
             open_buf: Vec::with_capacity(64 * 1024),
             open_count: 0,
@@ -677,14 +677,23 @@ impl Reservoir {
         let covered = cur.cur.as_ref().is_some_and(|l| {
             let end = match l.data {
                 Data::Open => self.len,
-                Data::Shared(_) => l.first + u64::from(l.count),
+                Data::Shared(_) | Data::Decoded(_) => l.first + u64::from(l.count),
             };
             l.first <= index && index < end && l.next <= index
         });
         if !covered {
             self.load(ci, index)?;
         }
-        let Reservoir { cursors, open_buf, codec, dir, .. } = self;
+        let decoded = matches!(&self.cursors[ci].cur, Some(Loaded { data: Data::Decoded(_), .. }));
+        if decoded {
+            if let Some(Loaded { data: Data::Decoded(d), first, .. }) = &self.cursors[ci].cur {
+                if let Some(ev) = d.events.get((index - first) as usize) {
+                    return Ok(Some(ev));
+                }
+            }
+            return Err(ReservoirError::Broken { what: "decoded chunk misses an event".into() });
+        }
+        let Reservoir { cursors, open_buf, codec, .. } = self;
         let cur = &mut cursors[ci];
         let Some(l) = cur.cur.as_mut() else {
             return Err(ReservoirError::Broken { what: "cursor lost its chunk".into() });
@@ -692,13 +701,13 @@ impl Reservoir {
         let buf: &[u8] = match &l.data {
             Data::Open => open_buf,
             Data::Shared(a) => a,
+            Data::Decoded(_) => &[],
         };
         let mut failure = None;
         while l.next <= index {
             if let Err(e) = codec.decode(buf, &mut l.pos, &mut l.prev, &mut cur.slot) {
                 failure = Some(chunk_corrupt(
-                    dir,
-                    l.origin,
+                    l.ordinal,
                     format!("event {}: {} at payload byte {}", l.next, e.what, e.offset),
                 ));
                 break;
@@ -711,8 +720,7 @@ impl Reservoir {
             && l.pos != buf.len()
         {
             failure = Some(chunk_corrupt(
-                dir,
-                l.origin,
+                l.ordinal,
                 format!(
                     "{} events end at payload byte {}, the payload has {} bytes",
                     l.count,
@@ -787,17 +795,22 @@ impl Reservoir {
             + self.cursors.capacity() * std::mem::size_of::<Cursor>();
         for c in &self.cursors {
             if let Some(l) = &c.cur {
-                if let Data::Shared(a) = &l.data {
+                match &l.data {
                     // Chunks still in `pending` are counted there.
-                    if l.ordinal < self.written_upto || matches!(l.origin, Origin::Disk { .. }) {
-                        b += a.capacity();
-                    }
+                    Data::Shared(a) if l.ordinal < self.written_upto => b += a.capacity(),
+                    Data::Decoded(d) => b += d.bytes,
+                    _ => {}
                 }
             }
-            if let Prefetch::Mem(ord, a) = &c.prefetch {
-                if *ord < self.written_upto {
-                    b += a.capacity();
+            match &c.prefetch {
+                Prefetch::Mem(ord, a) if *ord < self.written_upto => b += a.capacity(),
+                // A decoded chunk comes back about as large as the current one.
+                Prefetch::Disk(..) => {
+                    if let Some(Loaded { data: Data::Decoded(d), .. }) = &c.cur {
+                        b += d.bytes;
+                    }
                 }
+                _ => {}
             }
             b += c.slot.row.capacity() * std::mem::size_of::<Value>();
             for v in &c.slot.row {
@@ -959,13 +972,13 @@ impl Reservoir {
             (self.chunk_base + (i - 1) as u64, e.first, e.count)
         };
         let prefetched = std::mem::replace(&mut self.cursors[ci].prefetch, Prefetch::None);
-        let (data, origin) = if ordinal == open_ordinal {
-            (Data::Open, Origin::Memory)
+        let data = if ordinal == open_ordinal {
+            Data::Open
         } else {
             match prefetched {
-                Prefetch::Mem(o, a) if o == ordinal => (Data::Shared(a), Origin::Memory),
-                Prefetch::Disk(o, origin, rx) if o == ordinal => match rx.recv() {
-                    Ok(Ok(a)) => (Data::Shared(a), origin),
+                Prefetch::Mem(o, a) if o == ordinal => Data::Shared(a),
+                Prefetch::Disk(o, rx) if o == ordinal => match rx.recv() {
+                    Ok(Ok(d)) => Data::Decoded(d),
                     Ok(Err(e)) => return Err(e),
                     Err(_) => {
                         return Err(ReservoirError::Broken {
@@ -974,13 +987,19 @@ impl Reservoir {
                     }
                 },
                 _ => match self.source(ordinal) {
-                    Some(Source::Mem(a)) => (Data::Shared(a), Origin::Memory),
+                    Some(Source::Mem(a)) => Data::Shared(a),
                     Some(Source::Disk(e)) => {
                         self.stats.chunk_reads_from_disk += 1;
                         let path = segment_path(&self.dir, e.seg);
-                        let a =
-                            background::read_now(&path, e.offset, e.frame_len, e.first, e.count)?;
-                        (Data::Shared(a), Origin::Disk { seg: e.seg, offset: e.offset })
+                        let d = background::read_now(
+                            &self.codec,
+                            &path,
+                            e.offset,
+                            e.frame_len,
+                            e.first,
+                            e.count,
+                        )?;
+                        Data::Decoded(d)
                     }
                     None => {
                         return Err(ReservoirError::Released { index, first_live: self.first_live })
@@ -992,8 +1011,7 @@ impl Reservoir {
         let prefetch = if next < open_ordinal { self.request(next) } else { Prefetch::None };
         let cur = &mut self.cursors[ci];
         cur.prefetch = prefetch;
-        cur.cur =
-            Some(Loaded { ordinal, first, count, data, origin, pos: 0, next: first, prev: (0, 0) });
+        cur.cur = Some(Loaded { ordinal, first, count, data, pos: 0, next: first, prev: (0, 0) });
         Ok(())
     }
 
@@ -1016,20 +1034,17 @@ impl Reservoir {
                     return Prefetch::None;
                 }
                 self.stats.chunk_reads_from_disk += 1;
-                Prefetch::Disk(ordinal, Origin::Disk { seg: e.seg, offset: e.offset }, rx)
+                Prefetch::Disk(ordinal, rx)
             }
             None => Prefetch::None,
         }
     }
 }
 
-fn chunk_corrupt(dir: &Path, origin: Origin, what: String) -> ReservoirError {
-    match origin {
-        Origin::Disk { seg, offset } => {
-            ReservoirError::corrupt(segment_path(dir, seg), offset, format!("chunk {what}"))
-        }
-        Origin::Memory => ReservoirError::corrupt("<memory>", 0, format!("in-memory chunk {what}")),
-    }
+/// A chunk held in memory failed to decode (chunks from disk are decoded and checked by
+/// `background::read_now`, which names file and offset).
+fn chunk_corrupt(ordinal: u64, what: String) -> ReservoirError {
+    ReservoirError::corrupt("<memory>", 0, format!("in-memory chunk {ordinal}, {what}"))
 }
 
 impl Drop for Reservoir {
