@@ -278,11 +278,15 @@ impl Plan {
             .iter()
             .filter(|b| **b != Boundary::ARRIVAL)
             .map(|b| {
-                let f = Frame { start: b.offset, start_open: false, end: b.offset, end_open: false };
+                let f =
+                    Frame { start: b.offset, start_open: false, end: b.offset, end_open: false };
                 let at = f.display(tu).to_string();
                 // "[t-5m, t-5m]" -> "t-5m"
                 let at = at.trim_start_matches('[').split(',').next().unwrap_or("").to_string();
-                format!("{at} ({})", if b.inclusive { "events at it included" } else { "events before it" })
+                format!(
+                    "{at} ({})",
+                    if b.inclusive { "events at it included" } else { "events before it" }
+                )
             })
             .collect();
         let _ = writeln!(
@@ -294,7 +298,12 @@ impl Plan {
             cursors.join(", ")
         );
         for (wi, w) in self.windows.iter().enumerate() {
-            let _ = writeln!(s, "{}Window #{wi} {}", pad(depth + 1), w.frame.display(schema.time_unit()));
+            let _ = writeln!(
+                s,
+                "{}Window #{wi} {}",
+                pad(depth + 1),
+                w.frame.display(schema.time_unit())
+            );
             for &fi in &w.filters {
                 let f = &self.filters[fi];
                 match &f.predicate {
