@@ -84,6 +84,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
     memory_budget: u64,
 
+    /// Expected number of partition keys, a sizing hint for the store (hashlog presizes
+    /// its index instead of doubling it while keys arrive)
+    #[arg(long, value_parser = parse_count, value_name = "N")]
+    expected_keys: Option<u64>,
+
     /// How far behind the newest event time an event may arrive and still be exact,
     /// e.g. 5s; later events go to the side output
     #[arg(long, default_value = "0", value_name = "DURATION")]
@@ -285,6 +290,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         side_output: a.side_output.clone(),
         store: a.store,
         memory_budget: a.memory_budget,
+        expected_keys: a.expected_keys,
         allowed_lateness: lateness,
         checkpoint_dir: a.checkpoint_dir.clone(),
         checkpoint_every: a.checkpoint_every,
@@ -342,6 +348,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         side_output: None,
         store: a.store,
         memory_budget: a.memory_budget,
+        expected_keys: Some(a.cards + a.merchants),
         allowed_lateness: 0,
         checkpoint_dir: None,
         checkpoint_every: 0,
@@ -489,6 +496,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
             },
             window_ms: parse_duration(w, TimeUnit::Ms).map_err(|e| anyhow!("--windows: {e}"))?,
             memory_budget: a.memory_budget,
+            expected_keys: Some(a.cards),
             pregenerate: !a.stream,
         })
     };

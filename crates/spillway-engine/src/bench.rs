@@ -34,6 +34,8 @@ pub struct Q1Config {
     pub window_ms: i64,
     /// Store memory budget in bytes.
     pub memory_budget: u64,
+    /// Expected partition keys (a store sizing hint).
+    pub expected_keys: Option<u64>,
     /// Generate all events before timing (in memory) instead of on the fly.
     pub pregenerate: bool,
 }
@@ -76,6 +78,9 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
         .tempdir()
         .map_err(|e| Error::Config(format!("cannot create a temporary directory: {e}")))?;
     let mut opts = StoreOptions::new(dir.path().join("state")).memory_budget(cfg.memory_budget);
+    if let Some(k) = cfg.expected_keys {
+        opts = opts.expected_keys(k);
+    }
     for ns in Runtime::namespaces(&plan) {
         opts = opts.namespace(NamespaceSpec::list(ns));
     }

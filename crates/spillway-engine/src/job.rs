@@ -47,6 +47,9 @@ pub struct JobConfig {
     pub store: StoreKind,
     /// Memory budget of the store, in bytes.
     pub memory_budget: u64,
+    /// Expected number of partition keys (a store sizing hint; hashlog presizes its
+    /// index).
+    pub expected_keys: Option<u64>,
     /// Allowed lateness in the time column's unit.
     pub allowed_lateness: i64,
     /// Checkpoint directory (`None`: a temporary directory, no checkpoints).
@@ -248,6 +251,9 @@ pub fn run_job(
     let plan = Plan::build(&query, &schema)?;
     let columns = plan.column_names();
     let mut store_opts = StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget);
+    if let Some(k) = cfg.expected_keys {
+        store_opts = store_opts.expected_keys(k);
+    }
     for ns in Runtime::namespaces(&plan) {
         store_opts = store_opts.namespace(NamespaceSpec::list(ns));
     }

@@ -108,7 +108,9 @@ struct StateSide {
     /// Partition key of the current event per group.
     cur_keys: Vec<Vec<u8>>,
     /// Results captured for the current event's partition per group.
-    slots: Vec<Option<Vec<Value>>>,
+    slots: Vec<Vec<Value>>,
+    /// Whether `slots[g]` holds the current event's results.
+    filled: Vec<bool>,
     key: Vec<u8>,
     args: Vec<Value>,
     updates: u64,
@@ -164,7 +166,7 @@ impl StateSide {
                 let mut missing = false;
                 let mut failed: Option<AggStateError> = None;
                 let mut slot =
-                    if capture { self.slots[gi].take().or_else(|| Some(Vec::new())) } else { None };
+                    if capture { Some(std::mem::take(&mut self.slots[gi])) } else { None };
                 self.store.rmw(self.ns[gi], &self.key, &mut |old, out| {
                     let r = match action {
                         Action::Enter => match set.try_insert(old, out, key, args, horizon) {
@@ -207,8 +209,9 @@ impl StateSide {
                 if let Some(e) = failed {
                     return Err(Error::State(format!("namespace `{}`: {e}", group.namespace)));
                 }
-                if capture {
+                if let Some(slot) = slot {
                     self.slots[gi] = slot;
+                    self.filled[gi] = true;
                 }
                 if missing {
                     return Err(Error::State(format!(
@@ -301,7 +304,8 @@ impl Runtime {
                 ns,
                 lateness: allowed_lateness,
                 cur_keys: vec![Vec::new(); groups],
-                slots: vec![None; groups],
+                slots: vec![Vec::new(); groups],
+                filled: vec![false; groups],
                 key: Vec::new(),
                 args: Vec::new(),
                 updates: 0,
@@ -402,7 +406,7 @@ impl Runtime {
         }
         for (gi, g) in self.plan.groups.iter().enumerate() {
             encode_partition(&g.partition_by, &event.row, &mut self.state.cur_keys[gi]);
-            self.state.slots[gi] = None;
+            self.state.filled[gi] = false;
         }
         let late = t < frontier;
         let key = event.key();
@@ -500,29 +504,27 @@ impl Runtime {
             self.late_results(pos, frontier)?;
         } else {
             for gi in 0..self.plan.groups.len() {
-                if self.state.slots[gi].is_some() {
+                if self.state.filled[gi] {
                     continue;
                 }
                 let set = &self.plan.groups[gi].set;
-                let mut r = Vec::with_capacity(set_len(set, &self.plan, gi));
+                let r = &mut self.state.slots[gi];
+                r.clear();
                 if self.state.store.get_into(
                     self.state.ns[gi],
                     &self.state.cur_keys[gi],
                     &mut self.scratch,
                 )? {
-                    set.try_results(&self.scratch, &mut r)
-                        .map_err(|e| state_err(gi, &self.plan, e))?;
+                    set.try_results(&self.scratch, r).map_err(|e| state_err(gi, &self.plan, e))?;
                 } else {
-                    set.empty_results(&mut r);
+                    set.empty_results(r);
                 }
-                self.state.slots[gi] = Some(r);
+                self.state.filled[gi] = true;
             }
         }
         for (i, (_, src)) in self.plan.outputs.iter().enumerate() {
             if let OutputSource::Metric { group, agg } = *src {
-                if let Some(r) = &self.state.slots[group] {
-                    out[i] = r[agg].clone();
-                }
+                out[i] = self.state.slots[group][agg].clone();
             }
         }
         self.counters.emitted += 1;
@@ -610,7 +612,8 @@ impl Runtime {
                 }
                 None => group.set.empty_results(&mut r),
             }
-            self.state.slots[gi] = Some(r);
+            self.state.slots[gi] = r;
+            self.state.filled[gi] = true;
         }
         let _ = e;
         Ok(())
@@ -619,8 +622,4 @@ impl Runtime {
 
 fn state_err(gi: usize, plan: &Plan, e: AggStateError) -> Error {
     Error::State(format!("namespace `{}`: {e}", plan.groups[gi].namespace))
-}
-
-fn set_len(_set: &AggSet, plan: &Plan, gi: usize) -> usize {
-    plan.groups[gi].aggs.len()
 }

@@ -163,6 +163,9 @@ pub struct StoreOptions {
     pub memory_budget: u64,
     /// Namespace declarations; their order fixes the [`Ns`] handles.
     pub namespaces: Vec<NamespaceSpec>,
+    /// Expected number of keys, a sizing hint (hashlog presizes its index so it does not
+    /// double while the first keys arrive; other stores ignore it). Default: none.
+    pub expected_keys: Option<u64>,
 }
 
 impl StoreOptions {
@@ -172,12 +175,19 @@ impl StoreOptions {
             dir: dir.as_ref().to_path_buf(),
             memory_budget: 256 << 20,
             namespaces: Vec::new(),
+            expected_keys: None,
         }
     }
 
     /// Sets the memory budget in bytes (default 256 MiB).
     pub fn memory_budget(mut self, bytes: u64) -> Self {
         self.memory_budget = bytes;
+        self
+    }
+
+    /// Sets the expected number of keys (a sizing hint; default none).
+    pub fn expected_keys(mut self, keys: u64) -> Self {
+        self.expected_keys = Some(keys);
         self
     }
 
@@ -260,7 +270,13 @@ impl StoreKind {
     pub fn open(self, opts: StoreOptions) -> Result<Box<dyn StateStore>> {
         Ok(match self {
             StoreKind::Mem => Box::new(MemStore::open(opts)?),
-            StoreKind::HashLog => Box::new(HashLogStore::open(opts, HashLogOptions::default())?),
+            StoreKind::HashLog => {
+                let mut h = HashLogOptions::default();
+                if let Some(k) = opts.expected_keys {
+                    h = h.expected_keys(k);
+                }
+                Box::new(HashLogStore::open(opts, h)?)
+            }
             #[cfg(feature = "rocksdb")]
             StoreKind::Rocks => Box::new(RocksStore::open(opts)?),
             #[cfg(not(feature = "rocksdb"))]
