@@ -353,6 +353,12 @@ impl Runtime {
             .unwrap_or_else(|| self.reservoir.len())
     }
 
+    /// Events between the oldest cursor and the tail: the events some window still holds
+    /// or has yet to take in (with one window: the events in it).
+    pub fn events_retained(&self) -> u64 {
+        self.reservoir.len() + self.buffer.len() as u64 - self.min_cursor_index()
+    }
+
     /// The runtime's position, for a checkpoint (call [`Reservoir::sync`] as well).
     pub fn snapshot(&self) -> RuntimeSnapshot {
         RuntimeSnapshot {
