@@ -410,3 +410,76 @@ fn bound_options_on_edge_ties() {
         .collect();
     run_case(&Case { frames, metrics, lateness: 0, events, where_flag: false }, StoreKind::Mem);
 }
+
+/// Aggregation state far larger than the hashlog budget (400k partitions under a 32 MiB
+/// budget, so records are evicted to disk and read back) gives the same rows as the
+/// in-memory store, which the tests above check against brute force.
+#[test]
+fn state_larger_than_the_budget_matches_memory() {
+    let schema = schema();
+    let frame = Frame { start: 50_000, start_open: false, end: 0, end_open: false };
+    let mut items = vec![SelectItem::Column { name: "ts".into(), index: 5 }];
+    for (i, agg) in
+        [AggKind::CountStar, AggKind::Sum, AggKind::Max, AggKind::VarSamp].into_iter().enumerate()
+    {
+        items.push(SelectItem::Metric {
+            name: format!("m{i}"),
+            metric: MetricSpec {
+                agg,
+                arg: (agg != AggKind::CountStar).then(|| col(2)),
+                arg_type: (agg != AggKind::CountStar).then_some(DataType::Int),
+                filter: None,
+                window: 0,
+            },
+        });
+    }
+    let query = QuerySpec {
+        items,
+        filter: None,
+        windows: vec![WindowSpec { partition_by: vec![0], frame }],
+    };
+    let events: Vec<Event> = (0..600_000u64)
+        .map(|i| {
+            let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+            let t = 1_000 + i as i64 / 4;
+            Event {
+                time: t,
+                seq: i,
+                row: vec![
+                    Value::Int((x % 400_000) as i64),
+                    Value::Int(0),
+                    Value::Int((x % 1000) as i64 - 500),
+                    Value::Null,
+                    Value::Bool(true),
+                    Value::Int(t),
+                ],
+            }
+        })
+        .collect();
+    let run = |kind: StoreKind, budget: u64| -> (Vec<Vec<Value>>, u64) {
+        let plan = Plan::build(&query, &schema).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StoreOptions::new(dir.path().join("state")).memory_budget(budget);
+        for ns in Runtime::namespaces(&plan) {
+            opts = opts.namespace(NamespaceSpec::list(ns));
+        }
+        let st = kind.open(opts).unwrap();
+        let res =
+            Reservoir::create(ReservoirOptions::new(dir.path().join("res")), &schema).unwrap();
+        let mut rt = Runtime::new(plan, st, res, 0, None).unwrap();
+        let mut rows = Vec::with_capacity(events.len());
+        let mut out = Vec::new();
+        for e in &events {
+            assert_eq!(rt.process(e.clone(), &mut out).unwrap(), Outcome::Emitted);
+            rows.push(out.clone());
+        }
+        let reads = rt.store_mut().stats().disk_reads;
+        (rows, reads)
+    };
+    let (want, _) = run(StoreKind::Mem, 1 << 30);
+    let (got, disk_reads) = run(StoreKind::HashLog, 32 << 20);
+    assert!(disk_reads > 10_000, "the state should have spilled to disk: {disk_reads} disk reads");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(g.iter().zip(w).all(|(a, b)| close(a, b)), "row {i}: hashlog {g:?} vs mem {w:?}");
+    }
+}
