@@ -148,6 +148,10 @@ pub struct DemoArgs {
     #[arg(long, default_value = "5m", value_name = "DURATION")]
     window: String,
 
+    /// Zipf skew of cards and merchants (0 draws them uniformly)
+    #[arg(long, default_value_t = 0.99, value_name = "S")]
+    zipf: f64,
+
     /// Mean payments per second of event time
     #[arg(long, default_value_t = 10_000.0, value_name = "RATE")]
     rate: f64,
@@ -262,6 +266,12 @@ fn print_summary(s: &JobSummary) {
         s.reservoir_bytes.0,
         s.reservoir_bytes.1
     );
+    eprintln!(
+        "aggregation state: {} live keys, {} in the store's files, {} reads from disk",
+        s.state.live_keys.map_or("?".to_string(), |k| k.to_string()),
+        spillway_bench::units::format_bytes(s.state.bytes_on_disk),
+        s.state.disk_reads
+    );
 }
 
 /// `spillway run`.
@@ -338,6 +348,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         events: a.events,
         cards: a.cards,
         merchants: a.merchants,
+        zipf: a.zipf,
         events_per_second: a.rate,
         ..PaymentOptions::default()
     };
@@ -358,10 +369,11 @@ pub fn demo(a: DemoArgs) -> Result<()> {
     };
     if !a.quiet {
         eprintln!(
-            "spillway demo: {} payments over {} cards and {} merchants (zipf), {} window, store {}\n{}",
+            "spillway demo: {} payments over {} cards and {} merchants ({}), {} window, store {}\n{}",
             a.events,
             a.cards,
             a.merchants,
+            if a.zipf > 0.0 { format!("zipf {}", a.zipf) } else { "uniform".to_string() },
             a.window,
             a.store.name(),
             cfg.query.trim_end()
@@ -392,10 +404,12 @@ pub fn demo(a: DemoArgs) -> Result<()> {
             },
             "peak_rss_bytes": peak,
             "late_events": s.counters.too_late,
+            "state": s.state,
             "store": s.store,
             "window": a.window,
             "cards": a.cards,
             "merchants": a.merchants,
+            "zipf": a.zipf,
         });
         std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;

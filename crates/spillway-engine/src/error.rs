@@ -46,14 +46,16 @@ impl fmt::Display for Error {
     }
 }
 
+/// `Display` already includes the wrapped error's message, so `source()` skips it and
+/// returns *its* source: error chains (`{:#}` in the CLI) print each message once.
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Sql(e) => Some(e),
-            Error::Plan(e) => Some(e),
-            Error::Source(e) => Some(e),
-            Error::Reservoir(e) => Some(e),
-            Error::Store(e) => Some(e),
+            Error::Sql(e) => e.source(),
+            Error::Plan(e) => e.source(),
+            Error::Source(e) => e.source(),
+            Error::Reservoir(e) => e.source(),
+            Error::Store(e) => e.source(),
             Error::State(_) | Error::Checkpoint(_) | Error::Config(_) => None,
         }
     }

@@ -97,8 +97,22 @@ pub struct JobSummary {
     pub side_output: Option<PathBuf>,
     /// Store name.
     pub store: String,
+    /// Aggregation state at the end: live keys (if the store counts them), bytes in the
+    /// store's files, and reads the store served from disk.
+    pub state: StateSummary,
     /// Reservoir bytes written (compressed) and raw.
     pub reservoir_bytes: (u64, u64),
+}
+
+/// Size of the aggregation state at the end of a job.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StateSummary {
+    /// Live keys, where the store counts them.
+    pub live_keys: Option<u64>,
+    /// Bytes in the store's files.
+    pub bytes_on_disk: u64,
+    /// Reads served from disk.
+    pub disk_reads: u64,
 }
 
 /// Latency percentiles in microseconds.
@@ -383,6 +397,7 @@ pub fn run_job(
     source.sync()?;
     let seconds = started.elapsed().as_secs_f64();
     let rstats = runtime.reservoir_mut().stats();
+    let sstats = runtime.store_mut().stats();
     Ok(JobSummary {
         counters: runtime.counters(),
         skipped_rows: source.skipped(),
@@ -393,6 +408,11 @@ pub fn run_job(
         checkpoints,
         side_output: side.map(|_| side_path),
         store: runtime.store_mut().name().to_string(),
+        state: StateSummary {
+            live_keys: sstats.live_keys,
+            bytes_on_disk: sstats.bytes_on_disk,
+            disk_reads: sstats.disk_reads,
+        },
         reservoir_bytes: (rstats.bytes_compressed, rstats.bytes_raw),
     })
 }

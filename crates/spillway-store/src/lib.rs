@@ -163,8 +163,9 @@ pub struct StoreOptions {
     pub memory_budget: u64,
     /// Namespace declarations; their order fixes the [`Ns`] handles.
     pub namespaces: Vec<NamespaceSpec>,
-    /// Expected number of keys, a sizing hint (hashlog presizes its index so it does not
-    /// double while the first keys arrive; other stores ignore it). Default: none.
+    /// Expected number of keys, a sizing hint (hashlog presizes its index for them, up to
+    /// a quarter of the budget, so it does not double while the first keys arrive; other
+    /// stores ignore it). Default: none.
     pub expected_keys: Option<u64>,
 }
 
@@ -273,7 +274,9 @@ impl StoreKind {
             StoreKind::HashLog => {
                 let mut h = HashLogOptions::default();
                 if let Some(k) = opts.expected_keys {
-                    h = h.expected_keys(k);
+                    // A hint, not a demand: presize the index (64-byte buckets of about
+                    // 4 keys) to at most a quarter of the budget; it doubles from there.
+                    h = h.expected_keys(k.min(opts.memory_budget / 64));
                 }
                 Box::new(HashLogStore::open(opts, h)?)
             }
