@@ -5,11 +5,16 @@
 //! - [`store_bench`]: `spillway bench store`, the state stores side by side on the
 //!   workloads of issue 2 §7 (`rmw-uniform`, `rmw-zipf`, `readwrite`, `get`), with HDR
 //!   latency percentiles, peak RSS, a text table, throughput ratios and a JSON report.
+//! - [`workload`]: streaming state-access workloads (Gadget-class): experiments, event
+//!   generation, the operator state machines.
+//! - [`trace`]: state-access traces (binary and Gadget text), characterization.
 //! - [`zipf`]: YCSB's zipfian and scrambled-zipfian key generators.
 //! - [`machine`]: what results are recorded with (CPU, kernel, date, peak RSS).
 //! - [`units`]: parsing of `256MiB`-style sizes and `10M`-style counts.
 
 pub mod machine;
 pub mod store_bench;
+pub mod trace;
 pub mod units;
+pub mod workload;
 pub mod zipf;

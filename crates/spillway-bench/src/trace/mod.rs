@@ -1,0 +1,1 @@
+//! State-access traces (in progress).
