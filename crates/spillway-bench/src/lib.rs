@@ -8,11 +8,13 @@
 //! - [`workload`]: streaming state-access workloads (Gadget-class): experiments, event
 //!   generation, the operator state machines.
 //! - [`trace`]: state-access traces (binary and Gadget text), characterization.
+//! - [`report`]: the HTML report with SVG plots (`spillway report`).
 //! - [`zipf`]: YCSB's zipfian and scrambled-zipfian key generators.
 //! - [`machine`]: what results are recorded with (CPU, kernel, date, peak RSS).
 //! - [`units`]: parsing of `256MiB`-style sizes and `10M`-style counts.
 
 pub mod machine;
+pub mod report;
 pub mod store_bench;
 pub mod trace;
 pub mod units;
