@@ -77,7 +77,8 @@ fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
 #[derive(Clone, Debug)]
 pub struct TraceWriterOptions {
     /// Target raw payload bytes per block (a block is written once it would exceed this;
-    /// a single larger record gets a block of its own). Default 256 KiB.
+    /// a single larger record gets a block of its own). Clamped to
+    /// 1..=[`MAX_BLOCK_BYTES`]. Default 256 KiB.
     pub block_bytes: usize,
     /// Store a block lz4-compressed when that makes it smaller. Default true.
     pub compress: bool,
@@ -108,7 +109,8 @@ pub struct TraceWriter<W: Write> {
 
 impl<W: Write> TraceWriter<W> {
     /// Writes the file header to `out` and returns the writer.
-    pub fn new(mut out: W, opts: TraceWriterOptions) -> Result<Self, TraceError> {
+    pub fn new(mut out: W, mut opts: TraceWriterOptions) -> Result<Self, TraceError> {
+        opts.block_bytes = opts.block_bytes.clamp(1, MAX_BLOCK_BYTES);
         let mut header = Vec::with_capacity(32);
         header.extend_from_slice(&MAGIC);
         header.extend_from_slice(&VERSION.to_le_bytes());
@@ -132,11 +134,10 @@ impl<W: Write> TraceWriter<W> {
         let crc = crc32c::crc32c(&header);
         header.extend_from_slice(&crc.to_le_bytes());
         out.write_all(&header)?;
-        let cap = opts.block_bytes.clamp(64, MAX_BLOCK_BYTES);
         Ok(TraceWriter {
             out,
+            buf: Vec::with_capacity(opts.block_bytes),
             opts,
-            buf: Vec::with_capacity(cap),
             scratch: Vec::new(),
             block_count: 0,
             block_records: 0,
@@ -174,10 +175,15 @@ impl<W: Write> TraceWriter<W> {
             + op.key.len()
             + varint_len(op.value.len() as u64)
             + if filler { 0 } else { op.value.len() };
-        if size > MAX_BLOCK_BYTES {
+        if size > MAX_BLOCK_BYTES || op.value.len() > MAX_BLOCK_BYTES {
             return Err(TraceError::Unrepresentable {
                 record: self.records,
-                what: format!("record is {size} bytes, above the block limit {MAX_BLOCK_BYTES}"),
+                what: format!(
+                    "record of {} key and {} value bytes is above the block limit \
+                     {MAX_BLOCK_BYTES}",
+                    op.key.len(),
+                    op.value.len()
+                ),
             });
         }
         if self.block_records > 0
