@@ -377,7 +377,13 @@ impl Cursor {
         self.pos = 0;
     }
 
-    fn push(keys: &mut Vec<u8>, vals: &mut Vec<u8>, spans: &mut Vec<(Range<usize>, Range<usize>)>, k: &[u8], v: &[u8]) {
+    fn push(
+        keys: &mut Vec<u8>,
+        vals: &mut Vec<u8>,
+        spans: &mut Vec<(Range<usize>, Range<usize>)>,
+        k: &[u8],
+        v: &[u8],
+    ) {
         let ks = keys.len();
         keys.extend_from_slice(k);
         let vs = vals.len();
@@ -789,8 +795,8 @@ where
     E: Into<BoxError>,
 {
     for item in ops {
-        let (input_event, op) = item
-            .map_err(|e| ReplayError::Source { op_index: r.ops_seen(), source: e.into() })?;
+        let (input_event, op) =
+            item.map_err(|e| ReplayError::Source { op_index: r.ops_seen(), source: e.into() })?;
         r.apply(input_event, &op)?;
     }
     Ok(())
@@ -913,4 +919,498 @@ pub fn replay_shared(
             .collect();
         join_all(handles)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+    use spillway_store::{
+        Capabilities, CheckpointInfo, HashLogOptions, HashLogStore, MemStore, RmwFn, StoreStats,
+        Visitor,
+    };
+
+    use super::*;
+
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    fn model_apply(m: &mut Model, op: &StateOp) {
+        match op.kind {
+            OpKind::Put => {
+                m.insert(op.key.clone(), op.value.clone());
+            }
+            OpKind::Merge => {
+                spillway_store::list::push(m.entry(op.key.clone()).or_default(), &op.value)
+            }
+            OpKind::Delete => {
+                m.remove(&op.key);
+            }
+            OpKind::Get | OpKind::Scan | OpKind::Seek | OpKind::Next => {}
+        }
+    }
+
+    fn contents(store: &mut dyn StateStore) -> Model {
+        let ns = store.namespace(NAMESPACE).unwrap();
+        let mut out = Model::new();
+        store
+            .scan_prefix(ns, b"", &mut |k, v| {
+                out.insert(k.to_vec(), v.to_vec());
+                true
+            })
+            .unwrap();
+        out
+    }
+
+    fn mem(dir: &Path) -> MemStore {
+        MemStore::open(store_options(dir)).unwrap()
+    }
+
+    fn hashlog(dir: &Path) -> HashLogStore {
+        // A 1 MiB budget with 64 KiB pages: the state spills to disk.
+        let h = HashLogOptions::default()
+            .page_size(64 << 10)
+            .segment_size(256 << 10)
+            .compaction_step(32 << 10)
+            .garbage_ratio(0.3);
+        HashLogStore::open(store_options(dir).memory_budget(1 << 20), h).unwrap()
+    }
+
+    /// A MemStore that claims order (sorted scans, `scan_range` by collect and sort) and,
+    /// optionally, advances a mock clock by a fixed time per op.
+    struct Wrap {
+        inner: MemStore,
+        ordered: bool,
+        tick: Option<(Arc<quanta::Mock>, u64)>,
+    }
+
+    impl Wrap {
+        fn new(dir: &Path, ordered: bool) -> Self {
+            Wrap { inner: mem(dir), ordered, tick: None }
+        }
+        fn tick(&self) {
+            if let Some((m, ns)) = &self.tick {
+                m.increment(*ns);
+            }
+        }
+        fn sorted(&mut self, ns: Ns, prefix: &[u8]) -> spillway_store::Result<Model> {
+            let mut all = Model::new();
+            self.inner.scan_prefix(ns, prefix, &mut |k, v| {
+                all.insert(k.to_vec(), v.to_vec());
+                true
+            })?;
+            Ok(all)
+        }
+    }
+
+    impl StateStore for Wrap {
+        fn name(&self) -> &'static str {
+            "wrap"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities { ordered: self.ordered, in_place_updates: false }
+        }
+        fn namespace(&self, name: &str) -> spillway_store::Result<Ns> {
+            self.inner.namespace(name)
+        }
+        fn checkpoint_seq(&self) -> u64 {
+            0
+        }
+        fn get_into(
+            &mut self,
+            ns: Ns,
+            key: &[u8],
+            out: &mut Vec<u8>,
+        ) -> spillway_store::Result<bool> {
+            self.tick();
+            self.inner.get_into(ns, key, out)
+        }
+        fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> spillway_store::Result<()> {
+            self.tick();
+            self.inner.put(ns, key, value)
+        }
+        fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> spillway_store::Result<()> {
+            self.tick();
+            self.inner.merge(ns, key, operand)
+        }
+        fn delete(&mut self, ns: Ns, key: &[u8]) -> spillway_store::Result<()> {
+            self.tick();
+            self.inner.delete(ns, key)
+        }
+        fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> spillway_store::Result<()> {
+            self.tick();
+            self.inner.rmw(ns, key, f)
+        }
+        fn scan_prefix(
+            &mut self,
+            ns: Ns,
+            prefix: &[u8],
+            visit: &mut Visitor<'_>,
+        ) -> spillway_store::Result<()> {
+            self.tick();
+            if !self.ordered {
+                return self.inner.scan_prefix(ns, prefix, visit);
+            }
+            for (k, v) in &self.sorted(ns, prefix)? {
+                if !visit(k, v) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+        fn scan_range(
+            &mut self,
+            ns: Ns,
+            start: Bound<&[u8]>,
+            end: Bound<&[u8]>,
+            visit: &mut Visitor<'_>,
+        ) -> spillway_store::Result<()> {
+            self.tick();
+            if !self.ordered {
+                return self.inner.scan_range(ns, start, end, visit);
+            }
+            let all = self.sorted(ns, b"")?;
+            for (k, v) in all.range::<[u8], _>((start, end)) {
+                if !visit(k, v) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+        fn checkpoint(&mut self) -> spillway_store::Result<CheckpointInfo> {
+            self.inner.checkpoint()
+        }
+        fn stats(&self) -> StoreStats {
+            self.inner.stats()
+        }
+    }
+
+    fn op(kind: OpKind, key: &[u8], value: &[u8]) -> StateOp {
+        StateOp { kind, key: key.to_vec(), value: value.to_vec() }
+    }
+
+    fn ok_stream(ops: &[StateOp]) -> impl Iterator<Item = Result<(u64, StateOp), Infallible>> + '_ {
+        infallible(ops.iter().cloned().enumerate().map(|(i, o)| (i as u64, o)))
+    }
+
+    /// Random op streams over a small key space (keys share prefixes, so prefix scans
+    /// and seeks find several entries).
+    fn arb_ops(max: usize) -> impl Strategy<Value = Vec<StateOp>> {
+        let kind = prop::sample::select(OpKind::ALL.to_vec());
+        let key = (0u8..3, 0u8..6).prop_map(|(a, b)| vec![b'k', b'0' + a, b'0' + b]);
+        let key = prop_oneof![4 => key, 1 => (0u8..3).prop_map(|a| vec![b'k', b'0' + a])];
+        let value = prop::collection::vec(any::<u8>(), 0..24);
+        prop::collection::vec((kind, key, value), 0..max).prop_map(|v| {
+            v.into_iter()
+                .map(|(kind, key, value)| {
+                    let value =
+                        if matches!(kind, OpKind::Put | OpKind::Merge) { value } else { vec![] };
+                    StateOp { kind, key, value }
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Model vs MemStore vs HashLogStore vs an ordered store after replaying the same
+        /// random stream (warm-up and small seek batches included).
+        #[test]
+        fn replay_leaves_the_state_the_model_predicts(ops in arb_ops(300), warmup in 0u64..20) {
+            let mut model = Model::new();
+            for o in &ops {
+                model_apply(&mut model, o);
+            }
+            let cfg = ReplayConfig { warmup_ops: warmup, seek_batch: 2, seek_prefix_len: 2, ..ReplayConfig::default() };
+            let stores: [fn(&Path) -> Box<dyn StateStore>; 3] = [
+                |d| Box::new(mem(d)),
+                |d| Box::new(hashlog(d)),
+                |d| Box::new(Wrap::new(d, true)),
+            ];
+            for open in stores {
+                let dir = tempfile::tempdir().unwrap();
+                let mut store = open(dir.path());
+                let r = replay(store.as_mut(), ok_stream(&ops), &cfg).unwrap();
+                let n = ops.len() as u64;
+                prop_assert_eq!(r.ops, n.saturating_sub(warmup));
+                prop_assert_eq!(r.warmup_ops, n.min(warmup));
+                prop_assert_eq!(r.per_kind.values().map(|k| k.ops).sum::<u64>(), r.ops);
+                prop_assert_eq!(r.errors, 0);
+                prop_assert_eq!(&contents(store.as_mut()), &model, "store {}", store.name());
+            }
+        }
+
+        /// The emulated iterator visits exactly the keys an ordered iterator would,
+        /// across refills, on an ordered store; on a hash store it visits the keys of the
+        /// seek key's prefix that are >= the seek key, in order.
+        #[test]
+        fn seek_next_emulation_matches_an_iterator(
+            keys in prop::collection::btree_set(prop::collection::vec(b'a'..b'e', 1..5), 0..40),
+            seek_key in prop::collection::vec(b'a'..b'e', 0..4),
+            nexts in 0usize..50,
+            batch in 1usize..6,
+            prefix_len in 0usize..3,
+        ) {
+            for ordered in [true, false] {
+                let dir = tempfile::tempdir().unwrap();
+                let mut store = Wrap::new(dir.path(), ordered);
+                let ns = store.namespace(NAMESPACE).unwrap();
+                for k in &keys {
+                    store.put(ns, k, &[k.len() as u8]).unwrap();
+                }
+                let cfg = ReplayConfig { seek_batch: batch, seek_prefix_len: prefix_len, ..ReplayConfig::default() };
+                let prefix = &seek_key[..seek_key.len().min(prefix_len)];
+                let expect: Vec<&Vec<u8>> = keys
+                    .range(seek_key.clone()..)
+                    .filter(|k| ordered || k.starts_with(prefix))
+                    .collect();
+                let mut r = Replayer::new(&mut store, cfg).unwrap();
+                r.apply(0, &op(OpKind::Seek, &seek_key, b"")).unwrap();
+                for step in 0..=nexts {
+                    let want = expect.get(step).map(|k| (k.as_slice(), [k.len() as u8]));
+                    let got = r.current().map(|(k, v)| (k, [v[0]]));
+                    prop_assert_eq!(got, want, "ordered {} step {}", ordered, step);
+                    r.apply(0, &op(OpKind::Next, &seek_key, b"")).unwrap();
+                }
+                let rep = r.finish();
+                // One scan per seek; ordered: one refill each time a next steps past a
+                // full batch (nexts + 1 nexts were applied).
+                let refills = if ordered { (nexts + 1).min(expect.len()) / batch } else { 0 };
+                prop_assert_eq!(rep.seek_scans, 1 + refills as u64);
+            }
+        }
+    }
+
+    #[test]
+    fn next_without_seek_seeks_at_its_key_and_scan_visits_the_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Wrap::new(dir.path(), true);
+        let ops = [op(OpKind::Put, b"a1", b"x"), op(OpKind::Put, b"a2", b"y")];
+        let mut r = Replayer::new(&mut store, ReplayConfig::default()).unwrap();
+        for o in &ops {
+            r.apply(0, o).unwrap();
+        }
+        r.apply(1, &op(OpKind::Next, b"a2", b"")).unwrap();
+        assert_eq!(r.current(), Some((&b"a2"[..], &b"y"[..])));
+        r.apply(1, &op(OpKind::Next, b"a2", b"")).unwrap();
+        assert_eq!(r.current(), None, "past the end");
+        r.apply(1, &op(OpKind::Next, b"a2", b"")).unwrap();
+        assert_eq!(r.current(), None, "stays past the end");
+        r.apply(2, &op(OpKind::Scan, b"a", b"")).unwrap();
+        r.apply(2, &op(OpKind::Get, b"a1", b"")).unwrap();
+        let rep = r.finish();
+        assert_eq!(rep.ops, 7);
+        assert_eq!(rep.per_kind["next"].ops, 3);
+        assert_eq!(rep.per_kind["put"].ops, 2);
+        assert_eq!(rep.per_kind.len(), 4);
+        assert_eq!(rep.seek_scans, 1);
+    }
+
+    /// A store taking 10 us per op, paced at 1 op/us: every op starts late, and each
+    /// latency includes the queueing delay since its intended start (op i ends at
+    /// (i+1)*10 us, was intended at i us). Closed loop, each op takes 10 us.
+    #[test]
+    fn open_loop_latency_counts_from_the_intended_start() {
+        let n = 1000u64;
+        let ops: Vec<StateOp> = (0..n).map(|i| op(OpKind::Put, &i.to_be_bytes(), b"v")).collect();
+        for open in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let (clock, mock) = quanta::Clock::mock();
+            let mut store = Wrap::new(dir.path(), false);
+            store.tick = Some((mock, 10_000));
+            let pace = if open { Pace::Open { ops_per_sec: 1e6 } } else { Pace::Closed };
+            let cfg = ReplayConfig { pace, ..ReplayConfig::default() };
+            let mut r = Replayer::new(&mut store, cfg).unwrap().with_clock(clock);
+            for (i, o) in ops.iter().enumerate() {
+                r.apply(i as u64, o).unwrap();
+            }
+            let h = r.histogram().clone();
+            let rep = r.finish();
+            assert_eq!(rep.ops, n);
+            assert!((rep.seconds - n as f64 * 10e-6).abs() < 1e-9, "{}", rep.seconds);
+            if open {
+                // Op i: (i+1)*10 - i = 9i + 10 us.
+                let want_max = 9.0 * (n - 1) as f64 + 10.0;
+                assert!((rep.max_us / want_max - 1.0).abs() < 1e-3, "max {}", rep.max_us);
+                let want_p50 = 9.0 * (n / 2) as f64 + 10.0;
+                assert!((rep.p50_us / want_p50 - 1.0).abs() < 2e-3, "p50 {}", rep.p50_us);
+                assert_eq!(h.min(), 10_000);
+                assert_eq!(rep.target_ops_per_sec, Some(1e6));
+            } else {
+                assert_eq!(h.count_at(10_000), n, "every op took exactly 10 us");
+                assert!((rep.p999_us - 10.0).abs() < 0.01, "{}", rep.p999_us);
+            }
+        }
+    }
+
+    /// With the real clock the schedule is a lower bound: op i cannot start before i/rate.
+    #[test]
+    fn open_loop_never_runs_ahead_of_the_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = mem(dir.path());
+        let ops: Vec<StateOp> =
+            (0..200u32).map(|i| op(OpKind::Merge, &i.to_be_bytes(), b"v")).collect();
+        let cfg = ReplayConfig {
+            pace: Pace::Open { ops_per_sec: 100_000.0 },
+            warmup_ops: 10,
+            ..ReplayConfig::default()
+        };
+        let rep = replay(&mut store, ok_stream(&ops), &cfg).unwrap();
+        assert_eq!(rep.ops, 190);
+        assert!(rep.seconds >= 189.0 / 100_000.0, "{}", rep.seconds);
+        assert_eq!(contents(&mut store).len(), 200);
+    }
+
+    #[test]
+    fn store_errors_fail_or_are_counted() {
+        let big = vec![b'k'; spillway_store::MAX_KEY_LEN + 1];
+        let ops =
+            [op(OpKind::Put, b"a", b"1"), op(OpKind::Put, &big, b"2"), op(OpKind::Put, b"b", b"3")];
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = mem(dir.path());
+        let err = replay(&mut store, ok_stream(&ops), &ReplayConfig::default()).unwrap_err();
+        match &err {
+            ReplayError::Store { op_index: 1, input_event: 1, kind: OpKind::Put, key, .. } => {
+                assert_eq!(key.len(), big.len())
+            }
+            e => panic!("unexpected {e:?}"),
+        }
+        assert!(err.to_string().starts_with("op 1 (put of key \"kkk"), "{err}");
+        let cfg = ReplayConfig { max_errors: 1, ..ReplayConfig::default() };
+        let rep = replay(&mut store, ok_stream(&ops), &cfg).unwrap();
+        assert_eq!((rep.ops, rep.errors), (2, 1));
+        // Unordered store, ordered-only call through the emulation is never made: seek
+        // on a hash store works.
+        let seek = [op(OpKind::Seek, b"a", b"")];
+        replay(&mut store, ok_stream(&seek), &ReplayConfig::default()).unwrap();
+    }
+
+    #[test]
+    fn bad_config_source_errors_and_missing_namespace_are_reported() {
+        for pace in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let cfg =
+                ReplayConfig { pace: Pace::Open { ops_per_sec: pace }, ..ReplayConfig::default() };
+            assert!(matches!(
+                cfg.validate(),
+                Err(ReplayError::Config { field: "pace.ops_per_sec", .. })
+            ));
+        }
+        let cfg = ReplayConfig { seek_batch: 0, ..ReplayConfig::default() };
+        assert!(matches!(
+            Replayer::null(cfg),
+            Err(ReplayError::Config { field: "seek_batch", .. })
+        ));
+
+        let items: Vec<Result<(u64, StateOp), std::io::Error>> =
+            vec![Ok((0, op(OpKind::Get, b"a", b""))), Err(std::io::Error::other("bad record"))];
+        let err = replay_null(items.into_iter(), &ReplayConfig::default()).unwrap_err();
+        assert!(matches!(err, ReplayError::Source { op_index: 1, .. }), "{err:?}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions::new(dir.path()).namespace(NamespaceSpec::list("other"));
+        let mut store = MemStore::open(opts).unwrap();
+        let err = Replayer::new(&mut store, ReplayConfig::default()).unwrap_err();
+        assert!(err.to_string().contains("no namespace \"state\""), "{err}");
+    }
+
+    #[test]
+    fn null_replay_measures_every_op() {
+        let ops: Vec<StateOp> =
+            (0..100u32).map(|i| op(OpKind::ALL[i as usize % 7], &i.to_be_bytes(), b"")).collect();
+        let cfg = ReplayConfig { warmup_ops: 30, ..ReplayConfig::default() };
+        let rep = replay_null(ok_stream(&ops), &cfg).unwrap();
+        assert_eq!((rep.store.as_str(), rep.ops, rep.warmup_ops), ("null", 70, 30));
+        assert_eq!(rep.per_kind.len(), 7);
+        assert_eq!(rep.seek_scans, 0);
+        let json = serde_json::to_value(&rep).unwrap();
+        assert_eq!(json["per_kind"]["get"]["ops"], 10);
+        assert_eq!(json["errors"], 0);
+    }
+
+    fn seeded_ops(seed: u64, prefix: u8, n: usize) -> Vec<StateOp> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let kind = OpKind::ALL[rng.random_range(0..7)];
+                let key = vec![prefix, rng.random_range(b'0'..b'8')];
+                let value = if matches!(kind, OpKind::Put | OpKind::Merge) {
+                    vec![rng.random(); 3]
+                } else {
+                    vec![]
+                };
+                StateOp { kind, key, value }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parallel_jobs_each_leave_their_own_state() {
+        let streams: Vec<Vec<StateOp>> = (0..3).map(|j| seeded_ops(j, b'a', 500)).collect();
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let mut stores: Vec<Box<dyn StateStore>> = dirs
+            .iter()
+            .enumerate()
+            .map(|(j, d)| -> Box<dyn StateStore> {
+                if j == 1 {
+                    Box::new(hashlog(d.path()))
+                } else {
+                    Box::new(mem(d.path()))
+                }
+            })
+            .collect();
+        let jobs = streams
+            .iter()
+            .zip(stores.iter_mut())
+            .map(|(ops, store)| ReplayJob {
+                ops: op_stream(ops.iter().cloned().enumerate().map(|(i, o)| (i as u64, o))),
+                store: store.as_mut(),
+            })
+            .collect();
+        let reports = replay_parallel(jobs, &ReplayConfig::default()).unwrap();
+        assert_eq!(reports.len(), 3);
+        assert_eq!(reports[1].store, "hashlog");
+        for ((ops, store), rep) in streams.iter().zip(stores.iter_mut()).zip(&reports) {
+            assert_eq!(rep.ops, 500);
+            let mut model = Model::new();
+            ops.iter().for_each(|o| model_apply(&mut model, o));
+            assert_eq!(contents(store.as_mut()), model);
+        }
+    }
+
+    #[test]
+    fn parallel_reports_the_failing_job() {
+        let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let mut a = mem(dirs[0].path());
+        let mut b = mem(dirs[1].path());
+        let big = vec![0u8; spillway_store::MAX_KEY_LEN + 1];
+        let jobs = vec![
+            ReplayJob { ops: op_stream([(0, op(OpKind::Put, b"x", b"1"))]), store: &mut a },
+            ReplayJob { ops: op_stream([(0, op(OpKind::Put, &big, b"1"))]), store: &mut b },
+        ];
+        let err = replay_parallel(jobs, &ReplayConfig::default()).unwrap_err();
+        assert!(matches!(err, ReplayError::Job { job: 1, .. }), "{err:?}");
+        assert_eq!(contents(&mut a).len(), 1);
+    }
+
+    /// Streams with disjoint key prefixes sharing one store: the union of their models.
+    #[test]
+    fn shared_store_ends_in_the_union_of_the_streams() {
+        let streams: Vec<Vec<StateOp>> =
+            (0..3).map(|j| seeded_ops(j + 10, b'a' + j as u8, 400)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = hashlog(dir.path());
+        let ops = streams
+            .iter()
+            .map(|ops| op_stream(ops.iter().cloned().enumerate().map(|(i, o)| (i as u64, o))))
+            .collect();
+        let cfg = ReplayConfig { seek_prefix_len: 1, ..ReplayConfig::default() };
+        let reports = replay_shared(ops, &mut store, &cfg).unwrap();
+        assert_eq!(reports.iter().map(|r| r.ops).collect::<Vec<_>>(), [400, 400, 400]);
+        let mut model = Model::new();
+        streams.iter().flatten().for_each(|o| model_apply(&mut model, o));
+        assert_eq!(contents(&mut store), model);
+    }
 }

@@ -450,9 +450,16 @@ impl Chooser {
 enum Pending {
     None,
     /// The put of a read-modify-write.
-    Put { event: u64, key: Vec<u8> },
+    Put {
+        event: u64,
+        key: Vec<u8>,
+    },
     /// The nexts of a scan.
-    Nexts { event: u64, key: Vec<u8>, left: u32 },
+    Nexts {
+        event: u64,
+        key: Vec<u8>,
+        left: u32,
+    },
 }
 
 /// The run phase: `(YCSB operation number, state op)`. See [`YcsbConfig::run_ops`].
