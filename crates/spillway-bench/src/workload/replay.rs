@@ -632,7 +632,7 @@ impl<'s> Replayer<'s> {
             .into_iter()
             .filter_map(|k| {
                 let h = &self.per_kind[k as usize];
-                (h.len() > 0).then(|| {
+                (!h.is_empty()).then(|| {
                     let r = KindReport {
                         ops: h.len(),
                         p50_us: us(h, 0.5),
@@ -935,6 +935,7 @@ mod tests {
     use super::*;
 
     type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+    type OpenFn = fn(&Path) -> Box<dyn StateStore>;
 
     fn model_apply(m: &mut Model, op: &StateOp) {
         match op.kind {
@@ -1124,7 +1125,7 @@ mod tests {
                 model_apply(&mut model, o);
             }
             let cfg = ReplayConfig { warmup_ops: warmup, seek_batch: 2, seek_prefix_len: 2, ..ReplayConfig::default() };
-            let stores: [fn(&Path) -> Box<dyn StateStore>; 3] = [
+            let stores: [OpenFn; 3] = [
                 |d| Box::new(mem(d)),
                 |d| Box::new(hashlog(d)),
                 |d| Box::new(Wrap::new(d, true)),

@@ -544,3 +544,258 @@ impl Iterator for RunOps {
         Some((event, op))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::zipf::Zipfian;
+
+    fn cfg(w: Workload, records: u64, ops: u64) -> YcsbConfig {
+        YcsbConfig { record_count: records, op_count: ops, value_size: 16, ..YcsbConfig::new(w) }
+    }
+
+    /// Groups the run ops by YCSB operation, classifying each, and checks on the way
+    /// that reads, updates, rmws and scans target records inserted before, and inserts
+    /// come in record order. Returns counts by verb and, for each non-insert, how far
+    /// its record is behind the newest one.
+    fn classify(c: &YcsbConfig) -> (HashMap<&'static str, u64>, Vec<u64>, Vec<u32>) {
+        let max_key = c.record_count + c.op_count;
+        let names: HashMap<Vec<u8>, u64> = (0..max_key).map(|k| (key(k), k)).collect();
+        let mut next_insert = c.record_count;
+        let mut counts = HashMap::new();
+        let mut recency = Vec::new();
+        let mut scan_lens = Vec::new();
+        let ops: Vec<(u64, StateOp)> = c.run_ops().unwrap().collect();
+        let mut i = 0;
+        let mut expected_event = 0;
+        while i < ops.len() {
+            let (ev, first) = &ops[i];
+            assert_eq!(*ev, expected_event, "op {i}: YCSB operations are numbered in order");
+            expected_event += 1;
+            let group = ops[i..].iter().take_while(|(e, _)| e == ev).count();
+            let k = names[&first.key];
+            let verb = match (first.kind, group) {
+                (OpKind::Put, 1) if k == next_insert => {
+                    next_insert += 1;
+                    "insert"
+                }
+                (OpKind::Put, 1) => "update",
+                (OpKind::Get, 1) => "read",
+                (OpKind::Get, 2) => {
+                    let put = &ops[i + 1].1;
+                    assert_eq!((put.kind, &put.key), (OpKind::Put, &first.key), "rmw = get + put");
+                    assert_eq!(put.value.len(), c.value_size);
+                    "rmw"
+                }
+                (OpKind::Seek, n) => {
+                    for (_, o) in &ops[i + 1..i + n] {
+                        assert_eq!((o.kind, &o.key), (OpKind::Next, &first.key));
+                    }
+                    scan_lens.push((n - 1) as u32);
+                    "scan"
+                }
+                other => panic!("op {i}: unexpected group {other:?}"),
+            };
+            if verb != "insert" {
+                assert!(k < next_insert, "op {i}: {verb} of record {k} not inserted yet");
+                recency.push(next_insert - 1 - k);
+            }
+            if first.kind == OpKind::Put {
+                assert_eq!(first.value.len(), c.value_size);
+            }
+            *counts.entry(verb).or_insert(0) += 1;
+            i += group;
+        }
+        assert_eq!(expected_event, c.op_count);
+        (counts, recency, scan_lens)
+    }
+
+    #[test]
+    fn keys_are_ycsbs() {
+        // The first key YCSB loads with its default settings.
+        assert_eq!(key(0), b"user6284781860667377211");
+        let mut buf = b"junk".to_vec();
+        write_key(1, &mut buf);
+        assert!(buf.starts_with(b"user") && buf[4..].iter().all(u8::is_ascii_digit));
+        assert_ne!(buf, key(0));
+    }
+
+    #[test]
+    fn mixes_match_the_workload_proportions() {
+        let ops = 40_000;
+        for w in Workload::ALL {
+            for d in [Distribution::Zipfian, Distribution::Latest, Distribution::Uniform] {
+                let c = YcsbConfig { distribution: d, ..cfg(w, 2000, ops) };
+                let (counts, _, _) = classify(&c);
+                let p = w.proportions();
+                let want = [
+                    ("read", p.read),
+                    ("update", p.update),
+                    ("insert", p.insert),
+                    ("scan", p.scan),
+                    ("rmw", p.rmw),
+                ];
+                for (verb, share) in want {
+                    let got = counts.get(verb).copied().unwrap_or(0) as f64 / ops as f64;
+                    // About 5 standard deviations at 40k draws.
+                    assert!((got - share).abs() < 0.013, "{w}/{d}: {verb} {got:.4} vs {share}");
+                    if share == 0.0 {
+                        assert_eq!(got, 0.0, "{w}/{d}: no {verb}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn streams_are_deterministic_per_seed() {
+        for w in Workload::ALL {
+            let c = cfg(w, 500, 3000);
+            let a: Vec<_> = c.load_ops().unwrap().chain(c.run_ops().unwrap()).collect();
+            let b: Vec<_> = c.load_ops().unwrap().chain(c.run_ops().unwrap()).collect();
+            assert_eq!(a, b, "{w}");
+            let other = YcsbConfig { seed: 43, ..c.clone() };
+            let o: Vec<_> = other.run_ops().unwrap().collect();
+            assert_ne!(o, c.run_ops().unwrap().collect::<Vec<_>>(), "{w}: seed changes the run");
+        }
+    }
+
+    #[test]
+    fn load_puts_every_record_once() {
+        let c = cfg(Workload::A, 3000, 0);
+        let load: Vec<_> = c.load_ops().unwrap().collect();
+        assert_eq!(load.len(), 3000);
+        assert_eq!(c.load_ops().unwrap().size_hint(), (3000, Some(3000)));
+        for (i, (ev, op)) in load.iter().enumerate() {
+            assert_eq!(
+                (*ev, op.kind, &op.key, op.value.len()),
+                (i as u64, OpKind::Put, &key(i as u64), 16)
+            );
+        }
+        let distinct: std::collections::HashSet<_> = load.iter().map(|(_, o)| &o.key).collect();
+        assert_eq!(distinct.len(), 3000);
+        assert_eq!(c.run_ops().unwrap().count(), 0);
+    }
+
+    #[test]
+    fn latest_favours_recent_inserts() {
+        let c = cfg(Workload::D, 10_000, 40_000);
+        let (counts, recency, _) = classify(&c);
+        let recent = |r: &[u64]| r.iter().filter(|&&x| x < 1000).count() as f64 / r.len() as f64;
+        // Zipfian 0.99 over ~11k records puts ~3/4 of the mass on the newest 1000.
+        assert!(recent(&recency) > 0.6, "latest: {}", recent(&recency));
+        let newest = recency.iter().filter(|&&x| x == 0).count() as f64 / recency.len() as f64;
+        assert!(newest > 0.08, "the newest record is the hottest: {newest}");
+        assert!(counts["insert"] > 1500);
+        let u = YcsbConfig { distribution: Distribution::Uniform, ..c };
+        let (_, recency_u, _) = classify(&u);
+        assert!(recent(&recency_u) < 0.15, "uniform: {}", recent(&recency_u));
+    }
+
+    #[test]
+    fn e_emits_seek_next_runs_of_uniform_length() {
+        let c = cfg(Workload::E, 1000, 20_000);
+        let (counts, _, lens) = classify(&c);
+        assert_eq!(lens.len() as u64, counts["scan"]);
+        assert!(lens.iter().all(|&l| (1..=100).contains(&l)));
+        assert!(lens.contains(&1) && lens.contains(&100));
+        let mean = lens.iter().map(|&l| f64::from(l)).sum::<f64>() / lens.len() as f64;
+        assert!((mean - 50.5).abs() < 1.5, "mean scan length {mean}");
+        let short = YcsbConfig { max_scan_len: 3, ..c };
+        let (_, _, lens) = classify(&short);
+        assert!(lens.iter().all(|&l| (1..=3).contains(&l)));
+    }
+
+    #[test]
+    fn zipfian_keys_are_skewed() {
+        let c = cfg(Workload::C, 1000, 50_000);
+        let mut hits: HashMap<Vec<u8>, u64> = HashMap::new();
+        for (_, op) in c.run_ops().unwrap() {
+            *hits.entry(op.key).or_default() += 1;
+        }
+        let max = *hits.values().max().unwrap() as f64 / 50_000.0;
+        let z = Zipfian::new(1000, YCSB_THETA);
+        // The hottest record gets at least rank 0's share.
+        assert!(max >= z.probability(0) * 0.9, "{max}");
+        let u = YcsbConfig { distribution: Distribution::Uniform, ..c };
+        let mut hits: HashMap<Vec<u8>, u64> = HashMap::new();
+        for (_, op) in u.run_ops().unwrap() {
+            *hits.entry(op.key).or_default() += 1;
+        }
+        assert!((*hits.values().max().unwrap() as f64) < 50_000.0 * 0.003);
+    }
+
+    #[test]
+    fn growing_zipfian_equals_a_fixed_one() {
+        let mut g = GrowingZipfian::new(1, YCSB_THETA);
+        for n in 2..=777 {
+            g.grow_to(n);
+        }
+        let z = Zipfian::new(777, YCSB_THETA);
+        let mut r1 = SmallRng::seed_from_u64(5);
+        let mut r2 = SmallRng::seed_from_u64(5);
+        for _ in 0..10_000 {
+            assert_eq!(g.sample(&mut r1), z.sample(&mut r2));
+        }
+        let one = GrowingZipfian::new(1, YCSB_THETA);
+        assert!((0..100).all(|_| one.sample(&mut r1) == 0));
+    }
+
+    #[test]
+    fn names_parse_and_bad_settings_are_rejected() {
+        for w in Workload::ALL {
+            assert_eq!(Workload::parse(w.name()), Some(w));
+            assert_eq!(Workload::parse(&format!("workload{}", w.name().to_uppercase())), Some(w));
+            let p = w.proportions();
+            assert!((p.read + p.update + p.insert + p.scan + p.rmw - 1.0).abs() < 1e-12);
+        }
+        assert_eq!(Workload::parse("g"), None);
+        assert_eq!(Distribution::parse("latest"), Some(Distribution::Latest));
+        assert_eq!(Distribution::parse("hotspot"), None);
+        let bad = [
+            YcsbConfig { record_count: 0, ..YcsbConfig::new(Workload::A) },
+            YcsbConfig { max_scan_len: 0, ..YcsbConfig::new(Workload::E) },
+            YcsbConfig {
+                value_size: spillway_store::MAX_VALUE_LEN + 1,
+                ..YcsbConfig::new(Workload::A)
+            },
+            YcsbConfig { record_count: u64::MAX, op_count: 10, ..YcsbConfig::new(Workload::D) },
+        ];
+        for c in bad {
+            let e = c.run_ops().unwrap_err();
+            assert!(e.to_string().starts_with("YCSB setting "), "{e}");
+            assert!(c.load_ops().is_err());
+        }
+    }
+
+    /// Load then run each workload through the replayer into a MemStore: no errors, and
+    /// the records end up with the values of their last put.
+    #[test]
+    fn replays_into_a_store() {
+        use crate::workload::replay::{infallible, replay, store_options, ReplayConfig};
+        for w in Workload::ALL {
+            let c = cfg(w, 300, 2000);
+            let dir = tempfile::tempdir().unwrap();
+            let mut store = spillway_store::MemStore::open(store_options(dir.path())).unwrap();
+            let rc = ReplayConfig::default();
+            let load = replay(&mut store, infallible(c.load_ops().unwrap()), &rc).unwrap();
+            assert_eq!(load.ops, 300);
+            let run = replay(&mut store, infallible(c.run_ops().unwrap()), &rc).unwrap();
+            let state_ops = c.run_ops().unwrap().count() as u64;
+            assert_eq!(run.ops, state_ops, "{w}");
+            let mut last: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+            for (_, op) in c.load_ops().unwrap().chain(c.run_ops().unwrap()) {
+                if op.kind == OpKind::Put {
+                    last.insert(op.key, op.value);
+                }
+            }
+            let ns = spillway_store::StateStore::namespace(&store, "state").unwrap();
+            for (k, v) in &last {
+                let got = spillway_store::StateStore::get(&mut store, ns, k).unwrap();
+                assert_eq!(got.as_ref(), Some(v));
+            }
+        }
+    }
+}
