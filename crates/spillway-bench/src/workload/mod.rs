@@ -5,6 +5,9 @@
 //! state operations ([`StateOp`]) that a Flink operator would issue, and hands each op to
 //! an [`OpSink`]: a trace writer, the replayer (a live store), or a counter.
 
+pub mod replay;
+pub mod ycsb;
+
 use std::fmt;
 
 /// Kind of one state operation.
