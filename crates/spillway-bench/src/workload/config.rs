@@ -227,12 +227,14 @@ impl<'de> Deserialize<'de> for Column {
                 f.write_str("a 0-based column index or a column name")
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Column, E> {
-                usize::try_from(v).map(Column::Index).map_err(|_| E::custom("column index too large"))
+                usize::try_from(v)
+                    .map(Column::Index)
+                    .map_err(|_| E::custom("column index too large"))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Column, E> {
-                usize::try_from(v).map(Column::Index).map_err(|_| {
-                    E::custom(format!("a column index must be >= 0, got {v}"))
-                })
+                usize::try_from(v)
+                    .map(Column::Index)
+                    .map_err(|_| E::custom(format!("a column index must be >= 0, got {v}")))
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Column, E> {
                 Ok(Column::Name(v.to_string()))
@@ -678,10 +680,7 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
         key_before(&line[..col]).map(str::to_string)
     };
     // The key owning an inline table on this line, if the offset is inside it.
-    let outer = line[..col]
-        .rfind('{')
-        .and_then(|p| key_before(&line[..p]))
-        .map(str::to_string);
+    let outer = line[..col].rfind('{').and_then(|p| key_before(&line[..p])).map(str::to_string);
     let mut parts: Vec<String> = Vec::new();
     if !header.is_empty() {
         parts.push(header);
@@ -733,11 +732,11 @@ impl Experiment {
         let sources = if raw.sources.is_empty() {
             vec![Source::default(); if kind.two_inputs() { 2 } else { 1 }]
         } else {
-            raw.sources.into_iter().enumerate().map(|(i, s)| s.into_source(i)).collect::<Result<
-                Vec<_>,
-                _,
-            >>(
-            )?
+            raw.sources
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| s.into_source(i))
+                .collect::<Result<Vec<_>, _>>()?
         };
         let e = Experiment {
             seed: raw.seed,
@@ -834,10 +833,7 @@ impl Experiment {
         if op.slide < 1 || op.slide > op.window {
             return Err(ConfigError::invalid(
                 "operator.slide",
-                format!(
-                    "must be in 1..=window (window = {}), got {}",
-                    op.window, op.slide
-                ),
+                format!("must be in 1..=window (window = {}), got {}", op.window, op.slide),
             ));
         }
         if op.session_gap < 1 {
@@ -888,9 +884,9 @@ impl Experiment {
                 "run.rate",
                 "loop = \"open\" needs `rate` (ops per second, > 0)",
             )),
-            (LoopMode::Open, Some(rate)) if !(rate.is_finite() && rate > 0.0) => Err(
-                ConfigError::invalid("run.rate", format!("must be a number > 0, got {rate}")),
-            ),
+            (LoopMode::Open, Some(rate)) if !(rate.is_finite() && rate > 0.0) => {
+                Err(ConfigError::invalid("run.rate", format!("must be a number > 0, got {rate}")))
+            }
             (LoopMode::Closed, Some(_)) => Err(ConfigError::invalid(
                 "run.rate",
                 "only allowed with loop = \"open\" (a closed loop is not paced)",
@@ -951,9 +947,11 @@ fn validate_source(i: usize, s: &Source) -> Result<(), ConfigError> {
                     format!("must be a finite number > 0, got {}", c.time_multiplier),
                 ));
             }
-            for (name, col) in
-                [("key", Some(&c.key)), ("time", Some(&c.time)), ("event_type", c.event_type.as_ref())]
-            {
+            for (name, col) in [
+                ("key", Some(&c.key)),
+                ("time", Some(&c.time)),
+                ("event_type", c.event_type.as_ref()),
+            ] {
                 if let Some(Column::Name(n)) = col {
                     if !c.header {
                         return Err(ConfigError::invalid(
@@ -1016,7 +1014,10 @@ mod tests {
         assert_eq!(s.key_popularity, KeyPopularity::Zipf { s: 1.0 });
         assert_eq!(s.gap, Gap::Exponential { lambda: 10.0 });
         assert_eq!(e.sources[0].value_size, ValueSize::Constant { bytes: 10 });
-        assert_eq!(e.operator_params(), OperatorParams::new(OperatorKind::TumblingKeyedIncremental));
+        assert_eq!(
+            e.operator_params(),
+            OperatorParams::new(OperatorKind::TumblingKeyedIncremental)
+        );
     }
 
     #[test]
@@ -1137,14 +1138,20 @@ max_ops = 99
         assert_names("[operator]\nallowed_lateness = -1\n", "operator.allowed_lateness");
         assert_names("[[source]]\nevents = 0\n", "source[0].events");
         assert_names("[[source]]\nkeys = 0\n", "source[0].keys");
-        assert_names("[[source]]\nout_of_order = 1.5\nlateness_bound = 2\n", "source[0].out_of_order");
+        assert_names(
+            "[[source]]\nout_of_order = 1.5\nlateness_bound = 2\n",
+            "source[0].out_of_order",
+        );
         assert_names("[[source]]\nout_of_order = 0.1\n", "source[0].lateness_bound");
         assert_names("[[source]]\nwatermark_every = 0\n", "source[0].watermark_every");
         assert_names(
             "[[source]]\nkey_popularity = { type = \"hotspot\", hot_fraction = 2.0 }\n",
             "source[0].key_popularity",
         );
-        assert_names("[[source]]\ngap = { type = \"exponential\", lambda = 0.0 }\n", "source[0].gap");
+        assert_names(
+            "[[source]]\ngap = { type = \"exponential\", lambda = 0.0 }\n",
+            "source[0].gap",
+        );
         assert_names(
             "[[source]]\ncsv = { path = \"x\", key = \"k\", time = 1 }\n",
             "source[0].csv.key",

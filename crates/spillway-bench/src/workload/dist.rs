@@ -219,11 +219,9 @@ impl KeyPopularity {
         }
         self.validate(keys).map_err(bad)?;
         Ok(match *self {
-            KeyPopularity::Uniform { min, max } => KeySampler::Uniform {
-                lo: min.unwrap_or(0),
-                hi: max.unwrap_or(keys - 1),
-                keys,
-            },
+            KeyPopularity::Uniform { min, max } => {
+                KeySampler::Uniform { lo: min.unwrap_or(0), hi: max.unwrap_or(keys - 1), keys }
+            }
             KeyPopularity::Zipf { s } => KeySampler::Zipf(ZipfRi::new(keys, s)),
             KeyPopularity::Hotspot { hot_fraction, hot_op_fraction } => {
                 let hot = ((hot_fraction * keys as f64).round() as u64).min(keys);
@@ -362,8 +360,10 @@ impl Empirical {
             if t.is_empty() || t.starts_with('#') {
                 continue;
             }
-            let fields: Vec<&str> =
-                t.split(|c: char| c == ',' || c.is_whitespace()).filter(|f| !f.is_empty()).collect();
+            let fields: Vec<&str> = t
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|f| !f.is_empty())
+                .collect();
             if fields.len() != 2 {
                 return Err(err(
                     Some(i + 1),
@@ -371,11 +371,18 @@ impl Empirical {
                 ));
             }
             let k: u64 = fields[0].parse().map_err(|_| {
-                err(Some(i + 1), format!("key: expected a non-negative integer, got {:?}", fields[0]))
+                err(
+                    Some(i + 1),
+                    format!("key: expected a non-negative integer, got {:?}", fields[0]),
+                )
             })?;
-            let w: f64 = fields[1].parse().ok().filter(|w: &f64| w.is_finite() && *w >= 0.0).ok_or_else(
-                || err(Some(i + 1), format!("weight: expected a number >= 0, got {:?}", fields[1])),
-            )?;
+            let w: f64 = fields[1]
+                .parse()
+                .ok()
+                .filter(|w: &f64| w.is_finite() && *w >= 0.0)
+                .ok_or_else(|| {
+                    err(Some(i + 1), format!("weight: expected a number >= 0, got {:?}", fields[1]))
+                })?;
             keys.push(k);
             weights.push(w);
         }
@@ -789,12 +796,11 @@ mod tests {
 
     #[test]
     fn latest_prefers_recent_keys_and_inserts() {
-        let mut s =
-            KeyPopularity::Latest { s: 0.99, insert_fraction: 0.1 }.sampler(1000).unwrap();
+        let mut s = KeyPopularity::Latest { s: 0.99, insert_fraction: 0.1 }.sampler(1000).unwrap();
         let mut r = rng(5);
-        let draws = 100_000;
+        let draws: u64 = 100_000;
         let mut inserts = 0;
-        let mut newest_hits = 0;
+        let mut newest_hits = 0u64;
         let mut newest = 999u64;
         for _ in 0..draws {
             let k = s.sample(&mut r);
@@ -839,9 +845,8 @@ mod tests {
     #[test]
     fn gap_means_and_ranges() {
         let mut r = rng(21);
-        let n = 200_000;
-        let mean =
-            |g: &Gap, r: &mut StdRng| (0..n).map(|_| g.sample(r)).sum::<f64>() / n as f64;
+        let n: u64 = 200_000;
+        let mean = |g: &Gap, r: &mut StdRng| (0..n).map(|_| g.sample(r)).sum::<f64>() / n as f64;
         let m = mean(&Gap::Exponential { lambda: 10.0 }, &mut r);
         // sd of the mean = 0.1 / sqrt(n) ≈ 0.00022
         assert!((m - 0.1).abs() < 0.0015, "exponential mean {m}");
@@ -870,8 +875,9 @@ mod tests {
             assert!(ValueSize::Exponential { mean: 2.0 }.sample(&mut r) >= 1);
             assert!(ValueSize::Normal { mean: 0.0, stddev: 5.0 }.sample(&mut r) >= 1);
         }
-        let n = 100_000;
-        let m = (0..n).map(|_| f64::from(ValueSize::Exponential { mean: 100.0 }.sample(&mut r)))
+        let n: u64 = 100_000;
+        let m = (0..n)
+            .map(|_| f64::from(ValueSize::Exponential { mean: 100.0 }.sample(&mut r)))
             .sum::<f64>()
             / n as f64;
         assert!((m - 100.0).abs() < 2.0, "exponential value mean {m}");

@@ -201,7 +201,8 @@ fn split_csv(line: &str) -> Vec<String> {
 
 impl CsvGen {
     fn open(c: &CsvInput) -> Result<CsvGen, SourceError> {
-        let io = |e: std::io::Error| SourceError::Io { path: c.path.clone(), message: e.to_string() };
+        let io =
+            |e: std::io::Error| SourceError::Io { path: c.path.clone(), message: e.to_string() };
         let f = File::open(&c.path).map_err(io)?;
         let mut lines = BufReader::new(f).lines();
         let mut line_no = 0;
@@ -249,10 +250,7 @@ impl CsvGen {
     }
 
     /// The next accepted row as `(key, time)`; counts filtered rows.
-    fn next_row(
-        &mut self,
-        counts: &mut StreamCounts,
-    ) -> Result<Option<(u64, i64)>, SourceError> {
+    fn next_row(&mut self, counts: &mut StreamCounts) -> Result<Option<(u64, i64)>, SourceError> {
         loop {
             let Some(line) = self.lines.next() else { return Ok(None) };
             self.line_no += 1;
@@ -289,9 +287,10 @@ impl CsvGen {
             let time = match t.parse::<i64>() {
                 Ok(v) if self.multiplier == 1.0 => v,
                 _ => {
-                    let v: f64 = t.parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| {
-                        bad_time(format!("expected a number (the event time), got {t:?}"))
-                    })?;
+                    let v: f64 =
+                        t.parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| {
+                            bad_time(format!("expected a number (the event time), got {t:?}"))
+                        })?;
                     let scaled = (v * self.multiplier).floor();
                     // i64::MAX is the final watermark; times stay below it.
                     if !(scaled >= i64::MIN as f64 && scaled < i64::MAX as f64) {
@@ -330,17 +329,21 @@ struct SourceState {
 impl SourceState {
     fn new(seed: u64, id: u8, s: &Source) -> Result<SourceState, SourceError> {
         let gen = match &s.input {
-            SourceInput::Synthetic(Synthetic { events, keys, key_popularity, gap, out_of_order }) => {
-                Gen::Synthetic(SynthGen {
-                    left: *events,
-                    keys: key_popularity
-                        .sampler(*keys)
-                        .map_err(|error| SourceError::Dist { source: id, error })?,
-                    gap: gap.clone(),
-                    out_of_order: *out_of_order,
-                    clock: 0.0,
-                })
-            }
+            SourceInput::Synthetic(Synthetic {
+                events,
+                keys,
+                key_popularity,
+                gap,
+                out_of_order,
+            }) => Gen::Synthetic(SynthGen {
+                left: *events,
+                keys: key_popularity
+                    .sampler(*keys)
+                    .map_err(|error| SourceError::Dist { source: id, error })?,
+                gap: gap.clone(),
+                out_of_order: *out_of_order,
+                clock: 0.0,
+            }),
             SourceInput::Csv(c) => Gen::Csv(Box::new(CsvGen::open(c)?)),
         };
         Ok(SourceState {
@@ -460,7 +463,12 @@ impl EventStream {
             .map(|(i, s)| SourceState::new(seed, i as u8, s))
             .collect::<Result<Vec<_>, _>>()?;
         let n = states.len();
-        Ok(EventStream { sources: states, heads: vec![None; n], exhausted: vec![false; n], error: None })
+        Ok(EventStream {
+            sources: states,
+            heads: vec![None; n],
+            exhausted: vec![false; n],
+            error: None,
+        })
     }
 
     /// The next item, or the error that stops the stream.
@@ -736,7 +744,7 @@ mod tests {
         std::fs::write(&p, "job,t,type\n7,1000,1\nabc,2500,2\n\n9,\"2100\",1\n3,500,1\n8,4000,1\n")
             .unwrap();
         let src = csv_source(p.clone(), true, Column::Name("job".into()), Column::Index(1), 0);
-        let mut s = EventStream::from_sources(0, &[src.clone()]).unwrap();
+        let mut s = EventStream::from_sources(0, std::slice::from_ref(&src)).unwrap();
         let items: Vec<StreamItem> = s.by_ref().collect();
         assert!(s.error().is_none());
         let evs: Vec<(u64, i64)> = items
@@ -788,7 +796,8 @@ mod tests {
         let src = csv_source(p.clone(), true, Column::Name("k".into()), Column::Index(1), 0);
         let e = EventStream::from_sources(0, &[src]).err().unwrap().to_string();
         assert!(e.contains("\"k\""), "{e}");
-        let src = csv_source(dir.path().join("none.csv"), false, Column::Index(0), Column::Index(1), 0);
+        let src =
+            csv_source(dir.path().join("none.csv"), false, Column::Index(0), Column::Index(1), 0);
         assert!(matches!(EventStream::from_sources(0, &[src]), Err(SourceError::Io { .. })));
     }
 
