@@ -1189,4 +1189,47 @@ max_ops = 99
         let e = Experiment::from_file(&missing).unwrap_err();
         assert!(matches!(e, ConfigError::Io { .. }));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn round_trip_random_experiments(
+            seed in 0u64..=i64::MAX as u64,
+            events in 1u64..1_000_000_000,
+            keys in 1u64..1_000_000_000,
+            s in 0.01f64..5.0,
+            lambda in 0.001f64..1000.0,
+            ooo in 0.0f64..=1.0,
+            lateness in 1i64..1000,
+            every in 1i64..1000,
+            window in 1i64..1_000_000,
+            slide_frac in 0.0f64..=1.0,
+            lower in -1000i64..1000,
+            span in 0i64..1000,
+            two in proptest::bool::ANY,
+        ) {
+            let mut e = Experiment { seed, ..Experiment::default() };
+            let src = Source {
+                input: SourceInput::Synthetic(Synthetic {
+                    events,
+                    keys,
+                    key_popularity: KeyPopularity::Zipf { s },
+                    gap: Gap::Exponential { lambda },
+                    out_of_order: ooo,
+                }),
+                value_size: ValueSize::Normal { mean: lambda, stddev: s },
+                watermark_every: every,
+                lateness_bound: lateness,
+            };
+            e.sources = vec![src; if two { 2 } else { 1 }];
+            e.operator.kind =
+                if two { OperatorKind::JoinInterval } else { OperatorKind::SlidingAllHolistic };
+            e.operator.window = window;
+            e.operator.slide = ((window as f64 * slide_frac) as i64).clamp(1, window);
+            e.operator.lower = lower;
+            e.operator.upper = lower + span;
+            e.validate().unwrap();
+            let back = Experiment::from_toml_str(&e.to_toml()).unwrap();
+            proptest::prop_assert_eq!(back, e);
+        }
+    }
 }
