@@ -5,7 +5,11 @@
 //! state operations ([`StateOp`]) that a Flink operator would issue, and hands each op to
 //! an [`OpSink`]: a trace writer, the replayer (a live store), or a counter.
 
+pub mod config;
+pub mod dist;
+pub mod gadget;
 pub mod replay;
+pub mod source;
 pub mod ycsb;
 
 use std::fmt;
