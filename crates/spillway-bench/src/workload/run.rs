@@ -1,0 +1,253 @@
+//! Running an experiment: its event stream through its operator into a sink (a trace
+//! writer, a replayer on a live store, or a counter), and the benchmark drivers of
+//! `spillway bench workload` and `spillway bench suite`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+use spillway_store::StoreKind;
+
+use super::config::{Experiment, Mode};
+use super::operators::{self, OperatorStats};
+use super::replay::{self, Pace, ReplayConfig, ReplayReport, Replayer};
+use super::source::{EventStream, StreamCounts};
+use super::ycsb::{Workload, YcsbConfig};
+use super::{OpKind, OperatorKind, StateOp, StreamItem};
+use crate::report::ResultRow;
+use crate::trace::binary::{TraceReader, TraceWriter, TraceWriterOptions};
+
+/// What generating a workload produced.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct GenReport {
+    /// Input events processed by the operator.
+    pub input_events: u64,
+    /// State ops issued.
+    pub ops: u64,
+    /// Ops per kind.
+    pub op_counts: BTreeMap<String, u64>,
+    /// Counts of the event stream (generated == emitted: nothing is lost).
+    pub stream: StreamCounts,
+    /// The operator's counters (late events dropped beyond the allowed lateness, ...).
+    pub operator: OperatorStats,
+    /// Wall seconds.
+    pub seconds: f64,
+}
+
+/// Runs `exp`'s event stream through its operator and hands every op to `sink`
+/// (stopping at the first sink error, or after `run.max_ops` ops).
+pub fn generate(
+    exp: &Experiment,
+    sink: &mut dyn FnMut(u64, &StateOp) -> Result<()>,
+) -> Result<GenReport> {
+    let started = Instant::now();
+    let mut stream = EventStream::new(exp).map_err(|e| anyhow!("event source: {e}"))?;
+    let mut op = operators::build(&exp.operator_params()).map_err(|e| anyhow!("operator: {e}"))?;
+    let max_ops = exp.run.max_ops.unwrap_or(u64::MAX);
+    let mut counts = [0u64; OpKind::ALL.len()];
+    let mut ops = 0u64;
+    let mut input_events = 0u64;
+    let mut failed: Option<anyhow::Error> = None;
+    let mut last_event = 0u64;
+    {
+        let mut emit = |o: &StateOp| {
+            if failed.is_some() || ops >= max_ops {
+                return;
+            }
+            counts[o.kind as usize] += 1;
+            ops += 1;
+            if let Err(e) = sink(last_event, o) {
+                failed = Some(e);
+            }
+        };
+        while let Some(item) = stream.try_next().map_err(|e| anyhow!("event source: {e}"))? {
+            if let StreamItem::Event(_) = item {
+                input_events += 1;
+            }
+            // Ops caused by an event carry its number; ops of a watermark carry the last.
+            last_event = input_events.saturating_sub(1);
+            op.on_item(&item, last_event, &mut emit);
+            if failed.is_some() || ops >= max_ops {
+                break;
+            }
+        }
+        if failed.is_none() && ops < max_ops {
+            op.finish(last_event, &mut emit);
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(GenReport {
+        input_events,
+        ops,
+        op_counts: OpKind::ALL
+            .iter()
+            .map(|k| (k.name().to_string(), counts[*k as usize]))
+            .filter(|(_, c)| *c > 0)
+            .collect(),
+        stream: stream.counts(),
+        operator: op.stats(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Generates `exp` into a binary trace file at `out` (the experiment's TOML is stored
+/// in the trace's metadata).
+pub fn generate_trace_file(exp: &Experiment, out: &Path) -> Result<GenReport> {
+    let f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(out)?);
+    let opts = TraceWriterOptions {
+        metadata: Some(serde_json::json!({ "experiment": exp.to_toml() })),
+        ..TraceWriterOptions::default()
+    };
+    let mut w = TraceWriter::new(f, opts)?;
+    let r = generate(exp, &mut |n, op| Ok(w.write(n, op)?))?;
+    w.finish()?;
+    Ok(r)
+}
+
+/// One (workload, store) measurement.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct WorkloadResult {
+    /// Workload name.
+    pub workload: String,
+    /// The replay report (throughput, latencies, per-kind).
+    pub replay: ReplayReport,
+    /// Generation counters (for streaming workloads).
+    pub generated: Option<GenReport>,
+}
+
+impl WorkloadResult {
+    /// The report row of this result.
+    pub fn row(&self) -> ResultRow {
+        ResultRow {
+            workload: self.workload.clone(),
+            store: self.replay.store.clone(),
+            ops: self.replay.ops,
+            seconds: self.replay.seconds,
+            ops_per_sec: self.replay.ops_per_sec,
+            p50_us: self.replay.p50_us,
+            p99_us: self.replay.p99_us,
+            p999_us: self.replay.p999_us,
+            max_us: self.replay.max_us,
+        }
+    }
+}
+
+fn replay_config(exp: &Experiment) -> ReplayConfig {
+    ReplayConfig {
+        pace: match exp.run.rate {
+            Some(r) => Pace::Open { ops_per_sec: r },
+            None => Pace::Closed,
+        },
+        warmup_ops: exp.run.warmup_ops,
+        ..ReplayConfig::default()
+    }
+}
+
+/// Where stores are created: a fresh temporary directory under `dir` (or the system's).
+fn store_dir(dir: Option<&Path>) -> Result<tempfile::TempDir> {
+    let b = tempfile::Builder::new().prefix("spillway-workload-").to_owned();
+    Ok(match dir {
+        Some(d) => b.tempdir_in(d)?,
+        None => b.tempdir()?,
+    })
+}
+
+/// Runs one experiment against each store: online (ops generated while replaying) or
+/// offline (generated once into a trace file, then replayed from it for every store).
+pub fn run_experiment(
+    name: &str,
+    exp: &Experiment,
+    stores: &[StoreKind],
+    memory_budget: u64,
+    dir: Option<&Path>,
+) -> Result<Vec<WorkloadResult>> {
+    let cfg = replay_config(exp);
+    let mut out = Vec::new();
+    let work = store_dir(dir)?;
+    let trace: Option<PathBuf> = match exp.run.mode {
+        Mode::Offline => {
+            let p = work.path().join("workload.trace");
+            generate_trace_file(exp, &p).with_context(|| format!("generating {name}"))?;
+            Some(p)
+        }
+        Mode::Online => None,
+    };
+    for (i, &kind) in stores.iter().enumerate() {
+        let sdir = work.path().join(format!("store-{i}"));
+        let opts = replay::store_options(&sdir).memory_budget(memory_budget);
+        let mut store = kind.open(opts).with_context(|| format!("opening {}", kind.name()))?;
+        let (report, generated) = match &trace {
+            Some(p) => {
+                let r = TraceReader::new(std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(p)?))?;
+                let ops = r.map(|rec| rec.map(|rec| (rec.input_event, rec.op)));
+                (replay::replay(store.as_mut(), ops, &cfg)?, None)
+            }
+            None => {
+                let mut rp = Replayer::new(store.as_mut(), cfg.clone())?;
+                let g = generate(exp, &mut |n, op| Ok(rp.apply(n, op)?))?;
+                (rp.finish(), Some(g))
+            }
+        };
+        drop(store);
+        let _ = std::fs::remove_dir_all(&sdir);
+        out.push(WorkloadResult { workload: name.to_string(), replay: report, generated });
+    }
+    Ok(out)
+}
+
+/// Runs a YCSB workload (load phase unmeasured, then the run phase) against each store.
+pub fn run_ycsb(
+    cfg: &YcsbConfig,
+    stores: &[StoreKind],
+    memory_budget: u64,
+    dir: Option<&Path>,
+) -> Result<Vec<WorkloadResult>> {
+    let work = store_dir(dir)?;
+    let mut out = Vec::new();
+    for (i, &kind) in stores.iter().enumerate() {
+        let sdir = work.path().join(format!("store-{i}"));
+        let opts = replay::store_options(&sdir).memory_budget(memory_budget);
+        let mut store = kind.open(opts)?;
+        let load = cfg.load_ops().map_err(|e| anyhow!("{e}"))?;
+        let mut rp = Replayer::new(store.as_mut(), ReplayConfig::default())?;
+        for (n, op) in load {
+            rp.apply(n, &op)?;
+        }
+        drop(rp);
+        let run = cfg.run_ops().map_err(|e| anyhow!("{e}"))?;
+        let report = replay::replay(store.as_mut(), replay::infallible(run), &ReplayConfig::default())?;
+        drop(store);
+        let _ = std::fs::remove_dir_all(&sdir);
+        out.push(WorkloadResult {
+            workload: format!("ycsb-{}", cfg.workload.name().to_ascii_lowercase()),
+            replay: report,
+            generated: None,
+        });
+    }
+    Ok(out)
+}
+
+/// The suite's experiment for one operator: Gadget's defaults (zipf s=1 over 1M keys,
+/// exponential gaps lambda=10, window 5, slide 1, 10-byte keys and values), `events`
+/// events per source, values of `value_bytes`.
+pub fn suite_experiment(kind: OperatorKind, events: u64, value_bytes: u32, seed: u64) -> Result<Experiment> {
+    let text = format!(
+        "seed = {seed}\n[operator]\ntype = \"{}\"\n[run]\nmode = \"offline\"\n",
+        kind.name()
+    );
+    let mut exp = Experiment::from_toml_str(&text).map_err(|e| anyhow!("{e}"))?;
+    for s in &mut exp.sources {
+        if let super::config::SourceInput::Synthetic(syn) = &mut s.input {
+            syn.events = events;
+        }
+        s.value_size = super::dist::ValueSize::Constant { bytes: value_bytes };
+    }
+    exp.validate().map_err(|e| anyhow!("{e}"))?;
+    Ok(exp)
+}
+
+/// The YCSB workloads of the suite.
+pub const SUITE_YCSB: [Workload; 3] = [Workload::A, Workload::D, Workload::F];
