@@ -5,6 +5,8 @@
 //! state operations ([`StateOp`]) that a Flink operator would issue, and hands each op to
 //! an [`OpSink`]: a trace writer, the replayer (a live store), or a counter.
 
+pub mod operators;
+
 use std::fmt;
 
 /// Kind of one state operation.
