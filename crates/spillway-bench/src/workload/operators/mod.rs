@@ -73,13 +73,17 @@
 //! per session) is read once per event and per timer and written when it changed.
 //! Lateness is decided on the merged window, so the `get M` is issued for late events too
 //! (it is the read that decides they are late); it is their only op.
+//! With `L = 0` a session's firing and cleanup are one timer: `get M`, `get S`,
+//! `delete S`, `put M`/`delete M`. Timers of sessions that were merged away are deleted
+//! (Flink's `trigger.clear` and `deleteCleanupTimer`), so they issue nothing.
 //!
 //! ## Interval join (Flink's `IntervalJoinOperator`)
 //!
 //! Bounds `lower <= upper` relative to the left event; a left event's bucket is cleaned when
 //! `Wf >= t + max(upper, 0)`, a right event's when `Wf >= t + max(-lower, 0)` (Flink's
 //! cleanup timers; the timer remembers the bucket's time, so nothing is computed back from
-//! it and nothing under- or overflows). An event with `t < Wf` is late (Flink's `isLate`):
+//! it and nothing under- or overflows). An event with `t < Wf` (i.e. `t < W - 1`) is late
+//! (Flink's `isLate`):
 //! counted, no op. Allowed lateness does not apply (Flink's interval join has none). Like
 //! Flink the scan visits the whole other-side buffer of the key, not only the matching
 //! range; buffers stay bounded because of the cleanup timers. Several events of one key,
