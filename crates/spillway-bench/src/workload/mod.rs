@@ -8,7 +8,9 @@
 pub mod config;
 pub mod dist;
 pub mod gadget;
+pub mod operators;
 pub mod replay;
+pub mod run;
 pub mod source;
 pub mod ycsb;
 
