@@ -3,6 +3,8 @@
 //! `spillway-store` and `spillway-engine`. Errors print as `error: ...` with exit code 1.
 
 mod engine_cmd;
+mod workload_cmd;
+mod workload_run;
 
 /// mimalloc: the engine allocates event rows on one thread (the reservoir's reader
 /// decodes chunks) and frees them on another; glibc malloc spends ~10% of an engine run
@@ -36,6 +38,11 @@ enum Command {
     Demo(engine_cmd::DemoArgs),
     /// Print the plan DAG of a query.
     Explain(engine_cmd::ExplainArgs),
+    /// Streaming state-access traces: generate, characterize, convert.
+    #[command(subcommand)]
+    Trace(workload_cmd::TraceCommand),
+    /// Render a results JSON as one self-contained HTML page with SVG plots.
+    Report(workload_cmd::ReportArgs),
     /// Run benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -54,6 +61,12 @@ enum BenchCommand {
     /// the stores side by side (RocksDB is the Flink-style baseline: a get and a put per
     /// event and per expiry), or several window lengths side by side.
     Engine(engine_cmd::EngineBenchArgs),
+    /// Run one streaming-state experiment (TOML or Gadget config) against the stores:
+    /// the operator's state accesses, replayed with HDR latencies.
+    Workload(workload_run::WorkloadArgs),
+    /// All 15 Gadget operators (Gadget's defaults) and YCSB A, D and F against the
+    /// stores, one row per (workload, store).
+    Suite(workload_run::SuiteArgs),
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +178,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(BenchCommand::Store(args)) => bench_store(args),
         Command::Bench(BenchCommand::Engine(args)) => engine_cmd::bench_engine(args),
+        Command::Bench(BenchCommand::Workload(args)) => workload_run::workload(args),
+        Command::Bench(BenchCommand::Suite(args)) => workload_run::suite(args),
+        Command::Trace(workload_cmd::TraceCommand::Gen(args)) => workload_run::gen(args),
+        Command::Trace(workload_cmd::TraceCommand::Stats(args)) => workload_cmd::stats(args),
+        Command::Trace(workload_cmd::TraceCommand::Convert(args)) => workload_cmd::convert_cmd(args),
+        Command::Report(args) => workload_cmd::report(args),
         Command::Run(args) => engine_cmd::run(args),
         Command::Demo(args) => engine_cmd::demo(args),
         Command::Explain(args) => engine_cmd::explain(args),

@@ -74,7 +74,7 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat> {
     let mut head = [0u8; 8];
     let mut f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let n = f.read(&mut head)?;
-    Ok(if n == head.len() && head == *MAGIC { TraceFormat::Binary } else { TraceFormat::GadgetText })
+    Ok(if n == head.len() && head == MAGIC { TraceFormat::Binary } else { TraceFormat::GadgetText })
 }
 
 /// Opens a trace for reading in its detected format.

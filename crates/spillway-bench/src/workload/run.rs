@@ -44,41 +44,55 @@ pub fn generate(
     let started = Instant::now();
     let mut stream = EventStream::new(exp).map_err(|e| anyhow!("event source: {e}"))?;
     let mut op = operators::build(&exp.operator_params()).map_err(|e| anyhow!("operator: {e}"))?;
-    let max_ops = exp.run.max_ops.unwrap_or(u64::MAX);
-    let mut counts = [0u64; OpKind::ALL.len()];
-    let mut ops = 0u64;
-    let mut input_events = 0u64;
-    let mut failed: Option<anyhow::Error> = None;
-    let mut last_event = 0u64;
-    {
-        let mut emit = |o: &StateOp| {
-            if failed.is_some() || ops >= max_ops {
+    struct Ctx<'a> {
+        counts: [u64; OpKind::ALL.len()],
+        ops: u64,
+        max_ops: u64,
+        failed: Option<anyhow::Error>,
+        sink: &'a mut dyn FnMut(u64, &StateOp) -> Result<()>,
+    }
+    impl Ctx<'_> {
+        fn done(&self) -> bool {
+            self.failed.is_some() || self.ops >= self.max_ops
+        }
+        fn emit(&mut self, event: u64, o: &StateOp) {
+            if self.done() {
                 return;
             }
-            counts[o.kind as usize] += 1;
-            ops += 1;
-            if let Err(e) = sink(last_event, o) {
-                failed = Some(e);
+            self.counts[o.kind as usize] += 1;
+            self.ops += 1;
+            if let Err(e) = (self.sink)(event, o) {
+                self.failed = Some(e);
             }
-        };
-        while let Some(item) = stream.try_next().map_err(|e| anyhow!("event source: {e}"))? {
-            if let StreamItem::Event(_) = item {
-                input_events += 1;
-            }
-            // Ops caused by an event carry its number; ops of a watermark carry the last.
-            last_event = input_events.saturating_sub(1);
-            op.on_item(&item, last_event, &mut emit);
-            if failed.is_some() || ops >= max_ops {
-                break;
-            }
-        }
-        if failed.is_none() && ops < max_ops {
-            op.finish(last_event, &mut emit);
         }
     }
-    if let Some(e) = failed {
+    let mut cx = Ctx {
+        counts: [0; OpKind::ALL.len()],
+        ops: 0,
+        max_ops: exp.run.max_ops.unwrap_or(u64::MAX),
+        failed: None,
+        sink,
+    };
+    let mut input_events = 0u64;
+    let mut last_event = 0u64;
+    while let Some(item) = stream.try_next().map_err(|e| anyhow!("event source: {e}"))? {
+        if let StreamItem::Event(_) = item {
+            input_events += 1;
+        }
+        // Ops caused by an event carry its number; ops of a watermark carry the last.
+        last_event = input_events.saturating_sub(1);
+        op.on_item(&item, last_event, &mut |o| cx.emit(last_event, o));
+        if cx.done() {
+            break;
+        }
+    }
+    if !cx.done() {
+        op.finish(last_event, &mut |o| cx.emit(last_event, o));
+    }
+    if let Some(e) = cx.failed.take() {
         return Err(e);
     }
+    let (ops, counts) = (cx.ops, cx.counts);
     Ok(GenReport {
         input_events,
         ops,

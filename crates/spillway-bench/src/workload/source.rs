@@ -57,7 +57,7 @@ use super::{InputEvent, StreamItem};
 pub const FINAL_WATERMARK: i64 = i64::MAX;
 
 /// Event and watermark counts of a stream (or of one of its sources).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StreamCounts {
     /// Events produced by the generators (trace rows accepted by the type filter).
     pub generated: u64,

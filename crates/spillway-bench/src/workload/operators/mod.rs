@@ -133,7 +133,7 @@ pub trait Operator: Send {
 }
 
 /// Counters of one operator.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct OperatorStats {
     /// Events received from a source the operator reads (late ones included).
     pub events: u64,

@@ -1,0 +1,216 @@
+//! `spillway trace gen`, `spillway bench workload` and `spillway bench suite`: argument
+//! parsing and printing around `spillway_bench::workload`.
+
+use std::io::{BufWriter, IsTerminal};
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use spillway_bench::report::{ReportInput, ResultRow};
+use spillway_bench::trace::gadget::GadgetTextWriter;
+use spillway_bench::trace::TraceFormat;
+use spillway_bench::units::{parse_count, parse_size};
+use spillway_bench::workload::config::Experiment;
+use spillway_bench::workload::gadget::load_experiment;
+use spillway_bench::workload::run::{
+    generate, generate_trace_file, run_experiment, run_ycsb, suite_experiment, WorkloadResult, SUITE_YCSB,
+};
+use spillway_bench::workload::ycsb::YcsbConfig;
+use spillway_bench::workload::OperatorKind;
+use spillway_store::StoreKind;
+
+/// `spillway trace gen`.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// Experiment: a TOML file or a Gadget `key=value` config file
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Output trace file
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Trace format: bin (Spillway's checksummed binary) or gadget (Gadget's text)
+    #[arg(long, default_value = "bin", value_name = "FORMAT")]
+    format: String,
+}
+
+fn load(path: &std::path::Path) -> Result<Experiment> {
+    let imported = load_experiment(path).with_context(|| format!("{}", path.display()))?;
+    for n in &imported.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(imported.experiment)
+}
+
+/// `spillway trace gen`.
+pub fn gen(a: GenArgs) -> Result<()> {
+    let exp = load(&a.config)?;
+    let format = TraceFormat::parse(&a.format)
+        .ok_or_else(|| anyhow!("--format {}: use bin or gadget", a.format))?;
+    let r = match format {
+        TraceFormat::Binary => generate_trace_file(&exp, &a.out)?,
+        TraceFormat::GadgetText => {
+            let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&a.out)?);
+            let mut w = GadgetTextWriter::new(f);
+            let r = generate(&exp, &mut |_, op| Ok(w.write(op)?))?;
+            w.finish()?;
+            r
+        }
+    };
+    eprintln!(
+        "{}: {} input events -> {} state ops ({:.2} per event) in {:.2} s ({:.2}M ops/s); ops {:?}; events generated {}, emitted {}; late beyond allowed lateness {}",
+        a.out.display(),
+        r.input_events,
+        r.ops,
+        r.ops as f64 / r.input_events.max(1) as f64,
+        r.seconds,
+        r.ops as f64 / r.seconds.max(1e-9) / 1e6,
+        r.op_counts,
+        r.stream.generated,
+        r.stream.emitted,
+        r.operator.late_dropped,
+    );
+    Ok(())
+}
+
+fn default_stores() -> Vec<StoreKind> {
+    [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks].into_iter().filter(|s| s.available()).collect()
+}
+
+fn print_rows(rows: &[ResultRow]) {
+    println!(
+        "{:<28} {:<9} {:>11} {:>8} {:>12} {:>8} {:>8} {:>9} {:>9}",
+        "workload", "store", "ops", "seconds", "ops/s", "p50 us", "p99 us", "p99.9 us", "max us"
+    );
+    for r in rows {
+        println!(
+            "{:<28} {:<9} {:>11} {:>8.2} {:>12.0} {:>8.2} {:>8.2} {:>9.2} {:>9.0}",
+            r.workload, r.store, r.ops, r.seconds, r.ops_per_sec, r.p50_us, r.p99_us, r.p999_us, r.max_us
+        );
+    }
+}
+
+fn write_json(path: &std::path::Path, results: &[WorkloadResult], title: &str) -> Result<()> {
+    let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
+    let report = ReportInput {
+        rows,
+        traces: Vec::new(),
+        title: Some(title.to_string()),
+        machine: Some(serde_json::to_value(spillway_bench::machine::MachineInfo::detect())?),
+        date: Some(spillway_bench::machine::today_utc()),
+    };
+    let mut v = serde_json::to_value(&report)?;
+    v["details"] = serde_json::to_value(results)?;
+    std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `spillway bench workload`.
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// Experiment: a TOML file or a Gadget `key=value` config file
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Stores, comma-separated [default: the experiment's `run.stores`]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    stores: Option<Vec<StoreKind>>,
+    /// Memory budget of every store
+    #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
+    memory_budget: u64,
+    /// Directory for the stores [default: the system temporary directory]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Write the results (rows and details) as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// `spillway bench workload`.
+pub fn workload(a: WorkloadArgs) -> Result<()> {
+    let exp = load(&a.config)?;
+    let stores = match a.stores {
+        Some(s) => s,
+        None => exp
+            .run
+            .stores
+            .iter()
+            .map(|s| s.parse::<StoreKind>().map_err(|e| anyhow!("run.stores: {e}")))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let name = format!("{}", exp.operator.kind.name());
+    let results = run_experiment(&name, &exp, &stores, a.memory_budget, a.dir.as_deref())?;
+    let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
+    print_rows(&rows);
+    if let Some(p) = &a.json {
+        write_json(p, &results, &format!("spillway bench workload --config {}", a.config.display()))?;
+    }
+    Ok(())
+}
+
+/// `spillway bench suite`.
+#[derive(Debug, Args)]
+pub struct SuiteArgs {
+    /// Stores, comma-separated [default: hashlog, mem and rocksdb if built in]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    stores: Option<Vec<StoreKind>>,
+    /// Input events per source of each streaming workload
+    #[arg(long, default_value = "200k", value_parser = parse_count, value_name = "N")]
+    events: u64,
+    /// Value size of the streaming workloads, bytes (Gadget's default 10)
+    #[arg(long, default_value_t = 10, value_name = "BYTES")]
+    value_bytes: u32,
+    /// YCSB record count and op count
+    #[arg(long, default_value = "200k", value_parser = parse_count, value_name = "N")]
+    ycsb_ops: u64,
+    /// Memory budget of every store
+    #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
+    memory_budget: u64,
+    /// Seed of every generator
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Directory for the stores [default: the system temporary directory]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Write the results as JSON to FILE (input of `spillway report`)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// `spillway bench suite`.
+pub fn suite(a: SuiteArgs) -> Result<()> {
+    let stores = a.stores.clone().unwrap_or_else(default_stores);
+    let total = (OperatorKind::ALL.len() + SUITE_YCSB.len()) as u64;
+    let pb = if std::io::stderr().is_terminal() { ProgressBar::new(total) } else { ProgressBar::hidden() };
+    pb.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} workloads {msg} ({elapsed})").expect("template"));
+    let mut results = Vec::new();
+    for kind in OperatorKind::ALL {
+        pb.set_message(kind.name());
+        let exp = suite_experiment(kind, a.events, a.value_bytes, a.seed)?;
+        results.extend(run_experiment(kind.name(), &exp, &stores, a.memory_budget, a.dir.as_deref())?);
+        pb.inc(1);
+    }
+    for w in SUITE_YCSB {
+        pb.set_message(format!("ycsb {}", w.name()));
+        let mut cfg = YcsbConfig::new(w);
+        cfg.record_count = a.ycsb_ops;
+        cfg.op_count = a.ycsb_ops;
+        cfg.value_size = a.value_bytes as usize;
+        cfg.seed = a.seed;
+        results.extend(run_ycsb(&cfg, &stores, a.memory_budget, a.dir.as_deref())?);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
+    print_rows(&rows);
+    if let Some(p) = &a.json {
+        write_json(
+            p,
+            &results,
+            &format!(
+                "spillway bench suite: {} events per source, {}-byte values, YCSB {} records/ops",
+                a.events, a.value_bytes, a.ycsb_ops
+            ),
+        )?;
+    }
+    Ok(())
+}
