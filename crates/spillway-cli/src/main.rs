@@ -182,7 +182,9 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Suite(args)) => workload_run::suite(args),
         Command::Trace(workload_cmd::TraceCommand::Gen(args)) => workload_run::gen(args),
         Command::Trace(workload_cmd::TraceCommand::Stats(args)) => workload_cmd::stats(args),
-        Command::Trace(workload_cmd::TraceCommand::Convert(args)) => workload_cmd::convert_cmd(args),
+        Command::Trace(workload_cmd::TraceCommand::Convert(args)) => {
+            workload_cmd::convert_cmd(args)
+        }
         Command::Report(args) => workload_cmd::report(args),
         Command::Run(args) => engine_cmd::run(args),
         Command::Demo(args) => engine_cmd::demo(args),

@@ -88,7 +88,8 @@ pub fn open_trace(path: &Path) -> Result<AnyTraceReader<BufReader<File>>> {
 /// The output format named by `to`, or implied by the file's extension.
 pub fn output_format(path: &Path, to: Option<&str>) -> Result<TraceFormat> {
     match to {
-        Some(s) => TraceFormat::parse(s).ok_or_else(|| anyhow!("unknown trace format `{s}`; use bin or gadget")),
+        Some(s) => TraceFormat::parse(s)
+            .ok_or_else(|| anyhow!("unknown trace format `{s}`; use bin or gadget")),
         None => Ok(match path.extension().and_then(|e| e.to_str()) {
             Some("log" | "txt") => TraceFormat::GadgetText,
             _ => TraceFormat::Binary,
@@ -98,13 +99,18 @@ pub fn output_format(path: &Path, to: Option<&str>) -> Result<TraceFormat> {
 
 /// `spillway trace stats`.
 pub fn stats(a: StatsArgs) -> Result<()> {
-    let mut opts = CharacterizeOptions { sequence_len: a.sequence_len, window_ops: a.window_ops, ..Default::default() };
+    let mut opts = CharacterizeOptions {
+        sequence_len: a.sequence_len,
+        window_ops: a.window_ops,
+        ..Default::default()
+    };
     if let Some(other) = &a.compare {
         let freq = spillway_bench::trace::stats::key_frequencies(open_trace(other)?)
             .with_context(|| format!("{}", other.display()))?;
         opts.reference_counts = Some(freq);
     }
-    let s = characterize(open_trace(&a.file)?, &opts).with_context(|| format!("{}", a.file.display()))?;
+    let s = characterize(open_trace(&a.file)?, &opts)
+        .with_context(|| format!("{}", a.file.display()))?;
     print!("{}", s.table());
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&s)? + "\n")
@@ -122,17 +128,32 @@ pub fn convert_cmd(a: ConvertArgs) -> Result<()> {
     }
     let input = BufReader::with_capacity(1 << 20, File::open(&a.input)?);
     let out = BufWriter::with_capacity(1 << 20, File::create(&a.output)?);
-    let n = convert(input, from, out, to).with_context(|| format!("{} -> {}", a.input.display(), a.output.display()))?;
-    eprintln!("{n} records: {} ({}) -> {} ({})", a.input.display(), from.name(), a.output.display(), to.name());
+    let n = convert(input, from, out, to)
+        .with_context(|| format!("{} -> {}", a.input.display(), a.output.display()))?;
+    eprintln!(
+        "{n} records: {} ({}) -> {} ({})",
+        a.input.display(),
+        from.name(),
+        a.output.display(),
+        to.name()
+    );
     Ok(())
 }
 
 /// `spillway report`.
 pub fn report(a: ReportArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.results).with_context(|| format!("cannot read {}", a.results.display()))?;
-    let input: ReportInput = serde_json::from_str(&text)
-        .with_context(|| format!("{}: expected a results JSON with a `rows` array", a.results.display()))?;
-    std::fs::write(&a.html, render_html(&input)).with_context(|| format!("cannot write {}", a.html.display()))?;
-    eprintln!("wrote {} ({} rows, {} traces)", a.html.display(), input.rows.len(), input.traces.len());
+    let text = std::fs::read_to_string(&a.results)
+        .with_context(|| format!("cannot read {}", a.results.display()))?;
+    let input: ReportInput = serde_json::from_str(&text).with_context(|| {
+        format!("{}: expected a results JSON with a `rows` array", a.results.display())
+    })?;
+    std::fs::write(&a.html, render_html(&input))
+        .with_context(|| format!("cannot write {}", a.html.display()))?;
+    eprintln!(
+        "wrote {} ({} rows, {} traces)",
+        a.html.display(),
+        input.rows.len(),
+        input.traces.len()
+    );
     Ok(())
 }

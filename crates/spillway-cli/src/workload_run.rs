@@ -14,7 +14,8 @@ use spillway_bench::units::{parse_count, parse_size};
 use spillway_bench::workload::config::Experiment;
 use spillway_bench::workload::gadget::load_experiment;
 use spillway_bench::workload::run::{
-    generate, generate_trace_file, run_experiment, run_ycsb, suite_experiment, WorkloadResult, SUITE_YCSB,
+    generate, generate_trace_file, run_experiment, run_ycsb, suite_experiment, WorkloadResult,
+    SUITE_YCSB,
 };
 use spillway_bench::workload::ycsb::YcsbConfig;
 use spillway_bench::workload::OperatorKind;
@@ -29,7 +30,8 @@ pub struct GenArgs {
     /// Output trace file
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
-    /// Trace format: bin (Spillway's checksummed binary) or gadget (Gadget's text)
+    /// Trace format: bin (Spillway's checksummed binary), gadget (Gadget's text), or null
+    /// (count the ops and write nothing: measures generation alone)
     #[arg(long, default_value = "bin", value_name = "FORMAT")]
     format: String,
 }
@@ -45,8 +47,22 @@ fn load(path: &std::path::Path) -> Result<Experiment> {
 /// `spillway trace gen`.
 pub fn gen(a: GenArgs) -> Result<()> {
     let exp = load(&a.config)?;
+    if a.format == "null" {
+        let r = generate(&exp, &mut |_, op| {
+            std::hint::black_box(op);
+            Ok(())
+        })?;
+        eprintln!(
+            "{} input events -> {} state ops in {:.3} s: {:.2}M ops/s generated (null sink)",
+            r.input_events,
+            r.ops,
+            r.seconds,
+            r.ops as f64 / r.seconds.max(1e-9) / 1e6
+        );
+        return Ok(());
+    }
     let format = TraceFormat::parse(&a.format)
-        .ok_or_else(|| anyhow!("--format {}: use bin or gadget", a.format))?;
+        .ok_or_else(|| anyhow!("--format {}: use bin, gadget or null", a.format))?;
     let r = match format {
         TraceFormat::Binary => generate_trace_file(&exp, &a.out)?,
         TraceFormat::GadgetText => {
@@ -74,7 +90,10 @@ pub fn gen(a: GenArgs) -> Result<()> {
 }
 
 fn default_stores() -> Vec<StoreKind> {
-    [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks].into_iter().filter(|s| s.available()).collect()
+    [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks]
+        .into_iter()
+        .filter(|s| s.available())
+        .collect()
 }
 
 fn print_rows(rows: &[ResultRow]) {
@@ -85,7 +104,15 @@ fn print_rows(rows: &[ResultRow]) {
     for r in rows {
         println!(
             "{:<28} {:<9} {:>11} {:>8.2} {:>12.0} {:>8.2} {:>8.2} {:>9.2} {:>9.0}",
-            r.workload, r.store, r.ops, r.seconds, r.ops_per_sec, r.p50_us, r.p99_us, r.p999_us, r.max_us
+            r.workload,
+            r.store,
+            r.ops,
+            r.seconds,
+            r.ops_per_sec,
+            r.p50_us,
+            r.p99_us,
+            r.p999_us,
+            r.max_us
         );
     }
 }
@@ -123,6 +150,10 @@ pub struct WorkloadArgs {
     /// Write the results (rows and details) as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also measure the harness's own cost: replay the trace against a no-op store and
+    /// against MemStore, and print the overhead as a fraction of MemStore's own time
+    #[arg(long)]
+    overhead: bool,
 }
 
 /// `spillway bench workload`.
@@ -137,12 +168,31 @@ pub fn workload(a: WorkloadArgs) -> Result<()> {
             .map(|s| s.parse::<StoreKind>().map_err(|e| anyhow!("run.stores: {e}")))
             .collect::<Result<Vec<_>>>()?,
     };
-    let name = format!("{}", exp.operator.kind.name());
+    let name = exp.operator.kind.name().to_string();
     let results = run_experiment(&name, &exp, &stores, a.memory_budget, a.dir.as_deref())?;
     let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
     print_rows(&rows);
     if let Some(p) = &a.json {
-        write_json(p, &results, &format!("spillway bench workload --config {}", a.config.display()))?;
+        write_json(
+            p,
+            &results,
+            &format!("spillway bench workload --config {}", a.config.display()),
+        )?;
+    }
+    if a.overhead {
+        let o = spillway_bench::workload::run::replay_overhead(
+            &exp,
+            a.memory_budget,
+            a.dir.as_deref(),
+        )?;
+        println!(
+            "replay overhead: {} ops; no-op store {:.3} s, MemStore {:.3} s; MemStore's own time {:.3} s; harness overhead = {:.1}% of it",
+            o.ops,
+            o.null_seconds,
+            o.mem_seconds,
+            o.mem_seconds - o.null_seconds,
+            100.0 * o.null_seconds / (o.mem_seconds - o.null_seconds).max(1e-9)
+        );
     }
     Ok(())
 }
@@ -180,13 +230,26 @@ pub struct SuiteArgs {
 pub fn suite(a: SuiteArgs) -> Result<()> {
     let stores = a.stores.clone().unwrap_or_else(default_stores);
     let total = (OperatorKind::ALL.len() + SUITE_YCSB.len()) as u64;
-    let pb = if std::io::stderr().is_terminal() { ProgressBar::new(total) } else { ProgressBar::hidden() };
-    pb.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} workloads {msg} ({elapsed})").expect("template"));
+    let pb = if std::io::stderr().is_terminal() {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} workloads {msg} ({elapsed})")
+            .expect("template"),
+    );
     let mut results = Vec::new();
     for kind in OperatorKind::ALL {
         pb.set_message(kind.name());
         let exp = suite_experiment(kind, a.events, a.value_bytes, a.seed)?;
-        results.extend(run_experiment(kind.name(), &exp, &stores, a.memory_budget, a.dir.as_deref())?);
+        results.extend(run_experiment(
+            kind.name(),
+            &exp,
+            &stores,
+            a.memory_budget,
+            a.dir.as_deref(),
+        )?);
         pb.inc(1);
     }
     for w in SUITE_YCSB {

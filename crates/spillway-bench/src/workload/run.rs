@@ -195,7 +195,10 @@ pub fn run_experiment(
         let mut store = kind.open(opts).with_context(|| format!("opening {}", kind.name()))?;
         let (report, generated) = match &trace {
             Some(p) => {
-                let r = TraceReader::new(std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(p)?))?;
+                let r = TraceReader::new(std::io::BufReader::with_capacity(
+                    1 << 20,
+                    std::fs::File::open(p)?,
+                ))?;
                 let ops = r.map(|rec| rec.map(|rec| (rec.input_event, rec.op)));
                 (replay::replay(store.as_mut(), ops, &cfg)?, None)
             }
@@ -232,7 +235,8 @@ pub fn run_ycsb(
         }
         drop(rp);
         let run = cfg.run_ops().map_err(|e| anyhow!("{e}"))?;
-        let report = replay::replay(store.as_mut(), replay::infallible(run), &ReplayConfig::default())?;
+        let report =
+            replay::replay(store.as_mut(), replay::infallible(run), &ReplayConfig::default())?;
         drop(store);
         let _ = std::fs::remove_dir_all(&sdir);
         out.push(WorkloadResult {
@@ -247,7 +251,12 @@ pub fn run_ycsb(
 /// The suite's experiment for one operator: Gadget's defaults (zipf s=1 over 1M keys,
 /// exponential gaps lambda=10, window 5, slide 1, 10-byte keys and values), `events`
 /// events per source, values of `value_bytes`.
-pub fn suite_experiment(kind: OperatorKind, events: u64, value_bytes: u32, seed: u64) -> Result<Experiment> {
+pub fn suite_experiment(
+    kind: OperatorKind,
+    events: u64,
+    value_bytes: u32,
+    seed: u64,
+) -> Result<Experiment> {
     let text = format!(
         "seed = {seed}\n[operator]\ntype = \"{}\"\n[run]\nmode = \"offline\"\n",
         kind.name()
@@ -265,3 +274,44 @@ pub fn suite_experiment(kind: OperatorKind, events: u64, value_bytes: u32, seed:
 
 /// The YCSB workloads of the suite.
 pub const SUITE_YCSB: [Workload; 3] = [Workload::A, Workload::D, Workload::F];
+
+/// The harness's own cost on one workload (see [`replay_overhead`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Overhead {
+    /// Ops replayed.
+    pub ops: u64,
+    /// Seconds to read the trace and replay it against a no-op store.
+    pub null_seconds: f64,
+    /// Seconds to read the trace and replay it against MemStore.
+    pub mem_seconds: f64,
+}
+
+/// Generates `exp` into a trace, then times reading + replaying it against a no-op
+/// store and against MemStore (same loop, same trace, both from the page cache): the
+/// first is the harness's overhead, the difference MemStore's own time.
+pub fn replay_overhead(
+    exp: &Experiment,
+    memory_budget: u64,
+    dir: Option<&Path>,
+) -> Result<Overhead> {
+    let work = store_dir(dir)?;
+    let p = work.path().join("workload.trace");
+    generate_trace_file(exp, &p)?;
+    let open = || -> Result<_> {
+        let r =
+            TraceReader::new(std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&p)?))?;
+        Ok(r.map(|rec| rec.map(|rec| (rec.input_event, rec.op))))
+    };
+    let cfg = ReplayConfig::default();
+    // Warm the page cache and the allocator once.
+    let _ = replay::replay_null(open()?, &cfg)?;
+    let t = Instant::now();
+    let null = replay::replay_null(open()?, &cfg)?;
+    let null_seconds = t.elapsed().as_secs_f64();
+    let opts = replay::store_options(work.path().join("mem")).memory_budget(memory_budget);
+    let mut store = StoreKind::Mem.open(opts)?;
+    let t = Instant::now();
+    let _ = replay::replay(store.as_mut(), open()?, &cfg)?;
+    let mem_seconds = t.elapsed().as_secs_f64();
+    Ok(Overhead { ops: null.ops, null_seconds, mem_seconds })
+}

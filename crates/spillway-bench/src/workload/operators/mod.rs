@@ -359,14 +359,16 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Deterministic value bytes: `len` bytes of a splitmix64 stream seeded with `seed`.
+/// Deterministic value bytes: `len` lowercase letters from a splitmix64 stream seeded
+/// with `seed` (printable, so Gadget's text format holds them unescaped; not all one
+/// byte, so stores that compress do not get a free ride).
 pub fn filler(len: usize, seed: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(len);
     let mut h = seed;
     while v.len() < len {
         h = splitmix64(h);
         let take = (len - v.len()).min(8);
-        v.extend_from_slice(&h.to_le_bytes()[..take]);
+        v.extend(h.to_le_bytes()[..take].iter().map(|b| b'a' + b % 26));
     }
     v
 }
