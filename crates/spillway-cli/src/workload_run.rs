@@ -7,15 +7,15 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use spillway_bench::report::{ReportInput, ResultRow};
+use spillway_bench::report::{ReportInput, ResultRow, TraceSeries};
 use spillway_bench::trace::gadget::GadgetTextWriter;
 use spillway_bench::trace::TraceFormat;
 use spillway_bench::units::{parse_count, parse_size};
 use spillway_bench::workload::config::Experiment;
 use spillway_bench::workload::gadget::load_experiment;
 use spillway_bench::workload::run::{
-    generate, generate_trace_file, run_experiment, run_ycsb, suite_experiment, WorkloadResult,
-    SUITE_YCSB,
+    generate, generate_trace_file, run_experiment_with_series, run_ycsb, suite_experiment,
+    WorkloadResult, SUITE_YCSB,
 };
 use spillway_bench::workload::ycsb::YcsbConfig;
 use spillway_bench::workload::OperatorKind;
@@ -117,11 +117,16 @@ fn print_rows(rows: &[ResultRow]) {
     }
 }
 
-fn write_json(path: &std::path::Path, results: &[WorkloadResult], title: &str) -> Result<()> {
+fn write_json(
+    path: &std::path::Path,
+    results: &[WorkloadResult],
+    traces: Vec<TraceSeries>,
+    title: &str,
+) -> Result<()> {
     let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
     let report = ReportInput {
         rows,
-        traces: Vec::new(),
+        traces,
         title: Some(title.to_string()),
         machine: Some(serde_json::to_value(spillway_bench::machine::MachineInfo::detect())?),
         date: Some(spillway_bench::machine::today_utc()),
@@ -169,13 +174,21 @@ pub fn workload(a: WorkloadArgs) -> Result<()> {
             .collect::<Result<Vec<_>>>()?,
     };
     let name = exp.operator.kind.name().to_string();
-    let results = run_experiment(&name, &exp, &stores, a.memory_budget, a.dir.as_deref())?;
+    let (results, series) = run_experiment_with_series(
+        &name,
+        &exp,
+        &stores,
+        a.memory_budget,
+        a.dir.as_deref(),
+        a.json.is_some(),
+    )?;
     let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
     print_rows(&rows);
     if let Some(p) = &a.json {
         write_json(
             p,
             &results,
+            series.into_iter().collect(),
             &format!("spillway bench workload --config {}", a.config.display()),
         )?;
     }
@@ -240,16 +253,20 @@ pub fn suite(a: SuiteArgs) -> Result<()> {
             .expect("template"),
     );
     let mut results = Vec::new();
+    let mut traces = Vec::new();
     for kind in OperatorKind::ALL {
         pb.set_message(kind.name());
         let exp = suite_experiment(kind, a.events, a.value_bytes, a.seed)?;
-        results.extend(run_experiment(
+        let (r, series) = run_experiment_with_series(
             kind.name(),
             &exp,
             &stores,
             a.memory_budget,
             a.dir.as_deref(),
-        )?);
+            a.json.is_some(),
+        )?;
+        results.extend(r);
+        traces.extend(series);
         pb.inc(1);
     }
     for w in SUITE_YCSB {
@@ -269,6 +286,7 @@ pub fn suite(a: SuiteArgs) -> Result<()> {
         write_json(
             p,
             &results,
+            traces,
             &format!(
                 "spillway bench suite: {} events per source, {}-byte values, YCSB {} records/ops",
                 a.events, a.value_bytes, a.ycsb_ops

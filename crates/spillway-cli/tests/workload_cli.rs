@@ -191,4 +191,7 @@ fn workload_suite_and_report() {
     spillway(&["report", s(&sj), "--html", s(&html)]);
     let page = std::fs::read_to_string(html).unwrap();
     assert!(page.contains("<svg") && page.contains("session.holistic") && page.contains("ycsb-f"));
+    // Stack-distance and working-set plots of the 15 streaming workloads.
+    assert_eq!(v["traces"].as_array().unwrap().len(), 15);
+    assert!(page.contains("Stack-distance") && page.contains("Working set"), "plots missing");
 }

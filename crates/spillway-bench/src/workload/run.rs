@@ -15,8 +15,9 @@ use super::replay::{self, Pace, ReplayConfig, ReplayReport, Replayer};
 use super::source::{EventStream, StreamCounts};
 use super::ycsb::{Workload, YcsbConfig};
 use super::{OpKind, OperatorKind, StateOp, StreamItem};
-use crate::report::ResultRow;
+use crate::report::{ResultRow, TraceSeries};
 use crate::trace::binary::{TraceReader, TraceWriter, TraceWriterOptions};
+use crate::trace::stats::{characterize, CharacterizeOptions, TraceStats};
 
 /// What generating a workload produced.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -132,6 +133,29 @@ pub struct WorkloadResult {
     pub generated: Option<GenReport>,
 }
 
+/// Characterizes a binary trace file for the report's plots: its stack-distance
+/// histogram (power-of-two buckets) and working set over time (distinct keys per
+/// 10,000 ops). Key-sequence uniqueness is skipped (the costly part).
+pub fn trace_series(name: &str, path: &Path) -> Result<(TraceSeries, TraceStats)> {
+    let r =
+        TraceReader::new(std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?))?;
+    let opts = CharacterizeOptions { sequence_len: 0, ..CharacterizeOptions::default() };
+    let stats = characterize(r, &opts)?;
+    let w = stats.working_set.window_ops;
+    let series = TraceSeries {
+        workload: name.to_string(),
+        stack_distance: stats.stack_distance.iter().map(|b| (b.max, b.count)).collect(),
+        working_set: stats
+            .working_set
+            .series
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| ((i as u64 + 1) * w, k))
+            .collect(),
+    };
+    Ok((series, stats))
+}
+
 impl WorkloadResult {
     /// The report row of this result.
     pub fn row(&self) -> ResultRow {
@@ -178,13 +202,30 @@ pub fn run_experiment(
     memory_budget: u64,
     dir: Option<&Path>,
 ) -> Result<Vec<WorkloadResult>> {
+    Ok(run_experiment_with_series(name, exp, stores, memory_budget, dir, false)?.0)
+}
+
+/// [`run_experiment`], and with `characterize` (offline mode only) also the trace's
+/// plot series.
+pub fn run_experiment_with_series(
+    name: &str,
+    exp: &Experiment,
+    stores: &[StoreKind],
+    memory_budget: u64,
+    dir: Option<&Path>,
+    characterize: bool,
+) -> Result<(Vec<WorkloadResult>, Option<TraceSeries>)> {
     let cfg = replay_config(exp);
     let mut out = Vec::new();
+    let mut series = None;
     let work = store_dir(dir)?;
     let trace: Option<PathBuf> = match exp.run.mode {
         Mode::Offline => {
             let p = work.path().join("workload.trace");
             generate_trace_file(exp, &p).with_context(|| format!("generating {name}"))?;
+            if characterize {
+                series = Some(trace_series(name, &p)?.0);
+            }
             Some(p)
         }
         Mode::Online => None,
@@ -212,7 +253,7 @@ pub fn run_experiment(
         let _ = std::fs::remove_dir_all(&sdir);
         out.push(WorkloadResult { workload: name.to_string(), replay: report, generated });
     }
-    Ok(out)
+    Ok((out, series))
 }
 
 /// Runs a YCSB workload (load phase unmeasured, then the run phase) against each store.
