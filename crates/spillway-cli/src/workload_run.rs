@@ -140,9 +140,13 @@ fn write_json(
 /// `spillway bench workload`.
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
-    /// Experiment: a TOML file or a Gadget `key=value` config file
-    #[arg(long, value_name = "FILE")]
-    config: PathBuf,
+    /// Experiment: a TOML file or a Gadget `key=value` config file. Give it several
+    /// times to run several operators at once, each on its own thread
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
+    /// With several --config: all operators share one store (default: one store each)
+    #[arg(long)]
+    shared: bool,
     /// Stores, comma-separated [default: the experiment's `run.stores`]
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     stores: Option<Vec<StoreKind>>,
@@ -163,7 +167,11 @@ pub struct WorkloadArgs {
 
 /// `spillway bench workload`.
 pub fn workload(a: WorkloadArgs) -> Result<()> {
-    let exp = load(&a.config)?;
+    if a.config.len() > 1 {
+        return concurrent(a);
+    }
+    let config = a.config[0].clone();
+    let exp = load(&config)?;
     let stores = match a.stores {
         Some(s) => s,
         None => exp
@@ -189,7 +197,7 @@ pub fn workload(a: WorkloadArgs) -> Result<()> {
             p,
             &results,
             series.into_iter().collect(),
-            &format!("spillway bench workload --config {}", a.config.display()),
+            &format!("spillway bench workload --config {}", config.display()),
         )?;
     }
     if a.overhead {
@@ -206,6 +214,32 @@ pub fn workload(a: WorkloadArgs) -> Result<()> {
             o.mem_seconds - o.null_seconds,
             100.0 * o.null_seconds / (o.mem_seconds - o.null_seconds).max(1e-9)
         );
+    }
+    Ok(())
+}
+
+/// `spillway bench workload` with several experiments at once.
+fn concurrent(a: WorkloadArgs) -> Result<()> {
+    let mut exps = Vec::new();
+    for c in &a.config {
+        let e = load(c)?;
+        exps.push((format!("{} ({})", e.operator.kind.name(), c.display()), e));
+    }
+    let stores = a.stores.clone().unwrap_or_else(|| vec![StoreKind::HashLog]);
+    let mut results = Vec::new();
+    for kind in stores {
+        results.extend(spillway_bench::workload::run::run_concurrent(
+            &exps,
+            kind,
+            a.memory_budget,
+            a.dir.as_deref(),
+            a.shared,
+        )?);
+    }
+    let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
+    print_rows(&rows);
+    if let Some(p) = &a.json {
+        write_json(p, &results, Vec::new(), "spillway bench workload (concurrent operators)")?;
     }
     Ok(())
 }

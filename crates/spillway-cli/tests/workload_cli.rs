@@ -195,3 +195,35 @@ fn workload_suite_and_report() {
     assert_eq!(v["traces"].as_array().unwrap().len(), 15);
     assert!(page.contains("Stack-distance") && page.contains("Working set"), "plots missing");
 }
+
+#[test]
+fn several_operators_at_once_own_or_shared_store() {
+    let d = tempfile::tempdir().unwrap();
+    let a = d.path().join("a.toml");
+    let b = d.path().join("b.toml");
+    std::fs::write(&a, EXP).unwrap();
+    std::fs::write(&b, EXP.replace("tumbling.keyed.holistic", "continuous.aggregation")).unwrap();
+    for shared in [false, true] {
+        let mut args = vec![
+            "bench",
+            "workload",
+            "--config",
+            s(&a),
+            "--config",
+            s(&b),
+            "--stores",
+            "mem,hashlog",
+        ];
+        if shared {
+            args.push("--shared");
+        }
+        let (out, _) = spillway(&args);
+        let rows: Vec<&str> = out.lines().skip(1).collect();
+        assert_eq!(rows.len(), 4, "{out}");
+        assert!(
+            out.contains("continuous.aggregation") && out.contains("tumbling.keyed.holistic"),
+            "{out}"
+        );
+        assert_eq!(out.contains("shared store"), shared, "{out}");
+    }
+}

@@ -356,3 +356,57 @@ pub fn replay_overhead(
     let mem_seconds = t.elapsed().as_secs_f64();
     Ok(Overhead { ops: null.ops, null_seconds, mem_seconds })
 }
+
+/// Runs several experiments at once, each operator on its own thread: with `shared`
+/// false each gets its own store of `kind` (shared nothing, the dataflow model); with
+/// `shared` true all take turns on one store behind a lock (to model a shared store,
+/// not for speed). Each experiment is generated into a trace first, so generation is
+/// not measured.
+pub fn run_concurrent(
+    exps: &[(String, Experiment)],
+    kind: StoreKind,
+    memory_budget: u64,
+    dir: Option<&Path>,
+    shared: bool,
+) -> Result<Vec<WorkloadResult>> {
+    let work = store_dir(dir)?;
+    let mut traces = Vec::new();
+    for (i, (name, exp)) in exps.iter().enumerate() {
+        let p = work.path().join(format!("workload-{i}.trace"));
+        generate_trace_file(exp, &p).with_context(|| format!("generating {name}"))?;
+        traces.push(p);
+    }
+    let stream = |p: &Path| -> Result<replay::OpStream<'static>> {
+        let r =
+            TraceReader::new(std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(p)?))?;
+        Ok(Box::new(r.map(|rec| rec.map(|rec| (rec.input_event, rec.op)).map_err(Into::into))))
+    };
+    let cfg = exps.first().map(|(_, e)| replay_config(e)).unwrap_or_default();
+    let reports = if shared {
+        let opts = replay::store_options(work.path().join("shared")).memory_budget(memory_budget);
+        let mut store = kind.open(opts)?;
+        let streams = traces.iter().map(|p| stream(p)).collect::<Result<Vec<_>>>()?;
+        replay::replay_shared(streams, store.as_mut(), &cfg)?
+    } else {
+        let mut stores = Vec::new();
+        for i in 0..traces.len() {
+            let opts = replay::store_options(work.path().join(format!("store-{i}")))
+                .memory_budget(memory_budget);
+            stores.push(kind.open(opts)?);
+        }
+        let mut jobs = Vec::new();
+        for (p, s) in traces.iter().zip(stores.iter_mut()) {
+            jobs.push(replay::ReplayJob { ops: stream(p)?, store: s.as_mut() });
+        }
+        replay::replay_parallel(jobs, &cfg)?
+    };
+    Ok(exps
+        .iter()
+        .zip(reports)
+        .map(|((name, _), replay)| WorkloadResult {
+            workload: format!("{name}{}", if shared { " (shared store)" } else { "" }),
+            replay,
+            generated: None,
+        })
+        .collect())
+}
