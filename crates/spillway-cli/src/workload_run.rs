@@ -15,9 +15,13 @@ use spillway_bench::workload::config::Experiment;
 use spillway_bench::workload::gadget::load_experiment;
 use spillway_bench::workload::run::{
     generate, generate_trace_file, run_experiment_with_series, run_ycsb, suite_experiment,
-    WorkloadResult, SUITE_YCSB,
+    WorkloadResult,
 };
-use spillway_bench::workload::ycsb::YcsbConfig;
+use spillway_bench::workload::ycsb::{Workload, YcsbConfig};
+
+fn parse_ycsb(s: &str) -> Result<Workload, String> {
+    Workload::parse(s).ok_or_else(|| format!("unknown YCSB workload `{s}`; use a, b, c, d, e or f"))
+}
 use spillway_bench::workload::OperatorKind;
 use spillway_store::StoreKind;
 
@@ -259,6 +263,9 @@ pub struct SuiteArgs {
     /// YCSB record count and op count
     #[arg(long, default_value = "200k", value_parser = parse_count, value_name = "N")]
     ycsb_ops: u64,
+    /// YCSB core workloads to include, comma-separated letters (a-f)
+    #[arg(long, default_value = "a,d,f", value_delimiter = ',', value_parser = parse_ycsb, value_name = "LIST")]
+    ycsb: Vec<Workload>,
     /// Memory budget of every store
     #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
     memory_budget: u64,
@@ -276,7 +283,7 @@ pub struct SuiteArgs {
 /// `spillway bench suite`.
 pub fn suite(a: SuiteArgs) -> Result<()> {
     let stores = a.stores.clone().unwrap_or_else(default_stores);
-    let total = (OperatorKind::ALL.len() + SUITE_YCSB.len()) as u64;
+    let total = (OperatorKind::ALL.len() + a.ycsb.len()) as u64;
     let pb = if std::io::stderr().is_terminal() {
         ProgressBar::new(total)
     } else {
@@ -303,7 +310,7 @@ pub fn suite(a: SuiteArgs) -> Result<()> {
         traces.extend(series);
         pb.inc(1);
     }
-    for w in SUITE_YCSB {
+    for &w in &a.ycsb {
         pb.set_message(format!("ycsb {}", w.name()));
         let mut cfg = YcsbConfig::new(w);
         cfg.record_count = a.ycsb_ops;

@@ -194,6 +194,23 @@ fn workload_suite_and_report() {
     // Stack-distance and working-set plots of the 15 streaming workloads.
     assert_eq!(v["traces"].as_array().unwrap().len(), 15);
     assert!(page.contains("Stack-distance") && page.contains("Working set"), "plots missing");
+
+    // Any YCSB letters, in the same run as streaming workloads.
+    let (out, _) = spillway(&[
+        "bench",
+        "suite",
+        "--stores",
+        "mem",
+        "--events",
+        "500",
+        "--ycsb-ops",
+        "500",
+        "--ycsb",
+        "b,c,e",
+    ]);
+    for w in ["ycsb-b", "ycsb-c", "ycsb-e"] {
+        assert!(out.contains(w), "{out}");
+    }
 }
 
 #[test]

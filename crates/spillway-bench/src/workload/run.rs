@@ -13,7 +13,7 @@ use super::config::{Experiment, Mode};
 use super::operators::{self, OperatorStats};
 use super::replay::{self, Pace, ReplayConfig, ReplayReport, Replayer};
 use super::source::{EventStream, StreamCounts};
-use super::ycsb::{Workload, YcsbConfig};
+use super::ycsb::YcsbConfig;
 use super::{OpKind, OperatorKind, StateOp, StreamItem};
 use crate::report::{ResultRow, TraceSeries};
 use crate::trace::binary::{TraceReader, TraceWriter, TraceWriterOptions};
@@ -312,9 +312,6 @@ pub fn suite_experiment(
     exp.validate().map_err(|e| anyhow!("{e}"))?;
     Ok(exp)
 }
-
-/// The YCSB workloads of the suite.
-pub const SUITE_YCSB: [Workload; 3] = [Workload::A, Workload::D, Workload::F];
 
 /// The harness's own cost on one workload (see [`replay_overhead`]).
 #[derive(Clone, Debug, serde::Serialize)]
