@@ -99,31 +99,43 @@ impl Value {
     pub fn encode_key(&self, out: &mut Vec<u8>) {
         match self {
             Value::Null => out.push(0),
-            Value::Int(i) => {
-                out.push(1);
-                out.extend_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes());
-            }
-            Value::Float(f) => {
-                out.push(2);
-                let bits = if f.is_nan() { f64::NAN.to_bits() } else { (f + 0.0).to_bits() };
-                out.extend_from_slice(&bits.to_be_bytes());
-            }
-            Value::Str(s) => {
-                out.push(3);
-                for &b in s.as_bytes() {
-                    out.push(b);
-                    if b == 0 {
-                        out.push(0xFF);
-                    }
-                }
-                out.extend_from_slice(&[0, 1]);
-            }
-            Value::Bool(b) => {
-                out.push(4);
-                out.push(u8::from(*b));
-            }
+            Value::Int(i) => encode_int_key(*i, out),
+            Value::Float(f) => encode_float_key(*f, out),
+            Value::Str(s) => encode_str_key(s, out),
+            Value::Bool(b) => encode_bool_key(*b, out),
         }
     }
+}
+
+/// [`Value::encode_key`] of an int (also used for scalars that are not in a `Value`).
+pub(crate) fn encode_int_key(i: i64, out: &mut Vec<u8>) {
+    out.push(1);
+    out.extend_from_slice(&((i as u64) ^ (1 << 63)).to_be_bytes());
+}
+
+/// [`Value::encode_key`] of a float: `-0` folds to `+0`, every NaN to one NaN.
+pub(crate) fn encode_float_key(f: f64, out: &mut Vec<u8>) {
+    out.push(2);
+    let bits = if f.is_nan() { f64::NAN.to_bits() } else { (f + 0.0).to_bits() };
+    out.extend_from_slice(&bits.to_be_bytes());
+}
+
+/// [`Value::encode_key`] of a string.
+pub(crate) fn encode_str_key(s: &str, out: &mut Vec<u8>) {
+    out.push(3);
+    for &b in s.as_bytes() {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0, 1]);
+}
+
+/// [`Value::encode_key`] of a bool.
+pub(crate) fn encode_bool_key(b: bool, out: &mut Vec<u8>) {
+    out.push(4);
+    out.push(u8::from(b));
 }
 
 impl fmt::Display for Value {

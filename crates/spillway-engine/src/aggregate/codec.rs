@@ -5,7 +5,7 @@
 //! Nothing here allocates except when a caller hands a `Vec` that must grow.
 
 use super::AggStateError;
-use crate::value::{DataType, EventKey, Value};
+use crate::value::{self, DataType, EventKey, Value};
 use std::cmp::Ordering;
 
 /// A bounds-checked cursor over one state value. Every read names the aggregate it serves so
@@ -381,28 +381,9 @@ impl<'a> EntryList<'a> {
 /// bytes: floats fold `-0` to `+0` and every NaN to one NaN), without building a `Value`.
 pub(crate) fn put_scalar_key(out: &mut Vec<u8>, v: Scalar<'_>) {
     match v {
-        Scalar::Int(i) => {
-            out.push(1);
-            out.extend_from_slice(&((i as u64) ^ (1 << 63)).to_be_bytes());
-        }
-        Scalar::Float(f) => {
-            out.push(2);
-            let bits = if f.is_nan() { f64::NAN.to_bits() } else { (f + 0.0).to_bits() };
-            out.extend_from_slice(&bits.to_be_bytes());
-        }
-        Scalar::Str(s) => {
-            out.push(3);
-            for &b in s.as_bytes() {
-                out.push(b);
-                if b == 0 {
-                    out.push(0xFF);
-                }
-            }
-            out.extend_from_slice(&[0, 1]);
-        }
-        Scalar::Bool(b) => {
-            out.push(4);
-            out.push(u8::from(b));
-        }
+        Scalar::Int(i) => value::encode_int_key(i, out),
+        Scalar::Float(f) => value::encode_float_key(f, out),
+        Scalar::Str(s) => value::encode_str_key(s, out),
+        Scalar::Bool(b) => value::encode_bool_key(b, out),
     }
 }
