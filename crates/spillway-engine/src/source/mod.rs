@@ -475,6 +475,37 @@ struct DeadRecord<'a> {
     raw: std::borrow::Cow<'a, str>,
 }
 
+/// Reopens an output file at a checkpoint: truncates it to the `len` bytes the
+/// checkpoint covered (an error if it is shorter: data the checkpoint relies on is gone)
+/// and leaves it positioned at the end for appending. `what` goes into that error
+/// ("the checkpoint covers N bytes{what} ..."). Returns the file's label and the file.
+pub(crate) fn reopen_truncated(
+    path: &Path,
+    len: u64,
+    what: &str,
+) -> Result<(String, File), SourceError> {
+    let label = path.display().to_string();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(len == 0)
+        .truncate(false)
+        .open(path)
+        .map_err(io_err(&label, "open"))?;
+    let have = file.metadata().map_err(io_err(&label, "stat"))?.len();
+    if have < len {
+        return Err(SourceError::Resume {
+            file: label,
+            message: format!(
+                "the checkpoint covers {len} bytes{what} but the file has only {have}"
+            ),
+        });
+    }
+    file.set_len(len).map_err(io_err(&label, "truncate"))?;
+    file.seek(SeekFrom::Start(len)).map_err(io_err(&label, "seek"))?;
+    Ok((label, file))
+}
+
 impl DeadLetter {
     fn create(path: &Path) -> Result<DeadLetter, SourceError> {
         let label = path.display().to_string();
@@ -483,26 +514,7 @@ impl DeadLetter {
     }
 
     fn resume(path: &Path, len: u64) -> Result<DeadLetter, SourceError> {
-        let label = path.display().to_string();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(len == 0)
-            .truncate(false)
-            .open(path)
-            .map_err(io_err(&label, "open the dead-letter file"))?;
-        let have = file.metadata().map_err(io_err(&label, "stat"))?.len();
-        if have < len {
-            return Err(SourceError::Resume {
-                file: label,
-                message: format!(
-                    "the checkpoint covers {len} bytes of dead letters but the file has only \
-                     {have}"
-                ),
-            });
-        }
-        file.set_len(len).map_err(io_err(&label, "truncate"))?;
-        file.seek(SeekFrom::Start(len)).map_err(io_err(&label, "seek"))?;
+        let (label, file) = reopen_truncated(path, len, " of dead letters")?;
         Ok(DeadLetter { label, out: BufWriter::new(file), bytes: len, scratch: Vec::new() })
     }
 

@@ -7,8 +7,8 @@
 //! JSON Lines: one object per row with the columns in order, NULL as `null`, floats as
 //! JSON numbers (non-finite ones as `null`), strings escaped.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use super::{io_err, SourceError};
@@ -117,23 +117,7 @@ impl Sink {
     /// [`Sink::sync`] returned at the checkpoint) and appends. Errors if the file is
     /// shorter than `len`. A CSV file truncated to 0 bytes gets its header again.
     pub fn resume(path: &Path, columns: &[String], len: u64) -> Result<Sink, SourceError> {
-        let label = path.display().to_string();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(len == 0)
-            .truncate(false)
-            .open(path)
-            .map_err(io_err(&label, "open"))?;
-        let have = file.metadata().map_err(io_err(&label, "stat"))?.len();
-        if have < len {
-            return Err(SourceError::Resume {
-                file: label,
-                message: format!("the checkpoint covers {len} bytes but the file has only {have}"),
-            });
-        }
-        file.set_len(len).map_err(io_err(&label, "truncate"))?;
-        file.seek(SeekFrom::Start(len)).map_err(io_err(&label, "seek"))?;
+        let (label, file) = super::reopen_truncated(path, len, "")?;
         let out = Out::File(BufWriter::with_capacity(64 * 1024, file));
         let mut sink = Sink::new(label, out, SinkFormat::of_path(path), columns);
         sink.bytes = len;
