@@ -80,6 +80,23 @@ struct Cursor {
     exits: Vec<usize>,
 }
 
+impl Cursor {
+    /// The cursor passes `x`: it enters the windows this boundary opens and leaves the
+    /// ones it closes, and is remembered for late events' results when lateness is on.
+    fn pass(&mut self, state: &mut StateSide, plan: &Plan, x: &Event, frontier: i64) -> Result<()> {
+        for &w in &self.enters {
+            state.apply(plan, w, x, Action::Enter, frontier)?;
+        }
+        for &w in &self.exits {
+            state.apply(plan, w, x, Action::Exit, frontier)?;
+        }
+        if state.lateness > 0 {
+            self.recent.push_back(x.clone());
+        }
+        Ok(())
+    }
+}
+
 /// Serializable runtime position (part of a checkpoint).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RuntimeSnapshot {
@@ -229,7 +246,6 @@ impl StateSide {
 /// The runtime of one query.
 pub struct Runtime {
     plan: Plan,
-    lateness: i64,
     frontier: Option<i64>,
     buffer: VecDeque<Event>,
     cursors: Vec<Cursor>,
@@ -293,7 +309,6 @@ impl Runtime {
         };
         Ok(Runtime {
             plan,
-            lateness: allowed_lateness,
             frontier,
             buffer,
             cursors,
@@ -392,7 +407,7 @@ impl Runtime {
         let t = event.time;
         let frontier = match self.frontier {
             Some(f) if t < f => {
-                if t < f.saturating_sub(self.lateness) {
+                if t < f.saturating_sub(self.state.lateness) {
                     self.counters.too_late += 1;
                     return Ok(Outcome::TooLate(event));
                 }
@@ -430,21 +445,12 @@ impl Runtime {
         for c in &mut self.cursors {
             if c.buf_pos > pos {
                 c.buf_pos += 1;
-                let x = &self.buffer[pos];
-                for &w in &c.enters {
-                    self.state.apply(&self.plan, w, x, Action::Enter, frontier)?;
-                }
-                for &w in &c.exits {
-                    self.state.apply(&self.plan, w, x, Action::Exit, frontier)?;
-                }
-                if self.lateness > 0 {
-                    c.recent.push_back(x.clone());
-                }
+                c.pass(&mut self.state, &self.plan, &self.buffer[pos], frontier)?;
             }
         }
 
         // (c) events the frontier has left more than the lateness behind are final.
-        let settled = frontier.saturating_sub(self.lateness);
+        let settled = frontier.saturating_sub(self.state.lateness);
         while self.buffer.front().is_some_and(|e| e.time < settled) {
             let Some(e) = self.buffer.pop_front() else { break };
             self.reservoir.append(&e)?;
@@ -467,37 +473,21 @@ impl Runtime {
                     if !c.boundary.passed(x.time, frontier) {
                         break;
                     }
-                    for &w in &c.enters {
-                        self.state.apply(&self.plan, w, x, Action::Enter, frontier)?;
-                    }
-                    for &w in &c.exits {
-                        self.state.apply(&self.plan, w, x, Action::Exit, frontier)?;
-                    }
-                    if self.lateness > 0 {
-                        c.recent.push_back(x.clone());
-                    }
+                    c.pass(&mut self.state, &self.plan, x, frontier)?;
                     self.reservoir.advance(c.res);
                 } else {
                     let Some(x) = self.buffer.get(c.buf_pos) else { break };
                     if !c.boundary.passed(x.time, frontier) {
                         break;
                     }
-                    for &w in &c.enters {
-                        self.state.apply(&self.plan, w, x, Action::Enter, frontier)?;
-                    }
-                    for &w in &c.exits {
-                        self.state.apply(&self.plan, w, x, Action::Exit, frontier)?;
-                    }
-                    if self.lateness > 0 {
-                        c.recent.push_back(x.clone());
-                    }
+                    c.pass(&mut self.state, &self.plan, x, frontier)?;
                     c.buf_pos += 1;
                 }
             }
-            if self.lateness > 0 {
+            if self.state.lateness > 0 {
                 let keep_from = frontier
                     .saturating_sub(c.boundary.offset)
-                    .saturating_sub(self.lateness)
+                    .saturating_sub(self.state.lateness)
                     .saturating_sub(1);
                 while c.recent.front().is_some_and(|e| e.time < keep_from) {
                     c.recent.pop_front();
@@ -549,7 +539,7 @@ impl Runtime {
             let enter = self.plan.boundaries[window.enter];
             let exit = self.plan.boundaries[window.exit];
             let horizon = EventKey {
-                time: frontier.saturating_sub(window.frame.end).saturating_sub(self.lateness),
+                time: frontier.saturating_sub(window.frame.end).saturating_sub(self.state.lateness),
                 seq: 0,
             };
             let mut state: Option<Vec<u8>> =
