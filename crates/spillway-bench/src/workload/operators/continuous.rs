@@ -42,9 +42,9 @@ impl Operator for ContinuousJoin {
                     Side::Right => (TAG_RIGHT, TAG_LEFT),
                 };
                 let other_key = self.issuer.key(other, ev.key, 0);
-                self.issuer.get(emit, other_key);
+                self.issuer.get(emit, &other_key);
                 let own_key = self.issuer.key(own, ev.key, 0);
-                self.issuer.put(emit, own_key, u64::from(ev.value_len));
+                self.issuer.put(emit, &own_key, u64::from(ev.value_len));
                 self.live.insert((side, ev.key));
             }
             StreamItem::Watermark { source, time } => {
@@ -87,8 +87,8 @@ impl Operator for ContinuousAggregation {
         if let StreamItem::Event(ev) = item {
             self.stats.events += 1;
             let key = self.issuer.key(TAG_AGG, ev.key, 0);
-            self.issuer.get(emit, key.clone());
-            self.issuer.put(emit, key, u64::from(ev.value_len));
+            self.issuer.get(emit, &key);
+            self.issuer.put(emit, &key, u64::from(ev.value_len));
             self.live.insert(ev.key);
         }
     }

@@ -56,20 +56,20 @@ impl IntervalJoin {
         let own = usize::from(side == Side::Right);
         let other = 1 - own;
         let bucket_key = self.issuer.key(tag(own), k, t);
-        self.issuer.get(emit, bucket_key.clone());
+        self.issuer.get(emit, &bucket_key);
         let bucket = self.buffers[own].entry(k).or_default().entry(t).or_insert_with(|| {
             self.live += 1;
             0
         });
         *bucket = bucket.saturating_add(u64::from(ev.value_len));
         let bytes = *bucket;
-        self.issuer.put(emit, bucket_key, bytes);
+        self.issuer.put(emit, &bucket_key, bytes);
         let seek = self.issuer.key(tag(other), k, i64::MIN);
-        self.issuer.op(emit, OpKind::Seek, seek, 0);
+        self.issuer.op(emit, OpKind::Seek, &seek, 0);
         if let Some(m) = self.buffers[other].get(&k) {
             for &ts in m.keys() {
                 let next = self.issuer.key(tag(other), k, ts);
-                self.issuer.op(emit, OpKind::Next, next, 0);
+                self.issuer.op(emit, OpKind::Next, &next, 0);
             }
         }
         let cleanup = match side {
@@ -92,7 +92,7 @@ impl IntervalJoin {
             }
             self.live -= 1;
             let key = self.issuer.key(tag(side), k, ts);
-            self.issuer.delete(emit, key);
+            self.issuer.delete(emit, &key);
         }
     }
 }

@@ -364,51 +364,62 @@ fn splitmix64(x: u64) -> u64 {
 /// byte, so stores that compress do not get a free ride).
 pub fn filler(len: usize, seed: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(len);
+    filler_into(&mut v, len, seed);
+    v
+}
+
+/// [`filler`] into a reused buffer (replaces its contents).
+fn filler_into(v: &mut Vec<u8>, len: usize, seed: u64) {
+    v.clear();
     let mut h = seed;
     while v.len() < len {
         h = splitmix64(h);
         let take = (len - v.len()).min(8);
         v.extend(h.to_le_bytes()[..take].iter().map(|b| b'a' + b % 26));
     }
-    v
 }
 
-/// Builds ops (key bytes from the layout, filler values) and hands them to the sink.
+/// Builds ops (key bytes from the layout, filler values) and hands them to the sink,
+/// through one reused op buffer (no allocation per op once it has grown).
 #[derive(Debug)]
 struct Issuer {
     layout: KeyLayout,
     seq: u64,
+    buf: StateOp,
 }
 
 impl Issuer {
     fn new(layout: KeyLayout) -> Issuer {
-        Issuer { layout, seq: 0 }
+        Issuer { layout, seq: 0, buf: StateOp::default() }
     }
 
     fn key(&self, tag: u8, group: u64, time: i64) -> Vec<u8> {
         self.layout.key(tag, group, time)
     }
 
-    fn op(&mut self, emit: &mut Emit<'_>, kind: OpKind, key: Vec<u8>, value_len: u64) {
+    fn op(&mut self, emit: &mut Emit<'_>, kind: OpKind, key: &[u8], value_len: u64) {
         let len = usize::try_from(value_len.min(MAX_VALUE_BYTES)).unwrap_or(0);
-        let value = if len == 0 { Vec::new() } else { filler(len, self.seq) };
+        self.buf.kind = kind;
+        self.buf.key.clear();
+        self.buf.key.extend_from_slice(key);
+        filler_into(&mut self.buf.value, len, self.seq);
         self.seq = self.seq.wrapping_add(1);
-        emit(&StateOp { kind, key, value });
+        emit(&self.buf);
     }
 
-    fn get(&mut self, emit: &mut Emit<'_>, key: Vec<u8>) {
+    fn get(&mut self, emit: &mut Emit<'_>, key: &[u8]) {
         self.op(emit, OpKind::Get, key, 0);
     }
 
-    fn put(&mut self, emit: &mut Emit<'_>, key: Vec<u8>, len: u64) {
+    fn put(&mut self, emit: &mut Emit<'_>, key: &[u8], len: u64) {
         self.op(emit, OpKind::Put, key, len);
     }
 
-    fn merge(&mut self, emit: &mut Emit<'_>, key: Vec<u8>, len: u64) {
+    fn merge(&mut self, emit: &mut Emit<'_>, key: &[u8], len: u64) {
         self.op(emit, OpKind::Merge, key, len);
     }
 
-    fn delete(&mut self, emit: &mut Emit<'_>, key: Vec<u8>) {
+    fn delete(&mut self, emit: &mut Emit<'_>, key: &[u8]) {
         self.op(emit, OpKind::Delete, key, 0);
     }
 }

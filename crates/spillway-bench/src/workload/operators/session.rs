@@ -63,9 +63,9 @@ impl SessionOperator {
     fn put_meta(&mut self, emit: &mut Emit<'_>, key: u64, sessions: usize) {
         let meta = self.issuer.key(TAG_META, key, 0);
         if sessions == 0 {
-            self.issuer.delete(emit, meta);
+            self.issuer.delete(emit, &meta);
         } else {
-            self.issuer.put(emit, meta, META_BYTES_PER_SESSION * sessions as u64);
+            self.issuer.put(emit, &meta, META_BYTES_PER_SESSION * sessions as u64);
         }
     }
 
@@ -74,7 +74,7 @@ impl SessionOperator {
         let wf = self.clock.wf;
         let (k, t, len) = (ev.key, ev.time, u64::from(ev.value_len));
         let meta = self.issuer.key(TAG_META, k, 0);
-        self.issuer.get(emit, meta);
+        self.issuer.get(emit, &meta);
         let (n_start, n_end) = (t, t.saturating_add(self.gap));
         let mut list = self.sessions.remove(&k).unwrap_or_default();
         let first = list.iter().position(|s| s.start <= n_end && s.end >= n_start);
@@ -121,19 +121,19 @@ impl SessionOperator {
                     let mut absorbed_bytes = 0u64;
                     for a in &list[first + 1..=last] {
                         let a_key = self.issuer.key(TAG_WINDOW, k, a.state);
-                        self.issuer.get(emit, a_key.clone());
-                        self.issuer.delete(emit, a_key);
+                        self.issuer.get(emit, &a_key);
+                        self.issuer.delete(emit, &a_key);
                         absorbed_bytes = absorbed_bytes.saturating_add(a.bytes);
                     }
                     let absorbed = last - first;
                     let mut bytes = target.bytes;
                     if absorbed > 0 {
                         if self.holistic {
-                            self.issuer.merge(emit, target_key, absorbed_bytes);
+                            self.issuer.merge(emit, &target_key, absorbed_bytes);
                             bytes = bytes.saturating_add(absorbed_bytes);
                         } else {
-                            self.issuer.get(emit, target_key.clone());
-                            self.issuer.put(emit, target_key, len);
+                            self.issuer.get(emit, &target_key);
+                            self.issuer.put(emit, &target_key, len);
                             bytes = len;
                         }
                         self.live_sessions -= absorbed as u64;
@@ -147,16 +147,16 @@ impl SessionOperator {
         let s = list[idx];
         let key = self.issuer.key(TAG_WINDOW, k, s.state);
         if self.holistic {
-            self.issuer.merge(emit, key.clone(), len);
+            self.issuer.merge(emit, &key, len);
             list[idx].bytes = s.bytes.saturating_add(len);
         } else {
-            self.issuer.get(emit, key.clone());
-            self.issuer.put(emit, key.clone(), len);
+            self.issuer.get(emit, &key);
+            self.issuer.put(emit, &key, len);
             list[idx].bytes = len;
         }
         let (fire, cleanup) = self.times(&s);
         if fire <= wf {
-            self.issuer.get(emit, key);
+            self.issuer.get(emit, &key);
             self.stats.windows_fired += 1;
         } else {
             self.timers.register(fire, (k, s.start, s.end));
@@ -171,7 +171,7 @@ impl SessionOperator {
     fn fire_timers(&mut self, emit: &mut Emit<'_>) {
         while let Some((time, (k, start, end))) = self.timers.pop_due(self.clock.wf) {
             let meta = self.issuer.key(TAG_META, k, 0);
-            self.issuer.get(emit, meta);
+            self.issuer.get(emit, &meta);
             let Some(mut list) = self.sessions.remove(&k) else { continue };
             let Some(idx) = list.iter().position(|s| s.start == start && s.end == end) else {
                 self.sessions.insert(k, list);
@@ -181,11 +181,11 @@ impl SessionOperator {
             let key = self.issuer.key(TAG_WINDOW, k, s.state);
             let (fire, cleanup) = self.times(&s);
             if time == fire {
-                self.issuer.get(emit, key.clone());
+                self.issuer.get(emit, &key);
                 self.stats.windows_fired += 1;
             }
             if time == cleanup {
-                self.issuer.delete(emit, key);
+                self.issuer.delete(emit, &key);
                 list.remove(idx);
                 self.live_sessions -= 1;
                 self.put_meta(emit, k, list.len());

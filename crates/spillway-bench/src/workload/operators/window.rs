@@ -88,14 +88,14 @@ impl WindowOperator {
             skipped = false;
             let key = self.issuer.key(TAG_WINDOW, group, start);
             if self.holistic {
-                self.issuer.merge(emit, key.clone(), len);
+                self.issuer.merge(emit, &key, len);
             } else {
-                self.issuer.get(emit, key.clone());
-                self.issuer.put(emit, key.clone(), len);
+                self.issuer.get(emit, &key);
+                self.issuer.put(emit, &key, len);
             }
             self.windows.insert((group, start));
             if max_ts <= wf {
-                self.issuer.get(emit, key);
+                self.issuer.get(emit, &key);
                 self.stats.windows_fired += 1;
             } else {
                 self.timers.register(max_ts, (group, start));
@@ -116,11 +116,11 @@ impl WindowOperator {
             let cleanup = max_ts.saturating_add(self.lateness);
             let key = self.issuer.key(TAG_WINDOW, group, start);
             if time == max_ts {
-                self.issuer.get(emit, key.clone());
+                self.issuer.get(emit, &key);
                 self.stats.windows_fired += 1;
             }
             if time == cleanup {
-                self.issuer.delete(emit, key);
+                self.issuer.delete(emit, &key);
                 self.windows.remove(&(group, start));
             }
         }
