@@ -32,6 +32,7 @@ pub struct Zipfian {
     theta: f64,
     alpha: f64,
     zetan: f64,
+    zeta2: f64,
     eta: f64,
     half_pow_theta: f64,
 }
@@ -45,23 +46,37 @@ impl Zipfian {
     pub fn new(n: u64, theta: f64) -> Self {
         assert!(n > 0, "a zipfian distribution needs at least one item");
         assert!(theta > 0.0 && theta < 1.0, "zipfian theta must be in (0, 1), got {theta}");
-        let zetan = zeta(n, theta);
-        let zeta2 = zeta(2.min(n), theta);
-        let eta = if n <= 2 {
+        let mut z = Zipfian {
+            n: 0,
+            theta,
+            alpha: 1.0 / (1.0 - theta),
+            zetan: 0.0,
+            zeta2: zeta(2, theta),
+            eta: 0.0,
+            half_pow_theta: 0.5f64.powf(theta),
+        };
+        z.grow_to(n);
+        z
+    }
+
+    /// Extends the distribution to `n` ranks (no-op if it has as many), adding the new
+    /// terms of `zeta(n)` one by one (YCSB's growing item count for `latest`); the result
+    /// is exactly `Zipfian::new(n, theta)`.
+    pub fn grow_to(&mut self, n: u64) {
+        if n <= self.n {
+            return;
+        }
+        for i in self.n + 1..=n {
+            self.zetan += 1.0 / (i as f64).powf(self.theta);
+        }
+        self.n = n;
+        self.eta = if n <= 2 {
             // The closed form divides by zero for n <= 2; the two explicit branches of
             // `sample` cover every draw there.
             0.0
         } else {
-            (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan)
+            (1.0 - (2.0 / n as f64).powf(1.0 - self.theta)) / (1.0 - self.zeta2 / self.zetan)
         };
-        Zipfian {
-            n,
-            theta,
-            alpha: 1.0 / (1.0 - theta),
-            zetan,
-            eta,
-            half_pow_theta: 0.5f64.powf(theta),
-        }
     }
 
     /// Number of ranks.

@@ -44,7 +44,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 
 use super::{OpKind, StateOp};
-use crate::zipf::{fnv1a64, ScrambledZipfian, YCSB_THETA};
+use crate::zipf::{fnv1a64, ScrambledZipfian, Zipfian, YCSB_THETA};
 
 /// A YCSB core workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -266,7 +266,7 @@ impl YcsbConfig {
                 Chooser::Zipfian(ScrambledZipfian::new(self.record_count + expected, YCSB_THETA))
             }
             Distribution::Latest => {
-                Chooser::Latest(GrowingZipfian::new(self.record_count, YCSB_THETA))
+                Chooser::Latest(Zipfian::new(self.record_count.max(1), YCSB_THETA))
             }
         };
         let cumulative = [
@@ -354,73 +354,11 @@ enum Verb {
     Rmw,
 }
 
-/// YCSB's `ZipfianGenerator` with a growing item count: `zeta(n)` is extended term by
-/// term when `n` grows, and each draw costs one uniform variate and one `powf`.
-#[derive(Clone, Debug)]
-pub(crate) struct GrowingZipfian {
-    theta: f64,
-    alpha: f64,
-    zeta2: f64,
-    half_pow_theta: f64,
-    n: u64,
-    zetan: f64,
-    eta: f64,
-}
-
-impl GrowingZipfian {
-    /// Over `n >= 1` items.
-    pub(crate) fn new(n: u64, theta: f64) -> Self {
-        let mut z = GrowingZipfian {
-            theta,
-            alpha: 1.0 / (1.0 - theta),
-            zeta2: crate::zipf::zeta(2, theta),
-            half_pow_theta: 0.5f64.powf(theta),
-            n: 0,
-            zetan: 0.0,
-            eta: 0.0,
-        };
-        z.grow_to(n.max(1));
-        z
-    }
-
-    /// Extends the distribution to `n` items (no-op if it has as many).
-    pub(crate) fn grow_to(&mut self, n: u64) {
-        if n <= self.n {
-            return;
-        }
-        for i in self.n + 1..=n {
-            self.zetan += 1.0 / (i as f64).powf(self.theta);
-        }
-        self.n = n;
-        // As `zipf::Zipfian::new`: the closed form divides by zero for n <= 2, where the
-        // two explicit branches of `sample` cover every draw.
-        self.eta = if n <= 2 {
-            0.0
-        } else {
-            (1.0 - (2.0 / n as f64).powf(1.0 - self.theta)) / (1.0 - self.zeta2 / self.zetan)
-        };
-    }
-
-    /// A rank in `0..n`, 0 the most frequent.
-    pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
-        let u: f64 = rng.random();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + self.half_pow_theta {
-            return 1.min(self.n - 1);
-        }
-        let r = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
-        r.min(self.n - 1)
-    }
-}
-
 #[derive(Clone, Debug)]
 enum Chooser {
     Uniform,
     Zipfian(ScrambledZipfian),
-    Latest(GrowingZipfian),
+    Latest(Zipfian),
 }
 
 impl Chooser {
@@ -550,7 +488,6 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::zipf::Zipfian;
 
     fn cfg(w: Workload, records: u64, ops: u64) -> YcsbConfig {
         YcsbConfig { record_count: records, op_count: ops, value_size: 16, ..YcsbConfig::new(w) }
@@ -729,7 +666,7 @@ mod tests {
 
     #[test]
     fn growing_zipfian_equals_a_fixed_one() {
-        let mut g = GrowingZipfian::new(1, YCSB_THETA);
+        let mut g = Zipfian::new(1, YCSB_THETA);
         for n in 2..=777 {
             g.grow_to(n);
         }
@@ -739,7 +676,7 @@ mod tests {
         for _ in 0..10_000 {
             assert_eq!(g.sample(&mut r1), z.sample(&mut r2));
         }
-        let one = GrowingZipfian::new(1, YCSB_THETA);
+        let one = Zipfian::new(1, YCSB_THETA);
         assert!((0..100).all(|_| one.sample(&mut r1) == 0));
     }
 
