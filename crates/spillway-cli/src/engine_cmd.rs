@@ -492,12 +492,7 @@ pub struct EngineBenchArgs {
 /// `spillway bench engine`.
 pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     use spillway_engine::bench::{run_q1, Q1Config, Q1Result};
-    let stores = a.stores.clone().unwrap_or_else(|| {
-        [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks]
-            .into_iter()
-            .filter(|s| s.available())
-            .collect()
-    });
+    let stores = a.stores.clone().unwrap_or_else(spillway_bench::store_bench::available_stores);
     let cfg_for = |w: &str| -> Result<Q1Config> {
         Ok(Q1Config {
             payments: PaymentOptions {

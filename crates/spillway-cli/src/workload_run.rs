@@ -93,13 +93,6 @@ pub fn gen(a: GenArgs) -> Result<()> {
     Ok(())
 }
 
-fn default_stores() -> Vec<StoreKind> {
-    [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks]
-        .into_iter()
-        .filter(|s| s.available())
-        .collect()
-}
-
 fn print_rows(rows: &[ResultRow]) {
     println!(
         "{:<28} {:<9} {:>11} {:>8} {:>12} {:>8} {:>8} {:>9} {:>9}",
@@ -282,7 +275,7 @@ pub struct SuiteArgs {
 
 /// `spillway bench suite`.
 pub fn suite(a: SuiteArgs) -> Result<()> {
-    let stores = a.stores.clone().unwrap_or_else(default_stores);
+    let stores = a.stores.clone().unwrap_or_else(spillway_bench::store_bench::available_stores);
     let total = (OperatorKind::ALL.len() + a.ycsb.len()) as u64;
     let pb = if std::io::stderr().is_terminal() {
         ProgressBar::new(total)

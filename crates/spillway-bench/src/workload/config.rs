@@ -474,55 +474,33 @@ struct RawSource {
     csv: Option<CsvInput>,
 }
 
-fn default_operator_type() -> String {
-    OperatorKind::TumblingKeyedIncremental.name().to_string()
-}
-
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 struct RawOperator {
-    #[serde(rename = "type", default = "default_operator_type")]
+    #[serde(rename = "type")]
     kind: String,
-    #[serde(default = "d5")]
     window: i64,
-    #[serde(default = "d1")]
     slide: i64,
-    #[serde(default = "d5")]
     session_gap: i64,
-    #[serde(default = "dm5")]
     lower: i64,
-    #[serde(default = "d5")]
     upper: i64,
-    #[serde(default)]
     allowed_lateness: i64,
-    #[serde(default = "d10")]
     key_bytes: usize,
 }
 
-fn d1() -> i64 {
-    1
-}
-fn d5() -> i64 {
-    5
-}
-fn dm5() -> i64 {
-    -5
-}
-fn d10() -> usize {
-    10
-}
-
 impl Default for RawOperator {
+    /// Gadget's defaults, as [`OperatorParams::new`] has them.
     fn default() -> Self {
+        let p = OperatorParams::new(OperatorKind::TumblingKeyedIncremental);
         RawOperator {
-            kind: default_operator_type(),
-            window: 5,
-            slide: 1,
-            session_gap: 5,
-            lower: -5,
-            upper: 5,
-            allowed_lateness: 0,
-            key_bytes: 10,
+            kind: p.kind.name().to_string(),
+            window: p.window,
+            slide: p.slide,
+            session_gap: p.session_gap,
+            lower: p.lower,
+            upper: p.upper,
+            allowed_lateness: p.allowed_lateness,
+            key_bytes: p.key_bytes,
         }
     }
 }
