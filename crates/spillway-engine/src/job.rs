@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::reservoir::{Compression, Position, Reservoir, ReservoirOptions};
 use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot, META_NAMESPACE};
-use crate::source::{Sink, Source, SourcePosition};
+use crate::source::{schema_columns, Sink, Source, SourcePosition};
 use crate::sql::parse_query;
 use crate::value::Schema;
 
@@ -297,9 +297,8 @@ pub fn run_job(
                     ))
                 }
             };
-            let side_names: Vec<String> = schema.fields().iter().map(|f| f.name.clone()).collect();
             let side = if side_path.exists() {
-                Some(Sink::resume(&side_path, &side_names, meta.side_len)?)
+                Some(Sink::resume(&side_path, &schema_columns(&schema), meta.side_len)?)
             } else {
                 None
             };
@@ -343,7 +342,6 @@ pub fn run_job(
     let mut events_this_run = 0u64;
     let mut checkpoints = 0u64;
     let mut next_progress = started + std::time::Duration::from_millis(100);
-    let side_names: Vec<String> = schema.fields().iter().map(|f| f.name.clone()).collect();
     loop {
         let t0 = clock.raw();
         let Some(event) = source.next_event()? else { break };
@@ -357,10 +355,10 @@ pub fn run_job(
             Outcome::Filtered => {}
             Outcome::TooLate(e) => {
                 if side.is_none() {
-                    side = Some(Sink::create(Some(&side_path), &side_names)?);
+                    side = Some(Sink::create_side_output(&side_path, &schema)?);
                 }
                 if let Some(s) = side.as_mut() {
-                    s.write_row(&e.row)?;
+                    s.write_event(&e)?;
                 }
             }
         }
