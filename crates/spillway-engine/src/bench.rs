@@ -123,8 +123,7 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
         }
         if n % 65_536 == 0 {
             progress(n);
-            let min = rt.min_cursor_index();
-            rt.reservoir_mut().release_before(min)?;
+            rt.release_reservoir()?;
         }
     }
     let seconds = started.elapsed().as_secs_f64();

@@ -371,8 +371,7 @@ pub fn run_job(
             checkpoint(&mut runtime, &mut *source, &mut sink, &mut side, &schema, &ident)?;
             checkpoints += 1;
         } else if cfg.checkpoint_dir.is_none() && events_this_run % 65_536 == 0 {
-            let min = runtime.min_cursor_index();
-            runtime.reservoir_mut().release_before(min)?;
+            runtime.release_reservoir()?;
         }
         if events_this_run % 4096 == 0 {
             let now = std::time::Instant::now();
@@ -443,9 +442,8 @@ fn checkpoint(
         output_len,
         side_len,
     };
-    let min = runtime.min_cursor_index();
     write_meta(runtime.store_mut(), &meta)?;
     runtime.store_mut().checkpoint()?;
-    runtime.reservoir_mut().release_before(min)?;
+    runtime.release_reservoir()?;
     Ok(())
 }

@@ -359,6 +359,14 @@ impl Runtime {
         &mut self.reservoir
     }
 
+    /// Lets the reservoir delete the segments every cursor has passed. With checkpoints,
+    /// call it only right after a completed checkpoint (a resume needs the segments from
+    /// the checkpointed cursor positions on).
+    pub fn release_reservoir(&mut self) -> Result<()> {
+        let min = self.min_cursor_index();
+        Ok(self.reservoir.release_before(min)?)
+    }
+
     /// Lowest reservoir index any cursor still needs.
     pub fn min_cursor_index(&self) -> u64 {
         self.cursors
