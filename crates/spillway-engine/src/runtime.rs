@@ -83,6 +83,7 @@ struct Cursor {
 impl Cursor {
     /// The cursor passes `x`: it enters the windows this boundary opens and leaves the
     /// ones it closes, and is remembered for late events' results when lateness is on.
+    #[inline]
     fn pass(&mut self, state: &mut StateSide, plan: &Plan, x: &Event, frontier: i64) -> Result<()> {
         for &w in &self.enters {
             state.apply(plan, w, x, Action::Enter, frontier)?;
