@@ -25,6 +25,7 @@
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
 //! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size).
 
+pub mod cursor;
 pub mod error;
 pub mod hashlog;
 pub mod io;
@@ -41,10 +42,11 @@ mod manifest;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
+pub use cursor::Cursor;
 pub use error::{Error, Result};
 pub use hashlog::{HashLogOptions, HashLogStore};
 pub use mem::MemStore;
-pub use namespace::{merges, MergeOp, NamespaceSpec, Ns};
+pub use namespace::{merges, AccessHint, MergeOp, NamespaceSpec, Ns};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksStore;
 pub use stats::StoreStats;
@@ -71,6 +73,16 @@ pub type RmwFn<'a> = dyn FnMut(Option<&[u8]>, &mut Vec<u8>) -> Rmw + 'a;
 
 /// The visitor of scans: receives each key and value; returns `false` to stop.
 pub type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
+
+/// Direction of an ordered scan ([`StateStore::scan_ordered`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Increasing byte order of keys.
+    #[default]
+    Forward,
+    /// Decreasing byte order of keys.
+    Reverse,
+}
 
 /// Which optional operations a backend serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +157,96 @@ pub trait StateStore: Send {
         end: Bound<&[u8]>,
         visit: &mut Visitor<'_>,
     ) -> Result<()>;
+
+    /// Whether `ns` is kept in key order, so that [`scan_range`](Self::scan_range),
+    /// [`scan_ordered`](Self::scan_ordered), [`delete_range`](Self::delete_range) and
+    /// [`Cursor`] work on it. Default: [`Capabilities::ordered`].
+    fn is_ordered(&self, ns: Ns) -> bool {
+        let _ = ns;
+        self.capabilities().ordered
+    }
+
+    /// Visits at most `limit` entries of `ns` within the bounds, in key order in the
+    /// given direction (for [`Direction::Reverse`] the first entry visited is the
+    /// greatest key within the bounds). Returns the number of entries visited. This is
+    /// the primitive under [`Cursor`]. Unordered namespaces return
+    /// [`Error::Unsupported`].
+    ///
+    /// The default serves forward scans through `scan_range` and reverse scans by
+    /// buffering the range; ordered backends override it with a native iterator.
+    fn scan_ordered(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        dir: Direction,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        let mut n = 0usize;
+        if limit == 0 {
+            // Still ask the backend, so an unordered one answers Unsupported.
+            self.scan_range(ns, start, end, &mut |_, _| false)?;
+            return Ok(0);
+        }
+        match dir {
+            Direction::Forward => {
+                self.scan_range(ns, start, end, &mut |k, v| {
+                    n += 1;
+                    visit(k, v) && n < limit
+                })?;
+            }
+            Direction::Reverse => {
+                let mut all: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+                self.scan_range(ns, start, end, &mut |k, v| {
+                    all.push((k.to_vec(), v.to_vec()));
+                    true
+                })?;
+                for (k, v) in all.iter().rev() {
+                    n += 1;
+                    if !visit(k, v) || n >= limit {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Deletes every key `k` of `ns` with `start <= k < end`; returns how many keys it
+    /// deleted where the backend knows (RocksDB's range tombstone does not: it returns
+    /// 0). Unordered namespaces return [`Error::Unsupported`]. The default scans the
+    /// range in batches and deletes key by key.
+    fn delete_range(&mut self, ns: Ns, start: &[u8], end: &[u8]) -> Result<u64> {
+        const BATCH: usize = 1024;
+        let mut deleted = 0u64;
+        let mut from = start.to_vec();
+        loop {
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            self.scan_ordered(
+                ns,
+                Bound::Included(&from),
+                Bound::Excluded(end),
+                Direction::Forward,
+                BATCH,
+                &mut |k, _| {
+                    keys.push(k.to_vec());
+                    true
+                },
+            )?;
+            for k in &keys {
+                self.delete(ns, k)?;
+            }
+            deleted += keys.len() as u64;
+            match keys.pop() {
+                Some(last) if keys.len() + 1 == BATCH => {
+                    from = last;
+                    from.push(0);
+                }
+                _ => return Ok(deleted),
+            }
+        }
+    }
 
     /// Atomically publishes the current state in the store directory.
     fn checkpoint(&mut self) -> Result<CheckpointInfo>;
@@ -304,6 +406,19 @@ impl std::str::FromStr for StoreKind {
             "rocksdb" | "rocks" => Ok(StoreKind::Rocks),
             other => Err(format!("unknown store {other:?}; expected one of mem, hashlog, rocksdb")),
         }
+    }
+}
+
+/// Whether a range with these bounds can hold any key (BTreeMap::range panics on an
+/// inverted range; stores answer such a range with nothing).
+pub(crate) fn bounds_nonempty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s <= e,
+        (Bound::Included(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => {
+            s < e
+        }
+        (Bound::Excluded(s), Bound::Excluded(e)) => s < e,
+        _ => true,
     }
 }
 

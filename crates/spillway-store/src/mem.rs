@@ -1,5 +1,7 @@
 //! MemStore: every namespace is a hash map in memory (the equivalent of Flink's heap
-//! state backend). Checkpoints write a full snapshot file.
+//! state backend), or an ordered map (B-tree) when the namespace declares
+//! [`AccessHint::Range`](crate::AccessHint): those serve ordered scans, cursors and
+//! `delete_range`. Checkpoints write a full snapshot file.
 //!
 //! FORMAT: `snapshot-<seq>.mem` is a [block file](crate::blockfile) (magic `SWMEMSNP`,
 //! version 1) whose frames hold records `ns u16 | key_len u32 | value_len u32 | key |
@@ -11,6 +13,7 @@
 //! Memory: the store counts key and value bytes plus a fixed per-entry overhead of
 //! [`ENTRY_OVERHEAD`] bytes and refuses writes that would exceed its budget.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,8 +25,8 @@ use crate::error::{Error, Result};
 use crate::io::{join, Fs, StdFs};
 use crate::manifest::{self, Manifest};
 use crate::{
-    check_key, check_value, Capabilities, CheckpointInfo, Ns, Rmw, RmwFn, StateStore, StoreOptions,
-    StoreStats, Visitor, MAX_VALUE_LEN,
+    check_key, check_value, Capabilities, CheckpointInfo, Direction, Ns, Rmw, RmwFn, StateStore,
+    StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
 };
 
 const SNAP_MAGIC: [u8; 8] = *b"SWMEMSNP";
@@ -32,11 +35,69 @@ const FORMAT_VERSION: u32 = 1;
 pub const ENTRY_OVERHEAD: u64 = 64;
 const FRAME_TARGET: usize = 1 << 20;
 
+/// One namespace's map: hashed, or ordered when the namespace asks for range reads.
+enum NsMap {
+    Hash(HashMap<Box<[u8]>, Vec<u8>>),
+    Tree(BTreeMap<Box<[u8]>, Vec<u8>>),
+}
+
+impl NsMap {
+    fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {
+        match self {
+            NsMap::Hash(m) => m.get(key),
+            NsMap::Tree(m) => m.get(key),
+        }
+    }
+
+    fn get_mut(&mut self, key: &[u8]) -> Option<&mut Vec<u8>> {
+        match self {
+            NsMap::Hash(m) => m.get_mut(key),
+            NsMap::Tree(m) => m.get_mut(key),
+        }
+    }
+
+    fn insert(&mut self, key: Box<[u8]>, value: Vec<u8>) {
+        match self {
+            NsMap::Hash(m) => m.insert(key, value),
+            NsMap::Tree(m) => m.insert(key, value),
+        };
+    }
+
+    fn remove_entry(&mut self, key: &[u8]) -> Option<(Box<[u8]>, Vec<u8>)> {
+        match self {
+            NsMap::Hash(m) => m.remove_entry(key),
+            NsMap::Tree(m) => m.remove_entry(key),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            NsMap::Hash(m) => m.len(),
+            NsMap::Tree(m) => m.len(),
+        }
+    }
+
+    /// Bytes of the map's own structure (slots or tree nodes), an estimate.
+    fn structure_bytes(&self) -> u64 {
+        match self {
+            NsMap::Hash(m) => (m.capacity() * 40) as u64,
+            NsMap::Tree(m) => (m.len() * 48) as u64,
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
+        match self {
+            NsMap::Hash(m) => Box::new(m.iter().map(|(k, v)| (&k[..], &v[..]))),
+            NsMap::Tree(m) => Box::new(m.iter().map(|(k, v)| (&k[..], &v[..]))),
+        }
+    }
+}
+
 /// The in-memory hash-map store. See the [module docs](self).
 pub struct MemStore {
     opts: StoreOptions,
     fs: Arc<dyn Fs>,
-    maps: Vec<HashMap<Box<[u8]>, Vec<u8>>>,
+    maps: Vec<NsMap>,
     bytes: u64,
     seq: u64,
     poisoned: Option<String>,
@@ -59,7 +120,17 @@ impl MemStore {
         opts.validate()?;
         manifest::init_dir(&*fs, &opts.dir, "mem", FORMAT_VERSION)?;
         let mut store = MemStore {
-            maps: opts.namespaces.iter().map(|_| HashMap::new()).collect(),
+            maps: opts
+                .namespaces
+                .iter()
+                .map(|n| {
+                    if n.wants_order() {
+                        NsMap::Tree(BTreeMap::new())
+                    } else {
+                        NsMap::Hash(HashMap::new())
+                    }
+                })
+                .collect(),
             fs,
             bytes: 0,
             seq: 0,
@@ -165,7 +236,7 @@ impl MemStore {
         let mut w = BlockWriter::create(&*self.fs, &tmp, SNAP_MAGIC, FORMAT_VERSION)?;
         let mut frame = Vec::with_capacity(FRAME_TARGET + 1024);
         for (ns, map) in self.maps.iter().enumerate() {
-            for (k, v) in map {
+            for (k, v) in map.iter() {
                 frame.extend_from_slice(&(ns as u16).to_le_bytes());
                 frame.extend_from_slice(&(k.len() as u32).to_le_bytes());
                 frame.extend_from_slice(&(v.len() as u32).to_le_bytes());
@@ -297,26 +368,112 @@ impl StateStore for MemStore {
     fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
         self.ns_ok(ns)?;
         self.stats.scans += 1;
-        for (k, v) in &self.maps[ns.index()] {
-            if k.starts_with(prefix) && !visit(k, v) {
-                break;
+        match &self.maps[ns.index()] {
+            NsMap::Hash(m) => {
+                for (k, v) in m {
+                    if k.starts_with(prefix) && !visit(k, v) {
+                        break;
+                    }
+                }
+            }
+            NsMap::Tree(m) => {
+                for (k, v) in m.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
+                    if !k.starts_with(prefix) || !visit(k, v) {
+                        break;
+                    }
+                }
             }
         }
         Ok(())
     }
 
+    fn is_ordered(&self, ns: Ns) -> bool {
+        matches!(self.maps.get(ns.index()), Some(NsMap::Tree(_)))
+    }
+
     fn scan_range(
         &mut self,
-        _: Ns,
-        _: Bound<&[u8]>,
-        _: Bound<&[u8]>,
-        _: &mut Visitor<'_>,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        visit: &mut Visitor<'_>,
     ) -> Result<()> {
-        Err(Error::Unsupported {
-            store: "mem",
-            op: "ordered range scan",
-            hint: "it keeps keys in hash order; use scan_prefix or an ordered store (rocksdb)",
-        })
+        self.scan_ordered(ns, start, end, Direction::Forward, usize::MAX, visit).map(|_| ())
+    }
+
+    fn scan_ordered(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        dir: Direction,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        self.ns_ok(ns)?;
+        let NsMap::Tree(m) = &self.maps[ns.index()] else {
+            return Err(Error::Unsupported {
+                store: "mem",
+                op: "ordered range scan",
+                hint: "this namespace is a hash map; declare it with AccessHint::Range to \
+                       keep it ordered",
+            });
+        };
+        self.stats.scans += 1;
+        if !crate::bounds_nonempty(start, end) {
+            return Ok(0);
+        }
+        let mut n = 0;
+        let range = m.range::<[u8], _>((start, end));
+        let range = range.map(|(k, v)| (&k[..], &v[..]));
+        let mut step = |(k, v): (&[u8], &[u8])| -> bool {
+            n += 1;
+            visit(k, v) && n < limit
+        };
+        if limit > 0 {
+            match dir {
+                Direction::Forward => {
+                    for e in range {
+                        if !step(e) {
+                            break;
+                        }
+                    }
+                }
+                Direction::Reverse => {
+                    for e in range.rev() {
+                        if !step(e) {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    fn delete_range(&mut self, ns: Ns, start: &[u8], end: &[u8]) -> Result<u64> {
+        self.check_writable()?;
+        self.ns_ok(ns)?;
+        let NsMap::Tree(m) = &mut self.maps[ns.index()] else {
+            return Err(Error::Unsupported {
+                store: "mem",
+                op: "delete_range",
+                hint: "this namespace is a hash map; declare it with AccessHint::Range to \
+                       keep it ordered",
+            });
+        };
+        if start >= end {
+            return Ok(0);
+        }
+        let keys: Vec<Box<[u8]>> = m
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &keys {
+            self.remove(ns, k);
+        }
+        self.stats.deletes += keys.len() as u64;
+        Ok(keys.len() as u64)
     }
 
     fn checkpoint(&mut self) -> Result<CheckpointInfo> {
@@ -334,7 +491,7 @@ impl StateStore for MemStore {
     fn stats(&self) -> StoreStats {
         let mut s = self.stats.clone();
         s.bytes_in_memory = self.bytes;
-        s.index_bytes = self.maps.iter().map(|m| (m.capacity() * 40) as u64).sum();
+        s.index_bytes = self.maps.iter().map(NsMap::structure_bytes).sum();
         s.live_keys = Some(self.maps.iter().map(|m| m.len() as u64).sum());
         s.bytes_on_disk = crate::io::dir_bytes(&self.opts.dir);
         s

@@ -74,6 +74,48 @@ impl fmt::Debug for MergeOp {
     }
 }
 
+/// How an operator accesses a namespace: the layout hint of the APSys'18 paper's static
+/// choice. Stores that have one layout ignore it; MemStore keeps [`AccessHint::Range`]
+/// namespaces in an ordered map; the adaptive store starts each namespace in the layout
+/// its hint names (and may migrate it later, see `adaptive`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AccessHint {
+    /// Point reads and updates of small values (incremental aggregates, value state):
+    /// a hash index over a hybrid log.
+    #[default]
+    Point,
+    /// Appends to per-key lists that are read whole or from the front (holistic window
+    /// contents, list state): chunked append lists.
+    ListAppend,
+    /// Range reads in key order, usually `(key prefix, time)` (interval-join buffers,
+    /// event history): a time-ordered layout.
+    Range,
+}
+
+impl AccessHint {
+    /// The name used in configurations and reports ("point", "list", "range").
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessHint::Point => "point",
+            AccessHint::ListAppend => "list",
+            AccessHint::Range => "range",
+        }
+    }
+}
+
+impl std::str::FromStr for AccessHint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "point" => Ok(AccessHint::Point),
+            "list" | "list-append" => Ok(AccessHint::ListAppend),
+            "range" => Ok(AccessHint::Range),
+            other => Err(format!("unknown access hint {other:?}; expected point, list or range")),
+        }
+    }
+}
+
 /// Declaration of one namespace, given when a store is opened.
 #[derive(Clone, Debug)]
 pub struct NamespaceSpec {
@@ -81,17 +123,31 @@ pub struct NamespaceSpec {
     pub name: String,
     /// Merge semantics.
     pub merge: MergeOp,
+    /// How the namespace is accessed (a layout hint). Default: [`AccessHint::Point`].
+    pub hint: AccessHint,
 }
 
 impl NamespaceSpec {
     /// A namespace whose merges append list elements.
     pub fn list(name: impl Into<String>) -> Self {
-        NamespaceSpec { name: name.into(), merge: MergeOp::ListAppend }
+        NamespaceSpec { name: name.into(), merge: MergeOp::ListAppend, hint: AccessHint::Point }
     }
 
     /// A namespace whose merges call a user function.
     pub fn with_merge(name: impl Into<String>, merge: MergeOp) -> Self {
-        NamespaceSpec { name: name.into(), merge }
+        NamespaceSpec { name: name.into(), merge, hint: AccessHint::Point }
+    }
+
+    /// Declares how the namespace is accessed (default [`AccessHint::Point`]).
+    #[must_use]
+    pub fn hint(mut self, hint: AccessHint) -> Self {
+        self.hint = hint;
+        self
+    }
+
+    /// Whether [`hint`](Self::hint) asks for key order.
+    pub fn wants_order(&self) -> bool {
+        self.hint == AccessHint::Range
     }
 }
 

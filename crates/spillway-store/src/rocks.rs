@@ -67,12 +67,13 @@ use rocksdb::{
     MergeOperands, Options, ReadOptions, WriteOptions, DB,
 };
 
+use crate::cursor::{half_open, prefix_end};
 use crate::error::{Error, Result};
 use crate::io::{join, Fs, StdFs};
 use crate::manifest::{self, Manifest};
 use crate::{
-    check_key, check_value, Capabilities, CheckpointInfo, MergeOp, Ns, Rmw, RmwFn, StateStore,
-    StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
+    check_key, check_value, Capabilities, CheckpointInfo, Direction, MergeOp, Ns, Rmw, RmwFn,
+    StateStore, StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
 };
 
 const STORE_NAME: &str = "rocksdb";
@@ -121,26 +122,6 @@ fn backend(e: rocksdb::Error) -> Error {
 
 fn ckpt_name(seq: u64) -> String {
     format!("ckpt-{seq:016}")
-}
-
-/// The smallest key greater than every key starting with `prefix`, if there is one.
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
-/// `key` followed by a zero byte: the immediate successor of `key` in byte order.
-fn successor(key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(key.len() + 1);
-    k.extend_from_slice(key);
-    k.push(0);
-    k
 }
 
 /// Full and partial merge of list namespaces: byte concatenation of framed elements.
@@ -429,20 +410,28 @@ impl RocksStore {
     }
 
     /// Visits the keys of `ns` in `[lower, upper)` (a missing bound is open).
+    /// Visits up to `limit` entries with `lower <= key < upper` in direction `dir`
+    /// through one native RocksDB iterator; returns how many it visited.
     fn scan(
         &mut self,
         ns: Ns,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
+        dir: Direction,
+        limit: usize,
         visit: &mut Visitor<'_>,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         self.ns_ok(ns)?;
         self.stats.scans += 1;
         if let (Some(l), Some(u)) = (&lower, &upper) {
             if l >= u {
-                return Ok(());
+                return Ok(0);
             }
         }
+        if limit == 0 {
+            return Ok(0);
+        }
+        let mut n = 0usize;
         let r = {
             let cf = self.cf(ns)?;
             let mut ro = ReadOptions::default();
@@ -453,19 +442,32 @@ impl RocksStore {
                 ro.set_iterate_upper_bound(u.clone());
             }
             let mut it = self.db.raw_iterator_cf_opt(cf, ro);
-            match &lower {
-                Some(l) => it.seek(l),
-                None => it.seek_to_first(),
+            match (dir, &lower, &upper) {
+                (Direction::Forward, Some(l), _) => it.seek(l),
+                (Direction::Forward, None, _) => it.seek_to_first(),
+                // The iterate-upper-bound is exclusive: seek_for_prev(upper) could land
+                // on `upper` itself, so start from the last key and let the bound trim.
+                (Direction::Reverse, _, _) => it.seek_to_last(),
             }
             while let Some((k, v)) = it.item() {
-                if upper.as_deref().is_some_and(|u| k >= u) || !visit(k, v) {
+                if upper.as_deref().is_some_and(|u| k >= u)
+                    || lower.as_deref().is_some_and(|l| k < l)
+                {
                     break;
                 }
-                it.next();
+                n += 1;
+                if !visit(k, v) || n >= limit {
+                    break;
+                }
+                match dir {
+                    Direction::Forward => it.next(),
+                    Direction::Reverse => it.prev(),
+                }
             }
             it.status().map_err(Fail::Read)
         };
-        self.finish(r)
+        self.finish(r)?;
+        Ok(n)
     }
 
     fn write_checkpoint(&mut self, seq: u64) -> Result<()> {
@@ -635,7 +637,7 @@ impl StateStore for RocksStore {
 
     fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
         let lower = (!prefix.is_empty()).then(|| prefix.to_vec());
-        self.scan(ns, lower, prefix_end(prefix), visit)
+        self.scan(ns, lower, prefix_end(prefix), Direction::Forward, usize::MAX, visit).map(|_| ())
     }
 
     fn scan_range(
@@ -645,19 +647,38 @@ impl StateStore for RocksStore {
         end: Bound<&[u8]>,
         visit: &mut Visitor<'_>,
     ) -> Result<()> {
-        // Every bound becomes inclusive-lower / exclusive-upper: the keys after `k` are
-        // those from `k ++ [0]` on.
-        let lower = match start {
-            Bound::Included(k) => Some(k.to_vec()),
-            Bound::Excluded(k) => Some(successor(k)),
-            Bound::Unbounded => None,
+        let (lower, upper) = half_open(start, end);
+        self.scan(ns, lower, upper, Direction::Forward, usize::MAX, visit).map(|_| ())
+    }
+
+    fn scan_ordered(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        dir: Direction,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        let (lower, upper) = half_open(start, end);
+        self.scan(ns, lower, upper, dir, limit, visit)
+    }
+
+    fn delete_range(&mut self, ns: Ns, start: &[u8], end: &[u8]) -> Result<u64> {
+        self.check_writable()?;
+        self.ns_ok(ns)?;
+        if start >= end {
+            return Ok(0);
+        }
+        let r = {
+            let cf = self.cf(ns)?;
+            let mut batch = rocksdb::WriteBatch::default();
+            batch.delete_range_cf(cf, start, end);
+            self.db.write_opt(batch, &self.write_opts).map_err(Fail::Write)
         };
-        let upper = match end {
-            Bound::Included(k) => Some(successor(k)),
-            Bound::Excluded(k) => Some(k.to_vec()),
-            Bound::Unbounded => None,
-        };
-        self.scan(ns, lower, upper, visit)
+        self.finish(r)?;
+        self.stats.deletes += 1;
+        Ok(0)
     }
 
     fn checkpoint(&mut self) -> Result<CheckpointInfo> {
@@ -1153,14 +1174,5 @@ mod tests {
         let mut s = RocksStore::open(o()).unwrap();
         assert_eq!(items(&s.get(d, b"k").unwrap().unwrap()), vec![b"a".to_vec(), b"b".to_vec()]);
         assert!(s.get(s.namespace("x").unwrap(), b"k").unwrap().is_none());
-    }
-
-    #[test]
-    fn helpers() {
-        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_end(b"a\xff\xff"), Some(b"b".to_vec()));
-        assert_eq!(prefix_end(b"\xff\xff"), None);
-        assert_eq!(prefix_end(b""), None);
-        assert_eq!(successor(b"a"), b"a\x00".to_vec());
     }
 }

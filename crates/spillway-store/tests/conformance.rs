@@ -7,7 +7,7 @@ mod common;
 
 use std::ops::Bound;
 
-use common::{check_all, open, step, Kind, Model, Op, KV, LIST};
+use common::{check_all, open, step, Kind, Model, Op, KV, LIST, ORD};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -42,7 +42,12 @@ fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
 }
 
 fn ns() -> impl Strategy<Value = usize> {
-    prop_oneof![Just(KV), Just(LIST)]
+    prop_oneof![Just(KV), Just(LIST), Just(ORD)]
+}
+
+/// A namespace for list merges: the plain one or the ordered one.
+fn list_ns() -> impl Strategy<Value = usize> {
+    prop_oneof![Just(LIST), Just(ORD)]
 }
 
 fn op(max: usize) -> impl Strategy<Value = Op> {
@@ -51,7 +56,7 @@ fn op(max: usize) -> impl Strategy<Value = Op> {
         10 => (ns(), key()).prop_map(|(i, k)| Op::Get(i, k)),
         2 => (ns(), proptest::collection::vec(key(), 0..5)).prop_map(|(i, ks)| Op::MultiGet(i, ks)),
         4 => (key(), any::<u64>()).prop_map(|(k, n)| Op::Merge(KV, k, n.to_le_bytes().to_vec())),
-        6 => (key(), value(max / 4)).prop_map(|(k, v)| Op::Merge(LIST, k, v)),
+        6 => (list_ns(), key(), value(max / 4)).prop_map(|(i, k, v)| Op::Merge(i, k, v)),
         4 => (ns(), key()).prop_map(|(i, k)| Op::Delete(i, k)),
         5 => (ns(), key(), 0u64..10).prop_map(|(i, k, n)| Op::Rmw(i, k, n)),
         2 => (ns(), proptest::collection::vec(0u8..4, 0..2)).prop_map(|(i, mut p)| {
@@ -61,6 +66,16 @@ fn op(max: usize) -> impl Strategy<Value = Op> {
             Op::ScanPrefix(i, p)
         }),
         2 => (ns(), bound(), bound()).prop_map(|(i, lo, hi)| Op::ScanRange(i, lo, hi)),
+        3 => (ns(), bound(), bound(), any::<bool>(), prop_oneof![Just(usize::MAX), 0usize..4])
+            .prop_map(|(i, lo, hi, rev, limit)| Op::ScanOrdered(i, lo, hi, rev, limit)),
+        2 => (ns(), key(), key()).prop_map(|(i, a, b)| Op::DeleteRange(i, a, b)),
+        3 => (ns(), proptest::collection::vec(0u8..4, 0..2), key(), any::<bool>(), 1usize..4)
+            .prop_map(|(i, mut p, lower, rev, batch)| {
+                if let Some(first) = p.first_mut() {
+                    *first = b'a' + *first % 3;
+                }
+                Op::CursorWalk(i, p, lower, rev, batch)
+            }),
         2 => Just(Op::Checkpoint),
         1 => Just(Op::Reopen),
     ]
@@ -85,7 +100,9 @@ fn config() -> ProptestConfig {
     ProptestConfig {
         cases: 128,
         max_shrink_iters: 2000,
-        failure_persistence: None,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
         ..ProptestConfig::default()
     }
 }

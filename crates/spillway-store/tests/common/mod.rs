@@ -9,13 +9,17 @@ use std::sync::Arc;
 
 use spillway_store::io::Fs;
 use spillway_store::{
-    merges, Capabilities, CheckpointInfo, HashLogOptions, HashLogStore, MemStore, NamespaceSpec,
-    Ns, Result, Rmw, RmwFn, StateStore, StoreOptions, StoreStats, Visitor,
+    merges, AccessHint, Capabilities, CheckpointInfo, Cursor, Direction, HashLogOptions,
+    HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, RmwFn, StateStore, StoreOptions,
+    StoreStats, Visitor,
 };
 
-/// Namespace 0: plain values, merge = add_u64. Namespace 1: list append.
+/// Namespace 0: plain values, merge = add_u64 (point hint). Namespace 1: list append
+/// (list-append hint). Namespace 2: list append, declared ordered (range hint).
 pub const KV: usize = 0;
 pub const LIST: usize = 1;
+pub const ORD: usize = 2;
+pub const NAMESPACES: [&str; 3] = ["kv", "lists", "ordered"];
 
 /// A store configuration under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +92,8 @@ pub fn options(dir: &Path, budget: u64) -> StoreOptions {
     StoreOptions::new(dir)
         .memory_budget(budget)
         .namespace(NamespaceSpec::with_merge("kv", merges::add_u64()))
-        .namespace(NamespaceSpec::list("lists"))
+        .namespace(NamespaceSpec::list("lists").hint(AccessHint::ListAppend))
+        .namespace(NamespaceSpec::list("ordered").hint(AccessHint::Range))
 }
 
 pub fn hashlog_options(kind: Kind) -> HashLogOptions {
@@ -129,7 +134,7 @@ pub fn open_with_fs(
 }
 
 pub fn ns(store: &dyn StateStore, i: usize) -> Ns {
-    store.namespace(["kv", "lists"][i]).expect("namespace")
+    store.namespace(NAMESPACES[i]).expect("namespace")
 }
 
 /// One step of a conformance test.
@@ -146,6 +151,13 @@ pub enum Op {
     Rmw(usize, Vec<u8>, u64),
     ScanPrefix(usize, Vec<u8>),
     ScanRange(usize, Bound<Vec<u8>>, Bound<Vec<u8>>),
+    /// `scan_ordered(ns, lo, hi, reverse?, limit)`.
+    ScanOrdered(usize, Bound<Vec<u8>>, Bound<Vec<u8>>, bool, usize),
+    /// `delete_range(ns, from, to)`.
+    DeleteRange(usize, Vec<u8>, Vec<u8>),
+    /// A cursor over `prefix ++ lower..` (reverse?) with read-ahead `batch`, walked to
+    /// its end.
+    CursorWalk(usize, Vec<u8>, Vec<u8>, bool, usize),
     Checkpoint,
     Reopen,
 }
@@ -219,6 +231,7 @@ pub fn write(store: &mut Box<dyn StateStore>, op: &Op) -> Result<()> {
             }
             r
         }),
+        Op::DeleteRange(i, a, b) => store.delete_range(n(&**store, *i), a, b).map(|_| ()),
         Op::Checkpoint => store.checkpoint().map(|_| ()),
         other => unreachable!("{other:?}"),
     }
@@ -237,6 +250,9 @@ pub fn apply_to_model(model: &mut Model, op: &Op) {
         }
         Op::Delete(i, k) => {
             model.live.remove(&(*i, k.clone()));
+        }
+        Op::DeleteRange(i, a, b) => {
+            model.live.retain(|(j, k), _| !(j == i && a <= k && k < b));
         }
         Op::Rmw(i, k, by) => {
             let key = (*i, k.clone());
@@ -340,7 +356,7 @@ pub fn step(
                 .filter(|((j, k), _)| j == i && k.starts_with(p))
                 .map(|((_, k), v)| (k.clone(), v.clone()))
                 .collect();
-            if !kind.ordered() {
+            if !store.is_ordered(n) {
                 got.sort();
             }
             assert_eq!(got, want, "{kind:?} scan_prefix ns {i} prefix {p:?}");
@@ -352,7 +368,7 @@ pub fn step(
                 got.push((k.to_vec(), v.to_vec()));
                 true
             });
-            if !store.capabilities().ordered {
+            if !store.is_ordered(n) {
                 assert!(
                     matches!(r, Err(spillway_store::Error::Unsupported { .. })),
                     "{kind:?} scan_range must be Unsupported, got {r:?}"
@@ -367,6 +383,90 @@ pub fn step(
                 .map(|((_, k), v)| (k.clone(), v.clone()))
                 .collect();
             assert_eq!(got, want, "{kind:?} scan_range ns {i} {lo:?}..{hi:?}");
+        }
+        Op::ScanOrdered(i, lo, hi, rev, limit) => {
+            let n = nsof(&**store, *i);
+            let mut got = Vec::new();
+            let dir = if *rev { Direction::Reverse } else { Direction::Forward };
+            let r = store.scan_ordered(
+                n,
+                as_ref_bound(lo),
+                as_ref_bound(hi),
+                dir,
+                *limit,
+                &mut |k, v| {
+                    got.push((k.to_vec(), v.to_vec()));
+                    true
+                },
+            );
+            if !store.is_ordered(n) {
+                assert!(
+                    matches!(r, Err(spillway_store::Error::Unsupported { .. })),
+                    "{kind:?} scan_ordered must be Unsupported, got {r:?}"
+                );
+                return;
+            }
+            let visited = r.unwrap_or_else(|e| panic!("{kind:?} scan_ordered: {e}"));
+            let mut want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .live
+                .iter()
+                .filter(|((j, k), _)| j == i && in_range(k, lo, hi))
+                .map(|((_, k), v)| (k.clone(), v.clone()))
+                .collect();
+            if *rev {
+                want.reverse();
+            }
+            want.truncate(*limit);
+            assert_eq!(visited, got.len(), "{kind:?} scan_ordered count");
+            assert_eq!(
+                got, want,
+                "{kind:?} scan_ordered ns {i} {lo:?}..{hi:?} rev {rev} limit {limit}"
+            );
+        }
+        Op::DeleteRange(i, a, b) => {
+            let n = nsof(&**store, *i);
+            let r = store.delete_range(n, a, b);
+            if !store.is_ordered(n) {
+                assert!(
+                    matches!(r, Err(spillway_store::Error::Unsupported { .. })),
+                    "{kind:?} delete_range must be Unsupported, got {r:?}"
+                );
+                return;
+            }
+            r.unwrap_or_else(|e| panic!("{kind:?} delete_range: {e}"));
+            apply_to_model(model, op);
+        }
+        Op::CursorWalk(i, prefix, lower, rev, batch) => {
+            let n = nsof(&**store, *i);
+            if !store.is_ordered(n) {
+                return;
+            }
+            let dir = if *rev { Direction::Reverse } else { Direction::Forward };
+            let mut from = prefix.clone();
+            from.extend_from_slice(lower);
+            let end = spillway_store::cursor::prefix_end(prefix);
+            let end_b = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let mut c =
+                Cursor::open_batched(&mut **store, n, Bound::Included(&from), end_b, dir, *batch)
+                    .unwrap_or_else(|e| panic!("{kind:?} cursor open: {e}"));
+            let mut got = Vec::new();
+            while let Some((k, v)) = c.entry() {
+                got.push((k.to_vec(), v.to_vec()));
+                c.next(&mut **store).unwrap_or_else(|e| panic!("{kind:?} cursor next: {e}"));
+            }
+            let mut want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .live
+                .iter()
+                .filter(|((j, k), _)| j == i && k.starts_with(prefix) && k >= &from)
+                .map(|((_, k), v)| (k.clone(), v.clone()))
+                .collect();
+            if *rev {
+                want.reverse();
+            }
+            assert_eq!(
+                got, want,
+                "{kind:?} cursor ns {i} prefix {prefix:?} lower {lower:?} rev {rev}"
+            );
         }
         Op::Checkpoint => {
             let before = store.checkpoint_seq();
@@ -396,7 +496,7 @@ pub fn check_all(
         let got = store.get(n, k).unwrap_or_else(|e| panic!("{kind:?} get: {e}"));
         assert_eq!(got.as_ref(), Some(v), "{kind:?} ns {i} key {k:?}");
     }
-    for i in [KV, LIST] {
+    for i in [KV, LIST, ORD] {
         let n = ns(&**store, i);
         let mut count = 0usize;
         store
