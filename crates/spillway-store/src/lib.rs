@@ -6,6 +6,7 @@
 //! |---|---|---|---|---|
 //! | [`MemStore`] | [`mem`] | hash map per namespace (Flink's heap backend) | no | snapshot file |
 //! | [`HashLogStore`] | [`hashlog`] | FASTER-class hybrid log + compact hash index | no | fold-over log + index snapshot |
+//! | [`TimeLogStore`] | [`timelog`] | time partitions of sorted segment files + memtables, sparse block index | yes | flushed segments + manifest |
 //! | `RocksStore` | `rocks` (feature `rocksdb`) | RocksDB LSM, Flink-style settings | yes | RocksDB checkpoint |
 //!
 //! ## The contract
@@ -35,6 +36,7 @@ pub mod namespace;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
 pub mod stats;
+pub mod timelog;
 
 mod blockfile;
 mod manifest;
@@ -50,6 +52,7 @@ pub use namespace::{merges, AccessHint, MergeOp, NamespaceSpec, Ns};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksStore;
 pub use stats::StoreStats;
+pub use timelog::{TimeLogOptions, TimeLogStore};
 
 /// Longest key any store accepts, in bytes.
 pub const MAX_KEY_LEN: usize = 32 * 1024;
@@ -349,11 +352,14 @@ pub enum StoreKind {
     HashLog,
     /// `RocksStore` (needs the `rocksdb` feature).
     Rocks,
+    /// [`TimeLogStore`].
+    TimeLog,
 }
 
 impl StoreKind {
     /// All kinds this build knows, including ones whose feature is off.
-    pub const ALL: [StoreKind; 3] = [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks];
+    pub const ALL: [StoreKind; 4] =
+        [StoreKind::HashLog, StoreKind::Mem, StoreKind::TimeLog, StoreKind::Rocks];
 
     /// The name used on command lines.
     pub fn name(self) -> &'static str {
@@ -361,6 +367,7 @@ impl StoreKind {
             StoreKind::Mem => "mem",
             StoreKind::HashLog => "hashlog",
             StoreKind::Rocks => "rocksdb",
+            StoreKind::TimeLog => "timelog",
         }
     }
 
@@ -373,6 +380,7 @@ impl StoreKind {
     pub fn open(self, opts: StoreOptions) -> Result<Box<dyn StateStore>> {
         Ok(match self {
             StoreKind::Mem => Box::new(MemStore::open(opts)?),
+            StoreKind::TimeLog => Box::new(TimeLogStore::open(opts, TimeLogOptions::default())?),
             StoreKind::HashLog => {
                 let mut h = HashLogOptions::default();
                 if let Some(k) = opts.expected_keys {
@@ -404,7 +412,10 @@ impl std::str::FromStr for StoreKind {
             "mem" => Ok(StoreKind::Mem),
             "hashlog" => Ok(StoreKind::HashLog),
             "rocksdb" | "rocks" => Ok(StoreKind::Rocks),
-            other => Err(format!("unknown store {other:?}; expected one of mem, hashlog, rocksdb")),
+            "timelog" => Ok(StoreKind::TimeLog),
+            other => Err(format!(
+                "unknown store {other:?}; expected one of mem, hashlog, rocksdb, timelog"
+            )),
         }
     }
 }

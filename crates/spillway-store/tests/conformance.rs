@@ -121,6 +121,16 @@ proptest! {
     }
 
     #[test]
+    fn timelog_matches_model(ops in proptest::collection::vec(op(Kind::TimeLog.max_value()), 1..250)) {
+        run(Kind::TimeLog, &ops);
+    }
+
+    #[test]
+    fn timelog_tiny_memory_matches_model(ops in proptest::collection::vec(op(Kind::TimeLogTiny.max_value()), 1..250)) {
+        run(Kind::TimeLogTiny, &ops);
+    }
+
+    #[test]
     fn hashlog_large_values_match_model(ops in proptest::collection::vec(op(Kind::HashLogBig.max_value()), 1..250)) {
         run(Kind::HashLogBig, &ops);
     }

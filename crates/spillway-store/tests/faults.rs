@@ -115,6 +115,13 @@ fn mem_faults_leave_last_checkpoint() {
     }
 }
 
+#[test]
+fn timelog_faults_leave_last_checkpoint() {
+    for (i, f) in faults(3).into_iter().enumerate() {
+        fault_case(Kind::TimeLogTiny, f, 200 + i as u64);
+    }
+}
+
 /// A checkpointed store with its model.
 fn fixture(kind: Kind, dir: &Path) -> Model {
     let mut store = open(kind, dir).expect("open");
@@ -231,6 +238,11 @@ fn hashlog_damaged_files_never_give_wrong_values() {
 }
 
 #[test]
+fn timelog_damaged_files_never_give_wrong_values() {
+    damage_everywhere(Kind::TimeLogTiny);
+}
+
+#[test]
 fn mem_damaged_files_never_give_wrong_values() {
     damage_everywhere(Kind::Mem);
 }
@@ -310,7 +322,7 @@ fn hashlog_corruption_errors_name_file_and_offset() {
 /// Opening a directory that is not a store, or a store of a newer format, is refused.
 #[test]
 fn not_a_store_and_newer_format() {
-    for kind in [Kind::Mem, Kind::HashLogTiny] {
+    for kind in [Kind::Mem, Kind::HashLogTiny, Kind::TimeLogTiny] {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("notes.txt"), b"hello").expect("write");
         let e = open(kind, dir.path()).err().expect("a non-store directory must not open");
@@ -326,4 +338,87 @@ fn not_a_store_and_newer_format() {
         let e = open(kind, dir.path()).err().expect("a newer format must not open");
         assert!(matches!(e, Error::NewerFormat { .. }), "{kind:?}: {e}");
     }
+}
+
+/// Timelog fixtures: a flipped byte in a segment's block, a truncated segment, a
+/// damaged segment index and a damaged manifest each give `Corrupt` naming the file,
+/// never a wrong value or a panic.
+#[test]
+fn timelog_corruption_errors_name_file_and_offset() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let pristine = base.path().join("pristine");
+    let model = fixture(Kind::TimeLogTiny, &pristine);
+    let segments = |dir: &Path| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .expect("ls")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "tl"))
+            .collect();
+        v.sort();
+        v
+    };
+    // The newest segment is named by the newest checkpoint.
+    let newest = |dir: &Path| segments(dir).pop().expect("a segment");
+
+    // A flipped byte inside the first block: reads that reach it fail naming the file.
+    let dir = base.path().join("block");
+    copy_dir(&pristine, &dir);
+    let seg = newest(&dir);
+    let mut bytes = std::fs::read(&seg).expect("read");
+    bytes[40] ^= 0x10;
+    std::fs::write(&seg, &bytes).expect("write");
+    assert!(read_damaged(Kind::TimeLogTiny, &dir, &model, "flipped block byte") > 0);
+    let mut store = open(Kind::TimeLogTiny, &dir).expect("open: indexes are intact");
+    for i in [KV, LIST] {
+        let n = common::ns(&*store, i);
+        if let Err(e) = store.scan_prefix(n, b"", &mut |_, _| true) {
+            match &e {
+                Error::Corrupt { path, offset, .. } => {
+                    assert_eq!(path, &seg);
+                    assert_eq!(*offset, 16, "the first block starts after the header");
+                    assert!(e.to_string().contains(&*seg.to_string_lossy()), "{e}");
+                }
+                other => panic!("expected Corrupt, got {other}"),
+            }
+        }
+    }
+    // A corruption error poisons the store: writes are refused.
+    let n = common::ns(&*store, KV);
+    assert!(matches!(store.put(n, b"x", b"y"), Err(Error::Poisoned { .. })));
+    drop(store);
+
+    // A truncated segment, and a damaged index (bytes just before the footer): open
+    // fails naming the segment.
+    for (what, cut) in [("truncated", true), ("index", false)] {
+        let dir = base.path().join(what);
+        copy_dir(&pristine, &dir);
+        let seg = newest(&dir);
+        let mut bytes = std::fs::read(&seg).expect("read");
+        if cut {
+            bytes.truncate(bytes.len() - 7);
+        } else {
+            let at = bytes.len() - 41;
+            bytes[at] ^= 0x01;
+        }
+        std::fs::write(&seg, &bytes).expect("write");
+        let e = open(Kind::TimeLogTiny, &dir).err().expect("a damaged segment must not open");
+        assert!(matches!(e, Error::Corrupt { .. }), "{what}: {e}");
+        assert!(e.to_string().contains(&*seg.to_string_lossy()), "{what}: {e}");
+    }
+
+    // A damaged manifest: open fails naming it.
+    let dir = base.path().join("manifest");
+    copy_dir(&pristine, &dir);
+    let manifest = std::fs::read_dir(&dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-")))
+        .max()
+        .expect("a manifest");
+    let mut bytes = std::fs::read(&manifest).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    std::fs::write(&manifest, &bytes).expect("write");
+    let e = open(Kind::TimeLogTiny, &dir).err().expect("damaged manifest must not open");
+    assert!(e.to_string().contains(&*manifest.to_string_lossy()), "{e}");
 }

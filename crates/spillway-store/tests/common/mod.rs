@@ -11,7 +11,7 @@ use spillway_store::io::Fs;
 use spillway_store::{
     merges, AccessHint, Capabilities, CheckpointInfo, Cursor, Direction, HashLogOptions,
     HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, RmwFn, StateStore, StoreOptions,
-    StoreStats, Visitor,
+    StoreStats, TimeLogOptions, TimeLogStore, Visitor,
 };
 
 /// Namespace 0: plain values, merge = add_u64 (point hint). Namespace 1: list append
@@ -29,6 +29,11 @@ pub enum Kind {
     HashLogTiny,
     /// Hashlog with 2 MiB pages (1 MiB values fit) under a 20 MiB budget.
     HashLogBig,
+    /// Timelog with default options under a 16 MiB budget.
+    TimeLog,
+    /// Timelog under 256 KiB with an 8 KiB memtable share, 1 KiB blocks and at most 2
+    /// segments per partition: memtables flush and partitions merge constantly.
+    TimeLogTiny,
     #[cfg(feature = "rocksdb")]
     Rocks,
 }
@@ -39,6 +44,8 @@ impl Kind {
             Kind::Mem,
             Kind::HashLogTiny,
             Kind::HashLogBig,
+            Kind::TimeLog,
+            Kind::TimeLogTiny,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks,
         ]
@@ -49,6 +56,8 @@ impl Kind {
             Kind::Mem => "mem",
             Kind::HashLogTiny => "hashlog-tiny",
             Kind::HashLogBig => "hashlog-big",
+            Kind::TimeLog => "timelog",
+            Kind::TimeLogTiny => "timelog-tiny",
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => "rocksdb",
         }
@@ -62,6 +71,9 @@ impl Kind {
     }
 
     pub fn ordered(self) -> bool {
+        if matches!(self, Kind::TimeLog | Kind::TimeLogTiny) {
+            return true;
+        }
         #[cfg(feature = "rocksdb")]
         if self == Kind::Rocks {
             return true;
@@ -72,7 +84,7 @@ impl Kind {
     /// Largest value this configuration accepts in the suite.
     pub fn max_value(self) -> usize {
         match self {
-            Kind::HashLogTiny => 16 << 10,
+            Kind::HashLogTiny | Kind::TimeLogTiny => 16 << 10,
             _ => 1 << 20,
         }
     }
@@ -82,6 +94,8 @@ impl Kind {
             Kind::Mem => 256 << 20,
             Kind::HashLogTiny => 1 << 20,
             Kind::HashLogBig => 20 << 20,
+            Kind::TimeLog => 16 << 20,
+            Kind::TimeLogTiny => 256 << 10,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => 16 << 20,
         }
@@ -107,6 +121,15 @@ pub fn hashlog_options(kind: Kind) -> HashLogOptions {
     }
 }
 
+pub fn timelog_options(kind: Kind) -> TimeLogOptions {
+    match kind {
+        Kind::TimeLogTiny => {
+            TimeLogOptions::default().memtable_fraction(1.0 / 32.0).block_size(1024).max_segments(2)
+        }
+        _ => TimeLogOptions::default(),
+    }
+}
+
 pub fn open(kind: Kind, dir: &Path) -> Result<Box<dyn StateStore>> {
     open_with_fs(kind, dir, None)
 }
@@ -125,6 +148,12 @@ pub fn open_with_fs(
         }
         (Kind::HashLogTiny | Kind::HashLogBig, Some(fs)) => {
             Box::new(HashLogStore::open_with_fs(opts, hashlog_options(kind), fs)?)
+        }
+        (Kind::TimeLog | Kind::TimeLogTiny, None) => {
+            Box::new(TimeLogStore::open(opts, timelog_options(kind))?)
+        }
+        (Kind::TimeLog | Kind::TimeLogTiny, Some(fs)) => {
+            Box::new(TimeLogStore::open_with_fs(opts, timelog_options(kind), fs)?)
         }
         #[cfg(feature = "rocksdb")]
         (Kind::Rocks, None) => Box::new(spillway_store::RocksStore::open(opts)?),

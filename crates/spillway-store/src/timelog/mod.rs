@@ -1,0 +1,1027 @@
+//! TimeLogStore: a time-ordered store for range-read state (interval-join buffers,
+//! event history).
+//!
+//! # Design
+//! - **Order and time.** Keys are ordered bytewise in every namespace; keys are usually
+//!   `(key prefix, big-endian time)`. A record's *time* is read from its key
+//!   ([`TimeLogOptions::time_suffix`], default: the last 8 bytes, big-endian; or
+//!   [`TimeLogOptions::time_field`]), and the record lives in *partition*
+//!   `time / partition_span`. The time is a function of the key, so a key always lives
+//!   in the same partition: partitions never overlap on a key.
+//! - **Partitions** ([`partition`]): each is a mutable in-memory memtable
+//!   ([`memtable`], a sorted map where `None` is a tombstone) over a stack of sorted,
+//!   immutable segment files ([`segment`]), newest on top. A read of a key goes to its
+//!   one partition: memtable, then segments newest first.
+//! - **Segments** hold ~4 KiB blocks of sorted records and a *sparse index* (first key
+//!   and position of every block) that stays in memory, so a point read costs a binary
+//!   search and one block read (`pread`).
+//! - **Scans** ([`merge`]) are a k-way merge of every partition's memtable and
+//!   segments (newest version of a key wins, tombstones hide), forward or reverse,
+//!   streaming block by block: memory per scan is two blocks per segment touched, not
+//!   the size of the range. Read-ahead: each `pread` of a scan fetches the block the
+//!   scan needs and the next one in scan direction, which waits decoded until the scan
+//!   reaches it ([`segment::SegIter`]); the reads are synchronous, so this saves one
+//!   system call and seek per two blocks rather than overlapping I/O with work. Because
+//!   the key order puts the prefix before the time, a prefix or range scan touches
+//!   every partition whose key span overlaps the range (one block read per such
+//!   segment to find out); a full-namespace time-ordered scan is what the layout makes
+//!   cheap to expire, not what it makes cheap to read.
+//! - **Writes** go to the memtable. `merge` and `rmw` are resolved at write time: the
+//!   old value is read (memtable or one block per segment), the new one written. A
+//!   delete writes a tombstone (or just drops the memtable entry when the partition
+//!   has no segments). `delete_range` drops every partition whose whole key span lies
+//!   inside the range and writes tombstones for the keys of the others, in batches.
+//! - **Memory budget**: memtables plus sparse indexes. When the memtables exceed their
+//!   share ([`TimeLogOptions::memtable_fraction`] of the budget, less what the indexes
+//!   use), the largest memtable is flushed into a new segment. A partition with more
+//!   than [`TimeLogOptions::max_segments`] segments has all of them merged into one;
+//!   since a key lives in one partition and the memtable is newer than every segment,
+//!   this full merge drops tombstones and superseded versions. A partition left empty
+//!   is deleted. Writes fail with [`Error::BudgetTooSmall`] once the sparse indexes
+//!   alone fill the budget (about 1% of the data with 4 KiB blocks and short keys).
+//! - **Expiry** ([`TimeLogStore::expire_before`], or automatically with
+//!   [`TimeLogOptions::retention`]): every partition whose whole time span lies below
+//!   the bound is dropped, files and memtable, with no compaction pass. **This deviates
+//!   from the store contract on purpose**: keys older than the bound disappear without
+//!   a delete. It is opt-in: without a call or a retention, nothing expires.
+//! - **Files** are opened once and kept open (one descriptor per live segment).
+//!
+//! # FORMAT
+//! All integers little-endian. A store directory holds `STORE`, `MANIFEST-<seq>` and
+//! `seg-<id>.tl` files (`id` 16 decimal digits, increasing over the store's life).
+//! ```text
+//! segment : header | block* | index | footer
+//! header  : magic "SWTLSEG\0" [8] | version u32 (1) | crc32c(magic, version) u32  (16 bytes)
+//! block   : count u32 | record * count | crc32c(count, records) u32
+//! record  : key_len u32 | value_len u32 | flags u8 (bit 0: tombstone, value empty) |
+//!           key | value
+//! index   : blocks u32 | (offset u64 | len u32 | first_key_len u32 | first_key) * blocks |
+//!           last_key_len u32 | last_key
+//! footer  : index_offset u64 | index_len u32 | crc32c(index) u32 | records u64 |
+//!           crc32c(previous 24 bytes) u32 | reserved u32 (0) | magic "SWTLEND\0" [8]
+//!                                                                           (40 bytes)
+//! ```
+//! Records in a segment are in strictly increasing key order, within and across
+//! blocks; blocks are contiguous from offset 16 up to the index; a block is sealed
+//! once it reaches the block size (default 4 KiB), so a block holds at least one
+//! record and may be larger than the block size. Opening a segment checks the header,
+//! footer and index checksums and that the index covers the data exactly; reading a
+//! block checks the byte count and its checksum and that its records parse in order.
+//! Any mismatch is [`Error::Corrupt`] naming the file and offset.
+//!
+//! The manifest (see [`crate::manifest`]) adds `time_field` (`suffix:<len>` or
+//! `at:<offset>:<len>`), `partition_span`, `next_segment` (the next unused segment
+//! id), `max_time` (largest time written, or `none`) and `segments`: the live segments
+//! as space-separated `<namespace index>:<partition>:<segment id>` triples.
+//!
+//! # Checkpoint protocol
+//! 1. Flush every non-empty memtable into a new segment (merging partitions that then
+//!    have too many). Segment files are written under their final name without fsync
+//!    when they are created (by a flush, a merge or a checkpoint): a segment no
+//!    manifest names is garbage to recovery, so a torn one is harmless.
+//! 2. fsync every segment not yet synced, then the directory.
+//! 3. Write `MANIFEST-<seq>.tmp`, fsync, rename, fsync the directory. The checkpoint
+//!    exists from this rename on.
+//! 4. Delete manifests older than the previous checkpoint, and segment files named by
+//!    neither this checkpoint nor the previous one. Between checkpoints, a segment
+//!    made obsolete by a merge, an expiry or a `delete_range` is deleted at once when
+//!    no checkpoint names it, else at the first checkpoint that no longer keeps it.
+//!
+//! Any I/O or corruption error poisons the store: it refuses further writes until
+//! reopened.
+//!
+//! # Recovery and what it assumes of the disk
+//! Opening loads the newest manifest, opens its segments (verifying headers, footers
+//! and indexes; the sparse indexes come back into memory), and deletes `.tmp` files,
+//! manifests older than the previous checkpoint and every segment file named by
+//! neither of the two retained checkpoints (segments written after the last
+//! checkpoint). Memtables start empty: the state is exactly the checkpoint's. Layout
+//! parameters (time field, partition span) come from the manifest, so reopening with
+//! other [`TimeLogOptions`] cannot misplace keys. It assumes that fsync makes data
+//! durable, that rename within a directory is atomic and durable after the directory
+//! fsync, and that bytes written are never changed except through detectable
+//! corruption. Segment files never change after they are written, so a crash at any
+//! point leaves the newest published checkpoint intact. A damaged manifest or segment
+//! makes open (or the read that reaches the damaged block) fail with
+//! [`Error::Corrupt`] naming the file; data is never returned from bytes whose
+//! checksum does not match.
+
+mod memtable;
+mod merge;
+mod partition;
+mod segment;
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use self::merge::{MergeIter, Source};
+use self::partition::Partition;
+use self::segment::{parse_segment_name, segment_name, Segment, SegmentWriter};
+use crate::cursor::half_open;
+use crate::error::{Error, Result};
+use crate::io::{join, Fs, StdFs};
+use crate::manifest::{self, Manifest};
+use crate::{
+    check_key, check_value, Capabilities, CheckpointInfo, Direction, MergeOp, Ns, Rmw, RmwFn,
+    StateStore, StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
+};
+
+const FORMAT_VERSION: u32 = 1;
+const STORE_NAME: &str = "timelog";
+/// Keys tombstoned per scan batch of `delete_range`.
+const DELETE_BATCH: usize = 1024;
+
+/// Where a record's time sits in its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TimeField {
+    /// The last `len` bytes, big-endian (a shorter key: all of it).
+    Suffix(usize),
+    /// Bytes `offset..offset + len`, big-endian (a shorter key: time 0).
+    At(usize, usize),
+}
+
+impl TimeField {
+    fn time_of(self, key: &[u8]) -> u64 {
+        let bytes = match self {
+            TimeField::Suffix(len) => &key[key.len().saturating_sub(len)..],
+            TimeField::At(offset, len) => key.get(offset..offset + len).unwrap_or(&[]),
+        };
+        bytes.iter().fold(0u64, |t, &b| (t << 8) | u64::from(b))
+    }
+
+    fn encode(self) -> String {
+        match self {
+            TimeField::Suffix(len) => format!("suffix:{len}"),
+            TimeField::At(offset, len) => format!("at:{offset}:{len}"),
+        }
+    }
+
+    fn decode(s: &str) -> Option<Self> {
+        let mut parts = s.split(':');
+        let f = match (parts.next()?, parts.next(), parts.next()) {
+            ("suffix", Some(len), None) => TimeField::Suffix(len.parse().ok()?),
+            ("at", Some(off), Some(len)) => TimeField::At(off.parse().ok()?, len.parse().ok()?),
+            _ => return None,
+        };
+        let len = match f {
+            TimeField::Suffix(l) | TimeField::At(_, l) => l,
+        };
+        (1..=8).contains(&len).then_some(f)
+    }
+}
+
+/// Tuning of a [`TimeLogStore`]. Every setter documents its default.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct TimeLogOptions {
+    time: TimeField,
+    span: u64,
+    block_size: usize,
+    memtable_fraction: f64,
+    max_segments: usize,
+    retention: Option<u64>,
+}
+
+impl Default for TimeLogOptions {
+    fn default() -> Self {
+        TimeLogOptions {
+            time: TimeField::Suffix(8),
+            span: 1 << 16,
+            block_size: 4096,
+            memtable_fraction: 0.5,
+            max_segments: 4,
+            retention: None,
+        }
+    }
+}
+
+impl TimeLogOptions {
+    /// The record's time is the last `len` bytes of its key, big-endian (a key shorter
+    /// than `len`: all its bytes). `len` is 1..=8. Default: the last 8 bytes. Applies to
+    /// new stores (a recovered store keeps the layout it was created with).
+    pub fn time_suffix(mut self, len: usize) -> Self {
+        self.time = TimeField::Suffix(len);
+        self
+    }
+
+    /// The record's time is key bytes `offset..offset + len`, big-endian; keys too
+    /// short to hold them have time 0. `len` is 1..=8. Default: [`time_suffix`]
+    /// (8) instead. Applies to new stores.
+    ///
+    /// [`time_suffix`]: Self::time_suffix
+    pub fn time_field(mut self, offset: usize, len: usize) -> Self {
+        self.time = TimeField::At(offset, len);
+        self
+    }
+
+    /// Time units per partition (at least 1). Default 2^16 (about 65 s of milliseconds).
+    /// Applies to new stores.
+    pub fn partition_span(mut self, units: u64) -> Self {
+        self.span = units;
+        self
+    }
+
+    /// Target size of a segment block in bytes (64 B to 1 MiB). Default 4 KiB.
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = bytes;
+        self
+    }
+
+    /// Share of the memory budget the memtables may use before the largest is flushed,
+    /// in (0, 1]. Default 0.5.
+    pub fn memtable_fraction(mut self, f: f64) -> Self {
+        self.memtable_fraction = f;
+        self
+    }
+
+    /// Segments a partition may hold before they are merged into one (at least 1).
+    /// Default 4.
+    pub fn max_segments(mut self, n: usize) -> Self {
+        self.max_segments = n;
+        self
+    }
+
+    /// Expire automatically: after each write, partitions wholly older than the largest
+    /// time written minus `units` are dropped, as [`TimeLogStore::expire_before`] does.
+    /// Keys older than the bound disappear (a deliberate deviation from the store
+    /// contract). Default: none (nothing expires on its own).
+    pub fn retention(mut self, units: u64) -> Self {
+        self.retention = Some(units);
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad =
+            |option, detail: &str| Err(Error::InvalidOption { option, detail: detail.into() });
+        if TimeField::decode(&self.time.encode()).is_none() {
+            return bad("time_field", "the time field is 1..=8 bytes");
+        }
+        if self.span == 0 {
+            return bad("partition_span", "must be at least 1");
+        }
+        if !(64..=1 << 20).contains(&self.block_size) {
+            return bad("block_size", "must be 64 B to 1 MiB");
+        }
+        if !(self.memtable_fraction > 0.0 && self.memtable_fraction <= 1.0) {
+            return bad("memtable_fraction", "must be in (0, 1]");
+        }
+        if self.max_segments == 0 {
+            return bad("max_segments", "must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// The time-ordered store. See the [module docs](self).
+pub struct TimeLogStore {
+    opts: StoreOptions,
+    topts: TimeLogOptions,
+    fs: Arc<dyn Fs>,
+    merges: Vec<MergeOp>,
+    /// Per namespace: partitions by number.
+    parts: Vec<BTreeMap<u64, Partition>>,
+    mem_bytes: u64,
+    index_bytes: u64,
+    next_id: u64,
+    seq: u64,
+    max_time: Option<u64>,
+    /// Segments written since the last checkpoint (no manifest names them).
+    unpublished: HashSet<u64>,
+    /// Segments the previous retained checkpoint names.
+    prev_live: HashSet<u64>,
+    poisoned: Option<String>,
+    stats: StoreStats,
+}
+
+impl TimeLogStore {
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    pub fn open(opts: StoreOptions, topts: TimeLogOptions) -> Result<Self> {
+        Self::open_with_fs(opts, topts, Arc::new(StdFs))
+    }
+
+    /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam).
+    pub fn open_with_fs(
+        opts: StoreOptions,
+        mut topts: TimeLogOptions,
+        fs: Arc<dyn Fs>,
+    ) -> Result<Self> {
+        opts.validate()?;
+        topts.validate()?;
+        let dir = opts.dir.clone();
+        manifest::init_dir(&*fs, &dir, STORE_NAME, FORMAT_VERSION)?;
+        let seqs = manifest::list_manifests(&*fs, &dir)?;
+        let mut store = TimeLogStore {
+            merges: opts.namespaces.iter().map(|n| n.merge.clone()).collect(),
+            parts: opts.namespaces.iter().map(|_| BTreeMap::new()).collect(),
+            stats: StoreStats { memory_budget: opts.memory_budget, ..Default::default() },
+            opts,
+            topts: topts.clone(),
+            fs,
+            mem_bytes: 0,
+            index_bytes: 0,
+            next_id: 1,
+            seq: 0,
+            max_time: None,
+            unpublished: HashSet::new(),
+            prev_live: HashSet::new(),
+            poisoned: None,
+        };
+        if let Some(&seq) = seqs.last() {
+            let m = manifest::read_manifest(&*store.fs, &dir, seq)?;
+            let mpath = join(&dir, &manifest::manifest_name(seq));
+            if m.get_str(&mpath, "store")? != STORE_NAME {
+                return Err(Error::NotAStore {
+                    path: mpath,
+                    reason: "manifest of another store".into(),
+                });
+            }
+            m.check_namespaces(&store.opts)?;
+            let bad = |what: &str| Error::corrupt(&mpath, 16, format!("manifest: {what}"));
+            topts.time = TimeField::decode(m.get_str(&mpath, "time_field")?)
+                .ok_or_else(|| bad("bad time_field"))?;
+            topts.span = m.get_u64(&mpath, "partition_span")?;
+            if topts.span == 0 {
+                return Err(bad("partition_span is 0"));
+            }
+            store.topts = topts;
+            store.next_id = m.get_u64(&mpath, "next_segment")?;
+            store.max_time = match m.get_str(&mpath, "max_time")? {
+                "none" => None,
+                t => Some(t.parse().map_err(|_| bad("bad max_time"))?),
+            };
+            let live = parse_segments(&m, &mpath, store.parts.len())?;
+            for &(ns, pid, id) in &live {
+                if id >= store.next_id {
+                    return Err(bad("a segment id is not below next_segment"));
+                }
+                let seg = Segment::open(&*store.fs, &dir, id)?;
+                store.index_bytes += seg.index_bytes();
+                store.parts[ns].entry(pid).or_default().segs.push(seg);
+            }
+            for parts in &mut store.parts {
+                for p in parts.values_mut() {
+                    p.segs.sort_by_key(|s| s.id);
+                }
+            }
+            store.seq = seq;
+            // The previous checkpoint's files stay until the next checkpoint replaces it.
+            if seqs.contains(&(seq.wrapping_sub(1))) {
+                if let Ok(prev) = manifest::read_manifest(&*store.fs, &dir, seq - 1) {
+                    let ppath = join(&dir, &manifest::manifest_name(seq - 1));
+                    if let Ok(p) = parse_segments(&prev, &ppath, store.parts.len()) {
+                        store.prev_live = p.into_iter().map(|(_, _, id)| id).collect();
+                    }
+                }
+            }
+        }
+        store.clean_dir()?;
+        Ok(store)
+    }
+
+    /// Deletes leftovers: `.tmp` files, manifests older than the previous checkpoint,
+    /// and segment files that are not live and that no retained checkpoint names.
+    fn clean_dir(&mut self) -> Result<()> {
+        let dir = self.opts.dir.clone();
+        let fs = self.fs.clone();
+        let live = self.live_ids();
+        for name in fs.list_dir(&dir).map_err(|e| Error::io("list directory", &dir, e))? {
+            let remove = if name.ends_with(".tmp") {
+                true
+            } else if let Some(id) = parse_segment_name(&name) {
+                self.next_id = self.next_id.max(id + 1);
+                !live.contains(&id) && !self.prev_live.contains(&id)
+            } else if let Some(s) = name.strip_prefix("MANIFEST-") {
+                s.parse::<u64>().is_ok_and(|s| s + 1 < self.seq)
+            } else {
+                false
+            };
+            if remove {
+                manifest::remove_quiet(&*fs, &dir, &name)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn live_ids(&self) -> HashSet<u64> {
+        self.parts
+            .iter()
+            .flat_map(|p| p.values())
+            .flat_map(|p| p.segs.iter().map(|s| s.id))
+            .collect()
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        crate::error::writable(&self.poisoned)
+    }
+
+    fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if e.poisons() && self.poisoned.is_none() {
+                self.poisoned = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn ns_ok(&self, ns: Ns) -> Result<usize> {
+        if ns.index() >= self.parts.len() {
+            return Err(Error::UnknownNamespace { name: format!("#{}", ns.index()) });
+        }
+        Ok(ns.index())
+    }
+
+    fn time_of(&self, key: &[u8]) -> u64 {
+        self.topts.time.time_of(key)
+    }
+
+    fn partition_of(&self, key: &[u8]) -> u64 {
+        self.time_of(key) / self.topts.span
+    }
+
+    /// The live value of `key` in namespace `ns`.
+    fn lookup(&mut self, ns: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let pid = self.partition_of(key);
+        let Some(part) = self.parts[ns].get(&pid) else { return Ok(None) };
+        let mut reads = 0;
+        let r = part.get(key, &mut reads);
+        self.stats.disk_reads += reads;
+        Ok(r?.flatten())
+    }
+
+    /// Writes `value` (`None`: delete) for `key` into its partition's memtable, then
+    /// keeps the memory budget and the retention.
+    fn set_entry(&mut self, ns: usize, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let pid = self.partition_of(key);
+        if value.is_some() {
+            let t = self.time_of(key);
+            self.max_time = Some(self.max_time.map_or(t, |m| m.max(t)));
+        }
+        let part = self.parts[ns].entry(pid).or_default();
+        if value.is_none() && part.segs.is_empty() {
+            // No older version on disk: forgetting the entry is enough.
+            if let Some((k, v)) = part.mem.map.remove_entry(key) {
+                let freed = (k.len() + v.map_or(0, |v| v.len())) as u64 + memtable::ENTRY_OVERHEAD;
+                part.mem.bytes -= freed;
+                self.mem_bytes -= freed;
+            }
+            if part.is_empty() {
+                self.parts[ns].remove(&pid);
+            }
+        } else {
+            let delta = part.mem.set(key, value);
+            self.mem_bytes = (self.mem_bytes as i64 + delta) as u64;
+        }
+        self.maintain()
+    }
+
+    /// Bytes the memtables may hold before one is flushed.
+    fn memtable_limit(&self) -> u64 {
+        let budget = self.opts.memory_budget;
+        let share = (budget as f64 * self.topts.memtable_fraction) as u64;
+        share.min(budget.saturating_sub(self.index_bytes))
+    }
+
+    fn check_budget(&self) -> Result<()> {
+        if self.index_bytes >= self.opts.memory_budget {
+            return Err(Error::BudgetTooSmall {
+                budget: self.opts.memory_budget,
+                needed: self.index_bytes,
+                what: "the sparse indexes of the timelog segments (expire old partitions or \
+                       use larger blocks)"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Flushes memtables over their limit and applies the retention.
+    fn maintain(&mut self) -> Result<()> {
+        while self.mem_bytes > self.memtable_limit() {
+            let largest = self
+                .parts
+                .iter()
+                .enumerate()
+                .flat_map(|(ns, ps)| ps.iter().map(move |(pid, p)| (p.mem.bytes, ns, *pid)))
+                .filter(|(b, _, _)| *b > 0)
+                .max();
+            let Some((_, ns, pid)) = largest else { break };
+            self.flush(ns, pid)?;
+        }
+        if let (Some(ret), Some(max)) = (self.topts.retention, self.max_time) {
+            if max >= ret {
+                self.expire_before(max - ret)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the memtable of partition `pid` of `ns` into a new segment (tombstones
+    /// only when older segments may hold the key), then merges the partition's
+    /// segments if there are too many.
+    fn flush(&mut self, ns: usize, pid: u64) -> Result<()> {
+        let Some(part) = self.parts[ns].get(&pid) else { return Ok(()) };
+        if part.mem.is_empty() {
+            return Ok(());
+        }
+        let keep_tombstones = !part.segs.is_empty();
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut w = SegmentWriter::create(&*self.fs, &self.opts.dir, id, self.topts.block_size)?;
+        let written = (|| {
+            for (k, v) in &part.mem.map {
+                if v.is_some() || keep_tombstones {
+                    w.add(k, v.as_deref())?;
+                }
+            }
+            Ok::<_, Error>(())
+        })();
+        let seg = match written {
+            Ok(()) if w.records() > 0 => Some(self.finish_segment(w)?),
+            Ok(()) => {
+                self.discard(w.path().to_path_buf());
+                None
+            }
+            Err(e) => {
+                self.discard(w.path().to_path_buf());
+                return Err(e);
+            }
+        };
+        let part = self.parts[ns].get_mut(&pid).expect("partition");
+        self.mem_bytes -= part.mem.bytes;
+        part.mem = Default::default();
+        if let Some(seg) = seg {
+            self.index_bytes += seg.index_bytes();
+            part.segs.push(seg);
+        }
+        if part.segs.len() > self.topts.max_segments {
+            self.compact(ns, pid)?;
+        } else if part.is_empty() {
+            self.parts[ns].remove(&pid);
+        }
+        Ok(())
+    }
+
+    fn finish_segment(&mut self, w: SegmentWriter) -> Result<Segment> {
+        let path = w.path().to_path_buf();
+        match w.finish() {
+            Ok((seg, bytes)) => {
+                self.stats.bytes_written += bytes;
+                self.unpublished.insert(seg.id);
+                Ok(seg)
+            }
+            Err(e) => {
+                self.discard(path);
+                Err(e)
+            }
+        }
+    }
+
+    /// Best-effort removal of a segment file that was never completed (recovery
+    /// deletes it anyway: no manifest names it).
+    fn discard(&self, path: PathBuf) {
+        let _ = self.fs.remove_file(&path);
+    }
+
+    /// Merges all segments of partition `pid` into one. The memtable is newer than
+    /// every segment and holds its keys' only newer versions, so the merged segment
+    /// needs no tombstones.
+    fn compact(&mut self, ns: usize, pid: u64) -> Result<()> {
+        let Some(part) = self.parts[ns].get(&pid) else { return Ok(()) };
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut w = SegmentWriter::create(&*self.fs, &self.opts.dir, id, self.topts.block_size)?;
+        let mut sources = Vec::new();
+        part.sources(None, None, false, false, &mut sources);
+        let mut reads = 0;
+        let written = (|| {
+            let mut m = MergeIter::new(sources, false)?;
+            let r = (|| {
+                while let Some((k, v)) = m.next_live()? {
+                    w.add(&k, Some(&v))?;
+                }
+                Ok::<_, Error>(())
+            })();
+            reads = m.reads();
+            r
+        })();
+        self.stats.disk_reads += reads;
+        let seg = match written {
+            Ok(()) if w.records() > 0 => Some(self.finish_segment(w)?),
+            Ok(()) => {
+                self.discard(w.path().to_path_buf());
+                None
+            }
+            Err(e) => {
+                self.discard(w.path().to_path_buf());
+                return Err(e);
+            }
+        };
+        let part = self.parts[ns].get_mut(&pid).expect("partition");
+        let old = std::mem::take(&mut part.segs);
+        let old_bytes: u64 = old.iter().map(|s| s.file_len).sum();
+        let new_bytes = seg.as_ref().map_or(0, |s| s.file_len);
+        if let Some(seg) = seg {
+            self.index_bytes += seg.index_bytes();
+            part.segs.push(seg);
+        }
+        if part.is_empty() {
+            self.parts[ns].remove(&pid);
+        }
+        self.stats.compactions += 1;
+        self.stats.compacted_bytes += old_bytes.saturating_sub(new_bytes);
+        for s in old {
+            self.retire(s)?;
+        }
+        Ok(())
+    }
+
+    /// Forgets a segment that is no longer live: its file goes now if no checkpoint
+    /// names it, else at the first checkpoint that no longer retains it.
+    fn retire(&mut self, seg: Segment) -> Result<()> {
+        self.index_bytes -= seg.index_bytes();
+        if self.unpublished.remove(&seg.id) {
+            let name = segment_name(seg.id);
+            drop(seg);
+            manifest::remove_quiet(&*self.fs, &self.opts.dir, &name)?;
+        }
+        Ok(())
+    }
+
+    /// Removes partition `pid` of `ns` with its memtable and segments.
+    fn drop_partition(&mut self, ns: usize, pid: u64) -> Result<()> {
+        if let Some(part) = self.parts[ns].remove(&pid) {
+            self.mem_bytes -= part.mem.bytes;
+            for s in part.segs {
+                self.retire(s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every partition, in every namespace, whose whole time span lies below `t`
+    /// (files and memtable, no compaction pass), and returns how many it dropped. The
+    /// keys in them disappear: this is expiry, not a delete the contract describes.
+    /// Partitions wholly below `t` are those numbered below `t / partition_span`.
+    pub fn expire_before(&mut self, t: u64) -> Result<u64> {
+        self.check_writable()?;
+        let limit = t / self.topts.span;
+        let r = (|| {
+            let mut dropped = 0;
+            for ns in 0..self.parts.len() {
+                let old: Vec<u64> = self.parts[ns].range(..limit).map(|(p, _)| *p).collect();
+                for pid in old {
+                    self.drop_partition(ns, pid)?;
+                    dropped += 1;
+                }
+            }
+            Ok(dropped)
+        })();
+        self.poison(r)
+    }
+
+    /// Partitions (over all namespaces) currently held.
+    pub fn partitions(&self) -> usize {
+        self.parts.iter().map(BTreeMap::len).sum()
+    }
+
+    /// Segment files currently live.
+    pub fn segments(&self) -> usize {
+        self.parts.iter().flat_map(|p| p.values()).map(|p| p.segs.len()).sum()
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &PathBuf {
+        &self.opts.dir
+    }
+
+    /// The merged scan under every read of a range: visits live entries of `ns` in
+    /// `lo..hi` (half-open) in one direction, at most `limit`.
+    fn scan(
+        &mut self,
+        ns: usize,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        reverse: bool,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        if limit == 0 || lo.zip(hi).is_some_and(|(l, h)| l >= h) {
+            return Ok(0);
+        }
+        let mut sources: Vec<(u64, Source<'_>)> = Vec::new();
+        for part in self.parts[ns].values() {
+            part.sources(lo, hi, reverse, true, &mut sources);
+        }
+        let mut n = 0;
+        let mut reads = 0;
+        let r = (|| {
+            let mut m = MergeIter::new(sources, reverse)?;
+            let r = (|| {
+                while n < limit {
+                    let Some((k, v)) = m.next_live()? else { break };
+                    n += 1;
+                    if !visit(&k, &v) {
+                        break;
+                    }
+                }
+                Ok(())
+            })();
+            reads = m.reads();
+            r
+        })();
+        self.stats.disk_reads += reads;
+        r.map(|()| n)
+    }
+
+    fn write_checkpoint(&mut self, seq: u64) -> Result<()> {
+        // 1. Flush every memtable.
+        let dirty: Vec<(usize, u64)> = self
+            .parts
+            .iter()
+            .enumerate()
+            .flat_map(|(ns, ps)| {
+                ps.iter().filter(|(_, p)| !p.mem.is_empty()).map(move |(pid, _)| (ns, *pid))
+            })
+            .collect();
+        for (ns, pid) in dirty {
+            self.flush(ns, pid)?;
+        }
+        // 2. Make every segment durable.
+        let dir = self.opts.dir.clone();
+        for parts in &mut self.parts {
+            for p in parts.values_mut() {
+                for s in &mut p.segs {
+                    s.sync()?;
+                }
+            }
+        }
+        self.fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+        // 3. Publish the manifest.
+        let mut m = Manifest::new(seq, STORE_NAME, &self.opts);
+        m.set("time_field", self.topts.time.encode());
+        m.set("partition_span", self.topts.span);
+        m.set("next_segment", self.next_id);
+        m.set("max_time", self.max_time.map_or("none".to_string(), |t| t.to_string()));
+        let mut segs = Vec::new();
+        for (ns, parts) in self.parts.iter().enumerate() {
+            for (pid, p) in parts {
+                for s in &p.segs {
+                    segs.push(format!("{ns}:{pid}:{}", s.id));
+                }
+            }
+        }
+        m.set("segments", segs.join(" "));
+        manifest::write_manifest(&*self.fs, &dir, &m)?;
+        self.seq = seq;
+        self.unpublished.clear();
+        // 4. Keep this checkpoint and the previous one.
+        let r = self.clean_dir();
+        self.prev_live = self.live_ids();
+        r
+    }
+}
+
+/// The `segments` field of a manifest: (namespace, partition, segment id) triples.
+fn parse_segments(
+    m: &Manifest,
+    path: &std::path::Path,
+    namespaces: usize,
+) -> Result<Vec<(usize, u64, u64)>> {
+    let field = m.get_str(path, "segments")?;
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for t in field.split_whitespace() {
+        let bad = || Error::corrupt(path, 16, format!("manifest: bad segment entry {t:?}"));
+        let mut it = t.split(':');
+        let (Some(ns), Some(pid), Some(id), None) = (it.next(), it.next(), it.next(), it.next())
+        else {
+            return Err(bad());
+        };
+        let ns: usize = ns.parse().map_err(|_| bad())?;
+        let pid: u64 = pid.parse().map_err(|_| bad())?;
+        let id: u64 = id.parse().map_err(|_| bad())?;
+        if ns >= namespaces || !seen.insert(id) {
+            return Err(bad());
+        }
+        out.push((ns, pid, id));
+    }
+    Ok(out)
+}
+
+impl StateStore for TimeLogStore {
+    fn name(&self) -> &'static str {
+        STORE_NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ordered: true, in_place_updates: false }
+    }
+
+    fn namespace(&self, name: &str) -> Result<Ns> {
+        self.opts.lookup(name)
+    }
+
+    fn checkpoint_seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let ns = self.ns_ok(ns)?;
+        self.stats.gets += 1;
+        out.clear();
+        let r = self.lookup(ns, key);
+        match self.poison(r)? {
+            Some(v) => {
+                *out = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let ns = self.ns_ok(ns)?;
+        check_key(key)?;
+        check_value(value.len(), MAX_VALUE_LEN)?;
+        self.check_budget()?;
+        self.stats.puts += 1;
+        let r = self.set_entry(ns, key, Some(value));
+        self.poison(r)
+    }
+
+    fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let ns = self.ns_ok(ns)?;
+        check_key(key)?;
+        self.check_budget()?;
+        self.stats.merges += 1;
+        let r = (|| {
+            let old = self.lookup(ns, key)?;
+            let new = match &self.merges[ns] {
+                MergeOp::ListAppend => {
+                    let len = old.as_ref().map_or(0, Vec::len) + crate::list::framed_len(operand);
+                    check_value(len, MAX_VALUE_LEN)?;
+                    let mut v = old.unwrap_or_default();
+                    crate::list::push(&mut v, operand);
+                    v
+                }
+                op => {
+                    let mut v = Vec::new();
+                    op.apply(old.as_deref(), operand, &mut v);
+                    check_value(v.len(), MAX_VALUE_LEN)?;
+                    v
+                }
+            };
+            self.set_entry(ns, key, Some(&new))
+        })();
+        self.poison(r)
+    }
+
+    fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let ns = self.ns_ok(ns)?;
+        self.stats.deletes += 1;
+        let r = self.set_entry(ns, key, None);
+        self.poison(r)
+    }
+
+    fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()> {
+        self.check_writable()?;
+        let ns = self.ns_ok(ns)?;
+        check_key(key)?;
+        self.check_budget()?;
+        self.stats.rmws += 1;
+        let r = (|| {
+            let old = self.lookup(ns, key)?;
+            let mut out = Vec::new();
+            match f(old.as_deref(), &mut out) {
+                Rmw::Put => {
+                    check_value(out.len(), MAX_VALUE_LEN)?;
+                    self.set_entry(ns, key, Some(&out))
+                }
+                Rmw::Delete if old.is_some() => self.set_entry(ns, key, None),
+                Rmw::Delete | Rmw::Keep => Ok(()),
+            }
+        })();
+        self.poison(r)
+    }
+
+    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        let ns = self.ns_ok(ns)?;
+        self.stats.scans += 1;
+        let end = crate::cursor::prefix_end(prefix);
+        let lo = (!prefix.is_empty()).then_some(prefix);
+        let r = self.scan(ns, lo, end.as_deref(), false, usize::MAX, visit);
+        self.poison(r).map(|_| ())
+    }
+
+    fn is_ordered(&self, _: Ns) -> bool {
+        true
+    }
+
+    fn scan_range(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        visit: &mut Visitor<'_>,
+    ) -> Result<()> {
+        self.scan_ordered(ns, start, end, Direction::Forward, usize::MAX, visit).map(|_| ())
+    }
+
+    fn scan_ordered(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        dir: Direction,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        let ns = self.ns_ok(ns)?;
+        self.stats.scans += 1;
+        let (lo, hi) = half_open(start, end);
+        let reverse = dir == Direction::Reverse;
+        let r = self.scan(ns, lo.as_deref(), hi.as_deref(), reverse, limit, visit);
+        self.poison(r)
+    }
+
+    fn delete_range(&mut self, ns: Ns, start: &[u8], end: &[u8]) -> Result<u64> {
+        self.check_writable()?;
+        let ns = self.ns_ok(ns)?;
+        if start >= end {
+            return Ok(0);
+        }
+        let r = (|| {
+            let mut deleted = 0u64;
+            // Whole partitions inside the range go at once (their live keys counted).
+            let inside: Vec<u64> = self.parts[ns]
+                .iter()
+                .filter(|(_, p)| {
+                    p.key_span().is_some_and(|(a, b)| a.as_slice() >= start && b.as_slice() < end)
+                })
+                .map(|(pid, _)| *pid)
+                .collect();
+            for pid in inside {
+                let part = &self.parts[ns][&pid];
+                let mut sources = Vec::new();
+                part.sources(None, None, false, true, &mut sources);
+                let mut m = MergeIter::new(sources, false)?;
+                while m.next_live()?.is_some() {
+                    deleted += 1;
+                }
+                let reads = m.reads();
+                drop(m);
+                self.stats.disk_reads += reads;
+                self.drop_partition(ns, pid)?;
+            }
+            // Tombstones for the keys of the other partitions, a batch at a time.
+            let mut from = start.to_vec();
+            loop {
+                let mut keys: Vec<Vec<u8>> = Vec::new();
+                self.scan(ns, Some(&from), Some(end), false, DELETE_BATCH, &mut |k, _| {
+                    keys.push(k.to_vec());
+                    true
+                })?;
+                for k in &keys {
+                    self.set_entry(ns, k, None)?;
+                }
+                deleted += keys.len() as u64;
+                match keys.pop() {
+                    Some(last) if keys.len() + 1 == DELETE_BATCH => {
+                        from = crate::cursor::successor(&last);
+                    }
+                    _ => return Ok(deleted),
+                }
+            }
+        })();
+        if let Ok(n) = &r {
+            self.stats.deletes += n;
+        }
+        self.poison(r)
+    }
+
+    fn checkpoint(&mut self) -> Result<CheckpointInfo> {
+        self.check_writable()?;
+        let start = Instant::now();
+        let seq = self.seq + 1;
+        if let Err(e) = self.write_checkpoint(seq) {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        Ok(self.stats.checkpoint_done(seq, start))
+    }
+
+    fn stats(&self) -> StoreStats {
+        let mut s = self.stats.clone();
+        s.index_bytes = self.index_bytes;
+        s.bytes_in_memory = self.mem_bytes + self.index_bytes;
+        s.bytes_on_disk = crate::io::dir_bytes(&self.opts.dir);
+        s.live_keys = None;
+        s
+    }
+}
