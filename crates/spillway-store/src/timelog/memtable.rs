@@ -76,3 +76,76 @@ impl Memtable {
         Some((first, last))
     }
 }
+
+/// Magic of the memtable image a checkpoint writes.
+const IMAGE_MAGIC: [u8; 8] = *b"SWTLMEM\0";
+const IMAGE_VERSION: u32 = 1;
+/// Payload bytes per frame of the image.
+const IMAGE_FRAME: usize = 1 << 20;
+
+/// The file name of the memtable image of checkpoint `seq`.
+pub(crate) fn image_name(seq: u64) -> String {
+    format!("mem-{seq:016}.tlm")
+}
+
+/// The checkpoint number in a file name made by [`image_name`].
+pub(crate) fn parse_image_name(name: &str) -> Option<u64> {
+    name.strip_prefix("mem-")?.strip_suffix(".tlm")?.parse().ok()
+}
+
+/// Writes the memtables' entries as `(namespace, key, value or None)` into a block
+/// file at `path` and fsyncs it; returns its length.
+pub(crate) fn write_image<'a>(
+    fs: &dyn crate::io::Fs,
+    path: &std::path::Path,
+    entries: impl Iterator<Item = (u16, &'a [u8], Option<&'a [u8]>)>,
+) -> crate::Result<u64> {
+    let mut w = crate::blockfile::BlockWriter::create(fs, path, IMAGE_MAGIC, IMAGE_VERSION)?;
+    let mut frame = Vec::with_capacity(IMAGE_FRAME + 1024);
+    for (ns, k, v) in entries {
+        let value = v.unwrap_or(&[]);
+        frame.extend_from_slice(&ns.to_le_bytes());
+        frame.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        frame.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        frame.push(if v.is_none() { super::segment::FLAG_TOMBSTONE } else { 0 });
+        frame.extend_from_slice(k);
+        frame.extend_from_slice(value);
+        if frame.len() >= IMAGE_FRAME {
+            w.frame(&frame)?;
+            frame.clear();
+        }
+    }
+    if !frame.is_empty() {
+        w.frame(&frame)?;
+    }
+    w.finish()
+}
+
+/// Reads an image written by [`write_image`], verifying every frame, and hands each
+/// entry to `f`.
+pub(crate) fn read_image(
+    fs: &dyn crate::io::Fs,
+    path: &std::path::Path,
+    mut f: impl FnMut(u16, &[u8], Option<&[u8]>) -> crate::Result<()>,
+) -> crate::Result<()> {
+    use crate::blockfile::{BlockReader, Cursor};
+    let mut r = BlockReader::open(fs, path, IMAGE_MAGIC, IMAGE_VERSION)?;
+    let mut frame = Vec::new();
+    while r.next(&mut frame)? {
+        let mut c = Cursor::new(&frame, r.path(), 0);
+        while !c.is_empty() {
+            let ns = c.u16()?;
+            let kl = c.u32()? as usize;
+            let vl = c.u32()? as usize;
+            let flags = c.bytes(1)?[0];
+            let k = c.bytes(kl)?;
+            let v = c.bytes(vl)?;
+            let tomb = flags == super::segment::FLAG_TOMBSTONE;
+            if flags & !super::segment::FLAG_TOMBSTONE != 0 || (tomb && vl != 0) {
+                return Err(crate::Error::corrupt(r.path(), 0, "memtable image: bad flags"));
+            }
+            f(ns, k, (!tomb).then_some(v))?;
+        }
+    }
+    Ok(())
+}

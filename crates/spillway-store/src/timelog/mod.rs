@@ -48,7 +48,8 @@
 //!
 //! # FORMAT
 //! All integers little-endian. A store directory holds `STORE`, `MANIFEST-<seq>` and
-//! `seg-<id>.tl` files (`id` 16 decimal digits, increasing over the store's life).
+//! `mem-<seq>.tlm` and `seg-<id>.tl` files (`seq` and `id` 16 decimal digits; segment
+//! ids increase over the store's life).
 //! ```text
 //! segment : header | block* | index | footer
 //! header  : magic "SWTLSEG\0" [8] | version u32 (1) | crc32c(magic, version) u32  (16 bytes)
@@ -69,33 +70,46 @@
 //! block checks the byte count and its checksum and that its records parse in order.
 //! Any mismatch is [`Error::Corrupt`] naming the file and offset.
 //!
-//! The manifest (see [`crate::manifest`]) adds `time_field` (`suffix:<len>` or
+//! `mem-<seq>.tlm` is a [block file](crate::blockfile) (magic `SWTLMEM\0`, version 1)
+//! whose frames (up to 1 MiB each) hold the memtables' entries as records
+//! `namespace u16 | key_len u32 | value_len u32 | flags u8 (bit 0: tombstone) | key |
+//! value`.
+//!
+//! The manifest (see [`crate::manifest`]) adds `memtables` (the image's file name),
+//! `time_field` (`suffix:<len>` or
 //! `at:<offset>:<len>`), `partition_span`, `next_segment` (the next unused segment
 //! id), `max_time` (largest time written, or `none`) and `segments`: the live segments
 //! as space-separated `<namespace index>:<partition>:<segment id>` triples.
 //!
 //! # Checkpoint protocol
-//! 1. Flush every non-empty memtable into a new segment (merging partitions that then
-//!    have too many). Segment files are written under their final name without fsync
-//!    when they are created (by a flush, a merge or a checkpoint): a segment no
-//!    manifest names is garbage to recovery, so a torn one is harmless.
-//! 2. fsync every segment not yet synced, then the directory.
+//! 1. Segment files are written under their final name, without fsync, when they are
+//!    created (by a flush or a merge): a segment no manifest names is garbage to
+//!    recovery, so a torn one is harmless. A checkpoint fsyncs every live segment not
+//!    yet synced; segments created and merged away between two checkpoints are never
+//!    synced.
+//! 2. The memtables are not flushed: their entries (tombstones included) are written
+//!    to `mem-<seq>.tlm.tmp`, fsynced, renamed to `mem-<seq>.tlm`, and the directory
+//!    fsynced (which also makes the new segments' directory entries durable). A
+//!    checkpoint thus costs one fsync per segment written since the last one plus a
+//!    fixed four, however many partitions have dirty memtables.
 //! 3. Write `MANIFEST-<seq>.tmp`, fsync, rename, fsync the directory. The checkpoint
 //!    exists from this rename on.
-//! 4. Delete manifests older than the previous checkpoint, and segment files named by
-//!    neither this checkpoint nor the previous one. Between checkpoints, a segment
-//!    made obsolete by a merge, an expiry or a `delete_range` is deleted at once when
-//!    no checkpoint names it, else at the first checkpoint that no longer keeps it.
+//! 4. Delete manifests and memtable images older than the previous checkpoint, and
+//!    segment files named by neither this checkpoint nor the previous one. Between
+//!    checkpoints, a segment made obsolete by a merge, an expiry or a `delete_range`
+//!    is deleted at once when no checkpoint names it, else at the first checkpoint that
+//!    no longer keeps it.
 //!
 //! Any I/O or corruption error poisons the store: it refuses further writes until
 //! reopened.
 //!
 //! # Recovery and what it assumes of the disk
 //! Opening loads the newest manifest, opens its segments (verifying headers, footers
-//! and indexes; the sparse indexes come back into memory), and deletes `.tmp` files,
-//! manifests older than the previous checkpoint and every segment file named by
-//! neither of the two retained checkpoints (segments written after the last
-//! checkpoint). Memtables start empty: the state is exactly the checkpoint's. Layout
+//! and indexes; the sparse indexes come back into memory), loads the memtable image
+//! into the memtables, and deletes `.tmp` files, manifests and images older than the
+//! previous checkpoint and every segment file named by neither of the two retained
+//! checkpoints (segments written after the last checkpoint). The state is exactly the
+//! checkpoint's. Layout
 //! parameters (time field, partition span) come from the manifest, so reopening with
 //! other [`TimeLogOptions`] cannot misplace keys. It assumes that fsync makes data
 //! durable, that rename within a directory is atomic and durable after the directory
@@ -366,6 +380,18 @@ impl TimeLogStore {
                     p.segs.sort_by_key(|s| s.id);
                 }
             }
+            let image = join(&dir, m.get_str(&mpath, "memtables")?);
+            let namespaces = store.parts.len();
+            let (time, span) = (store.topts.time, store.topts.span);
+            memtable::read_image(&*store.fs, &image.clone(), |ns, k, v| {
+                if ns as usize >= namespaces {
+                    return Err(Error::corrupt(&image, 0, format!("entry names namespace {ns}")));
+                }
+                let pid = time.time_of(k) / span;
+                let part = store.parts[ns as usize].entry(pid).or_default();
+                store.mem_bytes = (store.mem_bytes as i64 + part.mem.set(k, v)) as u64;
+                Ok(())
+            })?;
             store.seq = seq;
             // The previous checkpoint's files stay until the next checkpoint replaces it.
             if seqs.contains(&(seq.wrapping_sub(1))) {
@@ -393,6 +419,8 @@ impl TimeLogStore {
             } else if let Some(id) = parse_segment_name(&name) {
                 self.next_id = self.next_id.max(id + 1);
                 !live.contains(&id) && !self.prev_live.contains(&id)
+            } else if let Some(s) = memtable::parse_image_name(&name) {
+                s + 1 < self.seq || s > self.seq
             } else if let Some(s) = name.strip_prefix("MANIFEST-") {
                 s.parse::<u64>().is_ok_and(|s| s + 1 < self.seq)
             } else {
@@ -499,7 +527,12 @@ impl TimeLogStore {
 
     /// Flushes memtables over their limit and applies the retention.
     fn maintain(&mut self) -> Result<()> {
-        while self.mem_bytes > self.memtable_limit() {
+        if self.mem_bytes <= self.memtable_limit() {
+            return self.apply_retention();
+        }
+        // Flush the largest memtables until half the share is free, so that flushes
+        // come in batches and segments are not made from a few records each.
+        while self.mem_bytes > self.memtable_limit() / 2 {
             let largest = self
                 .parts
                 .iter()
@@ -510,6 +543,10 @@ impl TimeLogStore {
             let Some((_, ns, pid)) = largest else { break };
             self.flush(ns, pid)?;
         }
+        self.apply_retention()
+    }
+
+    fn apply_retention(&mut self) -> Result<()> {
         if let (Some(ret), Some(max)) = (self.topts.retention, self.max_time) {
             if max >= ret {
                 self.expire_before(max - ret)?;
@@ -737,19 +774,7 @@ impl TimeLogStore {
     }
 
     fn write_checkpoint(&mut self, seq: u64) -> Result<()> {
-        // 1. Flush every memtable.
-        let dirty: Vec<(usize, u64)> = self
-            .parts
-            .iter()
-            .enumerate()
-            .flat_map(|(ns, ps)| {
-                ps.iter().filter(|(_, p)| !p.mem.is_empty()).map(move |(pid, _)| (ns, *pid))
-            })
-            .collect();
-        for (ns, pid) in dirty {
-            self.flush(ns, pid)?;
-        }
-        // 2. Make every segment durable.
+        // 1. Make every live segment durable.
         let dir = self.opts.dir.clone();
         for parts in &mut self.parts {
             for p in parts.values_mut() {
@@ -758,7 +783,17 @@ impl TimeLogStore {
                 }
             }
         }
-        self.fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+        // 2. Write the memtables' image (fsync, rename, fsync the directory, which
+        //    also makes the segments' directory entries durable).
+        let image = memtable::image_name(seq);
+        let tmp = join(&dir, &format!("{image}.tmp"));
+        let entries = self.parts.iter().enumerate().flat_map(|(ns, ps)| {
+            ps.values().flat_map(move |p| {
+                p.mem.map.iter().map(move |(k, v)| (ns as u16, &k[..], v.as_deref()))
+            })
+        });
+        self.stats.bytes_written += memtable::write_image(&*self.fs, &tmp, entries)?;
+        crate::blockfile::publish(&*self.fs, &dir, &tmp, &join(&dir, &image))?;
         // 3. Publish the manifest.
         let mut m = Manifest::new(seq, STORE_NAME, &self.opts);
         m.set("time_field", self.topts.time.encode());
@@ -774,6 +809,7 @@ impl TimeLogStore {
             }
         }
         m.set("segments", segs.join(" "));
+        m.set("memtables", &image);
         manifest::write_manifest(&*self.fs, &dir, &m)?;
         self.seq = seq;
         self.unpublished.clear();
