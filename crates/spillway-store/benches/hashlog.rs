@@ -17,6 +17,8 @@ fn stores(dir: &std::path::Path) -> Vec<Box<dyn StateStore>> {
             .memory_budget(256 << 20)
             .namespace(NamespaceSpec::with_merge("state", merges::add_u64()))
     };
+    // `mut` is for the rocksdb push below.
+    #[cfg_attr(not(feature = "rocksdb"), allow(unused_mut))]
     let mut v: Vec<Box<dyn StateStore>> = vec![
         Box::new(HashLogStore::open(opts("hashlog"), HashLogOptions::default()).expect("hashlog")),
         Box::new(MemStore::open(opts("mem")).expect("mem")),
