@@ -1,7 +1,7 @@
 //! The conformance suite every store passes: model-based property tests against a
 //! BTreeMap (put/get/multi_get/merge/delete/rmw/scans/checkpoint/reopen, values from 0
-//! bytes to 1 MiB) and a long differential run with hashlog state many times larger
-//! than its memory budget.
+//! bytes to 1 MiB) and long differential runs with hashlog and timelog state many times
+//! larger than their memory budgets.
 
 mod common;
 
@@ -208,6 +208,108 @@ fn long_run(kind: Kind, ops: usize, keys: u64, seed: u64) {
 #[test]
 fn hashlog_long_run_state_many_times_budget() {
     long_run(Kind::HashLogTiny, 200_000, 20_000, 7);
+}
+
+/// Timelog's long run: event-history keys `"ev" | user u16 BE | time u64 BE` with time
+/// advancing (and jittered) so partitions roll over, list appends, deletes, range
+/// deletes, and ranges read by cursors and ordered scans both ways (some over the whole
+/// namespace, larger than the memory budget), all checked against the model across
+/// checkpoints and reopens, with the state many times the 128 KiB budget.
+#[test]
+fn timelog_long_run_ranges_many_times_budget() {
+    let kind = Kind::TimeLogTiny;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let mut store = open(kind, &path).expect("open");
+    let mut model = Model::default();
+    let mut rng = SmallRng::seed_from_u64(11);
+    let users = 40u16;
+    let key = |user: u16, t: u64| {
+        let mut k = b"ev".to_vec();
+        k.extend_from_slice(&user.to_be_bytes());
+        k.extend_from_slice(&t.to_be_bytes());
+        k
+    };
+    // About 8192 operations per 2^32-unit partition.
+    let now = |n: usize| (n as u64) << 19;
+    let mut max_state = 0usize;
+    let mut big_scans = 0;
+    let ops = 80_000usize;
+    for n in 0..ops {
+        let user = rng.random_range(0..users);
+        let recent = now(n.saturating_sub(rng.random_range(0..3000)));
+        let prefix = key(user, 0)[..4].to_vec();
+        let op = match rng.random_range(0..1000) {
+            0..=479 => {
+                let t = now(n) + rng.random_range(0..1 << 21);
+                Op::Put(ORD, key(user, t), vec![(n % 251) as u8; rng.random_range(8..64)])
+            }
+            480..=629 => Op::Get(ORD, key(user, recent & !((1 << 19) - 1))),
+            630..=729 => Op::Merge(ORD, key(user, recent), vec![(n % 7) as u8; 12]),
+            730..=799 => Op::Delete(ORD, key(user, recent)),
+            800..=829 => Op::CursorWalk(
+                ORD,
+                prefix,
+                recent.to_be_bytes().to_vec(),
+                rng.random_bool(0.5),
+                rng.random_range(1..64),
+            ),
+            830..=859 => {
+                let lo = key(user, recent);
+                let hi = key(user, recent + (rng.random_range(1..400u64) << 19));
+                Op::ScanOrdered(
+                    ORD,
+                    Bound::Included(lo),
+                    Bound::Excluded(hi),
+                    rng.random_bool(0.5),
+                    rng.random_range(1..200),
+                )
+            }
+            860..=869 => {
+                let lo = key(user, recent);
+                let hi = key(user, recent + (rng.random_range(1..200u64) << 19));
+                Op::DeleteRange(ORD, lo, hi)
+            }
+            870..=871 => {
+                big_scans += 1;
+                Op::ScanOrdered(
+                    ORD,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    rng.random_bool(0.5),
+                    usize::MAX,
+                )
+            }
+            _ => Op::Get(ORD, key(user, recent)),
+        };
+        let mut reopen = || open(kind, &path).expect("reopen");
+        step(kind, &mut store, &mut model, &op, &mut reopen);
+        if n % 5_000 == 4_999 {
+            step(kind, &mut store, &mut model, &Op::Checkpoint, &mut reopen);
+        }
+        if n % 20_000 == 12_345 {
+            step(kind, &mut store, &mut model, &Op::Reopen, &mut reopen);
+        }
+        if n % 1000 == 0 {
+            let state: usize = model.live.iter().map(|((_, k), v)| k.len() + v.len()).sum();
+            max_state = max_state.max(state);
+            let s = store.stats();
+            assert!(
+                s.bytes_in_memory <= s.memory_budget,
+                "{kind:?} resident {} > budget {}",
+                s.bytes_in_memory,
+                s.memory_budget
+            );
+        }
+    }
+    check_all(kind, &mut store, &model.live);
+    let s = store.stats();
+    let budget = kind.budget() as usize;
+    assert!(max_state > 5 * budget, "state {max_state} must be several times the budget {budget}");
+    assert!(big_scans > 10, "{big_scans} whole-namespace scans");
+    eprintln!("{kind:?}: max state {max_state} bytes, {s:?}");
+    assert!(s.compactions > 0, "{kind:?} never merged segments: {s:?}");
+    assert!(s.disk_reads > 0, "{kind:?} never read from disk: {s:?}");
 }
 
 #[cfg(feature = "rocksdb")]

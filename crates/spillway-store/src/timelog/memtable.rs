@@ -8,6 +8,9 @@ use std::ops::Bound;
 /// headers).
 pub(crate) const ENTRY_OVERHEAD: u64 = 64;
 
+/// Borrowed memtable entries in key order (`None` value: tombstone).
+pub(crate) type MemIter<'a> = Box<dyn Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a>;
+
 /// A partition's memtable with its byte count.
 #[derive(Debug, Default)]
 pub(crate) struct Memtable {
@@ -55,7 +58,7 @@ impl Memtable {
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
         reverse: bool,
-    ) -> Box<dyn Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a> {
+    ) -> MemIter<'a> {
         if lo.zip(hi).is_some_and(|(l, h)| l >= h) {
             return Box::new(std::iter::empty());
         }

@@ -6,7 +6,8 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::segment::SegIter;
+use super::memtable::MemIter;
+use super::segment::{Entry, SegIter};
 use crate::error::Result;
 
 /// Rank of memtable sources: above every segment id.
@@ -14,14 +15,12 @@ pub(crate) const MEM_RANK: u64 = u64::MAX;
 
 /// One sorted input of a merge.
 pub(crate) enum Source<'a> {
-    Mem(Box<dyn Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a>),
+    Mem(MemIter<'a>),
     Seg(SegIter<'a>),
     /// Owned entries, for tests.
     #[cfg(test)]
     Vec(std::vec::IntoIter<(Vec<u8>, Option<Vec<u8>>)>),
 }
-
-type Entry = (Vec<u8>, Option<Vec<u8>>);
 
 impl Source<'_> {
     fn next_entry(&mut self) -> Result<Option<Entry>> {

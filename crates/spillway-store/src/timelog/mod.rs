@@ -124,6 +124,8 @@ mod memtable;
 mod merge;
 mod partition;
 mod segment;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;

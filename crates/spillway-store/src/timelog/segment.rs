@@ -28,6 +28,9 @@ pub(crate) const INDEX_ENTRY_BYTES: u64 = 40;
 /// Bytes written to the file per `pwrite` while a segment is built.
 const WRITE_BUF: usize = 64 << 10;
 
+/// An owned key and its value (`None`: tombstone).
+pub(crate) type Entry = (Vec<u8>, Option<Vec<u8>>);
+
 /// The file name of segment `id`.
 pub(crate) fn segment_name(id: u64) -> String {
     format!("seg-{id:016}.tl")
@@ -321,7 +324,7 @@ impl Segment {
             ));
         }
         let index_offset = u64::from_le_bytes(f[..8].try_into().expect("8"));
-        let index_len = u32::from_le_bytes(f[8..12].try_into().expect("4")) as u64;
+        let index_len = u64::from(u32::from_le_bytes(f[8..12].try_into().expect("4")));
         let index_crc = u32::from_le_bytes(f[12..16].try_into().expect("4"));
         if index_offset < HEADER_LEN || index_offset.checked_add(index_len) != Some(foot_at) {
             return Err(Error::corrupt(&path, foot_at, "footer places the index outside the file"));
@@ -544,7 +547,7 @@ impl<'a> SegIter<'a> {
     }
 
     /// The next record in range: key and value (`None`: tombstone).
-    pub(crate) fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Option<Vec<u8>>)>> {
+    pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>> {
         loop {
             if self.done {
                 return Ok(None);
