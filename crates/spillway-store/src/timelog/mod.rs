@@ -31,9 +31,15 @@
 //!   delete writes a tombstone (or just drops the memtable entry when the partition
 //!   has no segments). `delete_range` drops every partition whose whole key span lies
 //!   inside the range and writes tombstones for the keys of the others, in batches.
-//! - **Memory budget**: memtables plus sparse indexes. When the memtables exceed their
-//!   share ([`TimeLogOptions::memtable_fraction`] of the budget, less what the indexes
-//!   use), the largest memtable is flushed into a new segment. A partition with more
+//! - **Memory budget**: sparse indexes, memtables and a block cache ([`cache`]), in
+//!   that order of priority. When the memtables would exceed their share
+//!   ([`TimeLogOptions::memtable_fraction`] of the budget, less what the indexes use),
+//!   the largest memtables are flushed into new segments until half the share is free
+//!   (before the write is applied, so a failed flush leaves the write undone). The
+//!   block cache of point reads gets what is left, up to
+//!   [`TimeLogOptions::block_cache_fraction`]. Not counted: the transient buffers of a
+//!   scan or merge in progress (two blocks per segment it reads) and values being
+//!   returned. A partition with more
 //!   than [`TimeLogOptions::max_segments`] segments has all of them merged into one;
 //!   since a key lives in one partition and the memtable is newer than every segment,
 //!   this full merge drops tombstones and superseded versions. A partition left empty
@@ -120,6 +126,7 @@
 //! [`Error::Corrupt`] naming the file; data is never returned from bytes whose
 //! checksum does not match.
 
+mod cache;
 mod memtable;
 mod merge;
 mod partition;
@@ -199,6 +206,7 @@ pub struct TimeLogOptions {
     memtable_fraction: f64,
     max_segments: usize,
     retention: Option<u64>,
+    cache_fraction: f64,
 }
 
 impl Default for TimeLogOptions {
@@ -210,6 +218,7 @@ impl Default for TimeLogOptions {
             memtable_fraction: 0.5,
             max_segments: 4,
             retention: None,
+            cache_fraction: 0.125,
         }
     }
 }
@@ -253,6 +262,14 @@ impl TimeLogOptions {
         self
     }
 
+    /// Share of the memory budget the block cache of point reads may use, in [0, 1]
+    /// (0: no cache). It only gets what the sparse indexes and memtables leave.
+    /// Default 0.125.
+    pub fn block_cache_fraction(mut self, f: f64) -> Self {
+        self.cache_fraction = f;
+        self
+    }
+
     /// Segments a partition may hold before they are merged into one (at least 1).
     /// Default 4.
     pub fn max_segments(mut self, n: usize) -> Self {
@@ -284,6 +301,9 @@ impl TimeLogOptions {
         if !(self.memtable_fraction > 0.0 && self.memtable_fraction <= 1.0) {
             return bad("memtable_fraction", "must be in (0, 1]");
         }
+        if !(0.0..=1.0).contains(&self.cache_fraction) {
+            return bad("block_cache_fraction", "must be in [0, 1]");
+        }
         if self.max_segments == 0 {
             return bad("max_segments", "must be at least 1");
         }
@@ -304,6 +324,7 @@ pub struct TimeLogStore {
     next_id: u64,
     seq: u64,
     max_time: Option<u64>,
+    cache: cache::BlockCache,
     /// Segments written since the last checkpoint (no manifest names them).
     unpublished: HashSet<u64>,
     /// Segments the previous retained checkpoint names.
@@ -341,6 +362,7 @@ impl TimeLogStore {
             next_id: 1,
             seq: 0,
             max_time: None,
+            cache: Default::default(),
             unpublished: HashSet::new(),
             prev_live: HashSet::new(),
             poisoned: None,
@@ -474,9 +496,10 @@ impl TimeLogStore {
     /// The live value of `key` in namespace `ns`.
     fn lookup(&mut self, ns: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let pid = self.partition_of(key);
+        let cap = self.cache_cap();
         let Some(part) = self.parts[ns].get(&pid) else { return Ok(None) };
         let mut reads = 0;
-        let r = part.get(key, &mut reads);
+        let r = part.get(key, &mut self.cache, cap, &mut reads);
         self.stats.disk_reads += reads;
         Ok(r?.flatten())
     }
@@ -484,6 +507,12 @@ impl TimeLogStore {
     /// Writes `value` (`None`: delete) for `key` into its partition's memtable, then
     /// keeps the memory budget and the retention.
     fn set_entry(&mut self, ns: usize, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        // Make room first, so that a flush that fails leaves this write unapplied.
+        let cost = (key.len() + value.map_or(0, <[u8]>::len)) as u64 + memtable::ENTRY_OVERHEAD;
+        let limit = self.memtable_limit();
+        if self.mem_bytes + cost > limit {
+            self.flush_down((limit / 2).min(limit.saturating_sub(cost)))?;
+        }
         let pid = self.partition_of(key);
         if value.is_some() {
             let t = self.time_of(key);
@@ -504,7 +533,22 @@ impl TimeLogStore {
             let delta = part.mem.set(key, value);
             self.mem_bytes = (self.mem_bytes as i64 + delta) as u64;
         }
-        self.maintain()
+        // An entry larger than the memtables' share goes to disk at once.
+        let limit = self.memtable_limit();
+        if self.mem_bytes > limit {
+            self.flush_down(limit / 2)?;
+        }
+        let cap = self.cache_cap();
+        self.cache.trim(cap);
+        self.apply_retention()
+    }
+
+    /// Bytes the block cache may hold: what the indexes and memtables leave of the
+    /// budget, up to its share.
+    fn cache_cap(&self) -> u64 {
+        let budget = self.opts.memory_budget;
+        let share = (budget as f64 * self.topts.cache_fraction) as u64;
+        share.min(budget.saturating_sub(self.index_bytes + self.mem_bytes))
     }
 
     /// Bytes the memtables may hold before one is flushed.
@@ -527,14 +571,11 @@ impl TimeLogStore {
         Ok(())
     }
 
-    /// Flushes memtables over their limit and applies the retention.
-    fn maintain(&mut self) -> Result<()> {
-        if self.mem_bytes <= self.memtable_limit() {
-            return self.apply_retention();
-        }
-        // Flush the largest memtables until half the share is free, so that flushes
-        // come in batches and segments are not made from a few records each.
-        while self.mem_bytes > self.memtable_limit() / 2 {
+    /// Flushes the largest memtables until they hold at most `target` bytes. Flushing
+    /// down to half the share (not just under it) makes flushes come in batches, so
+    /// segments are not made from a few records each.
+    fn flush_down(&mut self, target: u64) -> Result<()> {
+        while self.mem_bytes > target {
             let largest = self
                 .parts
                 .iter()
@@ -545,7 +586,7 @@ impl TimeLogStore {
             let Some((_, ns, pid)) = largest else { break };
             self.flush(ns, pid)?;
         }
-        self.apply_retention()
+        Ok(())
     }
 
     fn apply_retention(&mut self) -> Result<()> {
@@ -1057,7 +1098,7 @@ impl StateStore for TimeLogStore {
     fn stats(&self) -> StoreStats {
         let mut s = self.stats.clone();
         s.index_bytes = self.index_bytes;
-        s.bytes_in_memory = self.mem_bytes + self.index_bytes;
+        s.bytes_in_memory = self.mem_bytes + self.index_bytes + self.cache.bytes();
         s.bytes_on_disk = crate::io::dir_bytes(&self.opts.dir);
         s.live_keys = None;
         s

@@ -4,6 +4,7 @@
 //! the key, so a key lives in exactly one partition and partitions never disagree
 //! about a key.
 
+use super::cache::BlockCache;
 use super::memtable::Memtable;
 use super::merge::{Source, MEM_RANK};
 use super::segment::{SegIter, Segment};
@@ -19,12 +20,18 @@ pub(crate) struct Partition {
 
 impl Partition {
     /// The newest version of `key` in this partition: `Some(None)` is a tombstone.
-    pub(crate) fn get(&self, key: &[u8], reads: &mut u64) -> Result<Option<Option<Vec<u8>>>> {
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        cache: &mut BlockCache,
+        cap: u64,
+        reads: &mut u64,
+    ) -> Result<Option<Option<Vec<u8>>>> {
         if let Some(v) = self.mem.get(key) {
             return Ok(Some(v.map(<[u8]>::to_vec)));
         }
         for seg in self.segs.iter().rev() {
-            if let Some(v) = seg.get(key, reads)? {
+            if let Some(v) = seg.get(key, cache, cap, reads)? {
                 return Ok(Some(v));
             }
         }

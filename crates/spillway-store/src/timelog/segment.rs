@@ -2,7 +2,9 @@
 //! the block reader with read-ahead. The byte layout is in the [module docs](super).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use super::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::io::{read_exact_at, write_all_at, FileHandle, Fs};
 
@@ -76,6 +78,11 @@ pub(crate) struct Block {
 }
 
 impl Block {
+    /// Bytes the decoded block occupies in memory.
+    pub(crate) fn resident_bytes(&self) -> u64 {
+        (self.data.capacity() + self.recs.capacity() * 16 + 64) as u64
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.recs.len()
     }
@@ -411,14 +418,28 @@ impl Segment {
         p.checked_sub(1)
     }
 
-    /// Looks `key` up: `Some(None)` is a tombstone. Reads at most one block.
-    pub(crate) fn get(&self, key: &[u8], reads: &mut u64) -> Result<Option<Option<Vec<u8>>>> {
+    /// Looks `key` up: `Some(None)` is a tombstone. Reads at most one block, through
+    /// `cache` (whose capacity is `cap`).
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        cache: &mut BlockCache,
+        cap: u64,
+        reads: &mut u64,
+    ) -> Result<Option<Option<Vec<u8>>>> {
         if key > &self.last_key[..] {
             return Ok(None);
         }
         let Some(b) = self.block_for(key) else { return Ok(None) };
-        *reads += 1;
-        let block = self.read_blocks(b, 1)?.pop().expect("one block");
+        let block = match cache.get(self.id, b as u32) {
+            Some(block) => block,
+            None => {
+                *reads += 1;
+                let block = Arc::new(self.read_blocks(b, 1)?.pop().expect("one block"));
+                cache.insert(self.id, b as u32, block.clone(), cap);
+                block
+            }
+        };
         let i = block.lower_bound(key);
         if i < block.len() && block.key(i) == key {
             return Ok(Some(block.value(i).map(<[u8]>::to_vec)));

@@ -4,6 +4,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::cache::BlockCache;
 use super::segment::{decode_block, SegIter, Segment, SegmentWriter, HEADER_LEN};
 use super::{TimeLogOptions, TimeLogStore};
 use crate::io::StdFs;
@@ -46,13 +47,13 @@ fn segment_roundtrip_point_reads_and_ranges_both_ways() {
     let seg = Segment::open(&StdFs, dir.path(), 1).expect("reopen");
     let mut reads = 0;
     for i in [0u32, 1, 6, 7, 250, 499] {
-        let got = seg.get(&key(i), &mut reads).expect("get");
+        let got = seg.get(&key(i), &mut BlockCache::default(), 0, &mut reads).expect("get");
         let want = (i % 7 != 0).then(|| format!("value-{i}").into_bytes());
         assert_eq!(got, Some(want), "key {i}");
     }
-    assert_eq!(seg.get(b"key", &mut reads).expect("get"), None);
-    assert_eq!(seg.get(b"key9", &mut reads).expect("get"), None);
-    assert_eq!(seg.get(&key(500), &mut reads).expect("get"), None);
+    assert_eq!(seg.get(b"key", &mut BlockCache::default(), 0, &mut reads).expect("get"), None);
+    assert_eq!(seg.get(b"key9", &mut BlockCache::default(), 0, &mut reads).expect("get"), None);
+    assert_eq!(seg.get(&key(500), &mut BlockCache::default(), 0, &mut reads).expect("get"), None);
 
     let all: Vec<u32> = (0..500).collect();
     assert_eq!(scan(&seg, None, None, false).0, all);
@@ -98,7 +99,7 @@ fn damaged_blocks_are_corrupt_not_wrong_values() {
     bytes[HEADER_LEN as usize + 20] ^= 0x04;
     std::fs::write(&path, &bytes).expect("write");
     let seg = Segment::open(&StdFs, dir.path(), 1).expect("index intact");
-    let e = seg.get(&key(1), &mut 0).expect_err("damaged block");
+    let e = seg.get(&key(1), &mut BlockCache::default(), 0, &mut 0).expect_err("damaged block");
     assert!(matches!(&e, Error::Corrupt { path: p, offset: 16, .. } if *p == path), "{e}");
     // A block that fails its checksum is never decoded; a short one neither.
     assert!(decode_block(&path, 0, vec![1, 2, 3]).is_err());
@@ -244,4 +245,44 @@ fn layout_comes_from_the_checkpoint_not_the_options() {
         .expect("reopen");
     assert_eq!(s.partitions(), 10);
     assert_eq!(s.get(ns, &event(0, 42)).expect("get"), Some(b"v".to_vec()));
+}
+
+#[test]
+fn point_reads_hit_the_block_cache_within_the_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topts = TimeLogOptions::default().memtable_fraction(0.01);
+    let mut s =
+        TimeLogStore::open(opts(dir.path()), topts.block_cache_fraction(0.25)).expect("open");
+    let ns = s.namespace("events").expect("ns");
+    for t in 0..5000u64 {
+        s.put(ns, &event(1, t), &[3u8; 100]).expect("put");
+    }
+    assert!(s.segments() > 0);
+    let before = s.stats().disk_reads;
+    assert!(s.get(ns, &event(1, 10)).expect("get").is_some());
+    let once = s.stats().disk_reads;
+    assert!(once > before, "the first read goes to disk");
+    for _ in 0..10 {
+        assert!(s.get(ns, &event(1, 11)).expect("get").is_some());
+    }
+    assert_eq!(s.stats().disk_reads, once, "later reads of the same block hit the cache");
+    // Reading everything keeps the resident total within the budget.
+    for t in (0..5000u64).step_by(7) {
+        assert!(s.get(ns, &event(1, t)).expect("get").is_some());
+    }
+    let st = s.stats();
+    assert!(st.bytes_in_memory <= st.memory_budget, "{st:?}");
+
+    // Without a cache every read of a segment block goes to disk.
+    drop(s);
+    let topts = TimeLogOptions::default().memtable_fraction(0.01).block_cache_fraction(0.0);
+    let mut s = TimeLogStore::open(opts(dir.path()), topts).expect("reopen");
+    for t in 5000..10_000u64 {
+        s.put(ns, &event(1, t), &[3u8; 100]).expect("put");
+    }
+    let before = s.stats().disk_reads;
+    for _ in 0..3 {
+        assert!(s.get(ns, &event(1, 5011)).expect("get").is_some());
+    }
+    assert_eq!(s.stats().disk_reads, before + 3);
 }
