@@ -29,8 +29,9 @@ pub enum Kind {
     HashLogTiny,
     /// Hashlog with 2 MiB pages (1 MiB values fit) under a 20 MiB budget.
     HashLogBig,
-    /// Timelog with default options under a 4 MiB budget (1 MiB values: memtables flush
-    /// every few large values).
+    /// Timelog with default options under a 1 MiB budget: the suite's keys spread over a
+    /// few partitions (by their first byte), and large values flush memtables into
+    /// segments (a value over the 512 KiB memtable share goes to disk at once).
     TimeLog,
     /// Timelog under 128 KiB with a 16 KiB memtable share, 1 KiB blocks, at most 2
     /// segments per partition and partitions of 2^32 time units: the suite's short
@@ -99,7 +100,7 @@ impl Kind {
             Kind::Mem => 256 << 20,
             Kind::HashLogTiny => 1 << 20,
             Kind::HashLogBig => 20 << 20,
-            Kind::TimeLog => 4 << 20,
+            Kind::TimeLog => 1 << 20,
             Kind::TimeLogTiny => 128 << 10,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => 16 << 20,
