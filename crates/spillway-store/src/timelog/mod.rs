@@ -127,8 +127,11 @@
 //! checksum does not match.
 
 mod cache;
+mod checkpoint;
+mod maintenance;
 mod memtable;
 mod merge;
+mod options;
 mod partition;
 mod segment;
 #[cfg(test)]
@@ -141,12 +144,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use self::merge::{MergeIter, Source};
+pub use self::options::TimeLogOptions;
 use self::partition::Partition;
-use self::segment::{parse_segment_name, segment_name, Segment, SegmentWriter};
 use crate::cursor::half_open;
 use crate::error::{Error, Result};
-use crate::io::{join, Fs, StdFs};
-use crate::manifest::{self, Manifest};
+use crate::io::{Fs, StdFs};
+use crate::manifest;
 use crate::{
     check_key, check_value, Capabilities, CheckpointInfo, Direction, MergeOp, Ns, Rmw, RmwFn,
     StateStore, StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
@@ -156,160 +159,6 @@ const FORMAT_VERSION: u32 = 1;
 const STORE_NAME: &str = "timelog";
 /// Keys tombstoned per scan batch of `delete_range`.
 const DELETE_BATCH: usize = 1024;
-
-/// Where a record's time sits in its key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TimeField {
-    /// The last `len` bytes, big-endian (a shorter key: all of it).
-    Suffix(usize),
-    /// Bytes `offset..offset + len`, big-endian (a shorter key: time 0).
-    At(usize, usize),
-}
-
-impl TimeField {
-    fn time_of(self, key: &[u8]) -> u64 {
-        let bytes = match self {
-            TimeField::Suffix(len) => &key[key.len().saturating_sub(len)..],
-            TimeField::At(offset, len) => key.get(offset..offset + len).unwrap_or(&[]),
-        };
-        bytes.iter().fold(0u64, |t, &b| (t << 8) | u64::from(b))
-    }
-
-    fn encode(self) -> String {
-        match self {
-            TimeField::Suffix(len) => format!("suffix:{len}"),
-            TimeField::At(offset, len) => format!("at:{offset}:{len}"),
-        }
-    }
-
-    fn decode(s: &str) -> Option<Self> {
-        let mut parts = s.split(':');
-        let f = match (parts.next()?, parts.next(), parts.next()) {
-            ("suffix", Some(len), None) => TimeField::Suffix(len.parse().ok()?),
-            ("at", Some(off), Some(len)) => TimeField::At(off.parse().ok()?, len.parse().ok()?),
-            _ => return None,
-        };
-        let len = match f {
-            TimeField::Suffix(l) | TimeField::At(_, l) => l,
-        };
-        (1..=8).contains(&len).then_some(f)
-    }
-}
-
-/// Tuning of a [`TimeLogStore`]. Every setter documents its default.
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct TimeLogOptions {
-    time: TimeField,
-    span: u64,
-    block_size: usize,
-    memtable_fraction: f64,
-    max_segments: usize,
-    retention: Option<u64>,
-    cache_fraction: f64,
-}
-
-impl Default for TimeLogOptions {
-    fn default() -> Self {
-        TimeLogOptions {
-            time: TimeField::Suffix(8),
-            span: 1 << 16,
-            block_size: 4096,
-            memtable_fraction: 0.5,
-            max_segments: 4,
-            retention: None,
-            cache_fraction: 0.125,
-        }
-    }
-}
-
-impl TimeLogOptions {
-    /// The record's time is the last `len` bytes of its key, big-endian (a key shorter
-    /// than `len`: all its bytes). `len` is 1..=8. Default: the last 8 bytes. Applies to
-    /// new stores (a recovered store keeps the layout it was created with).
-    pub fn time_suffix(mut self, len: usize) -> Self {
-        self.time = TimeField::Suffix(len);
-        self
-    }
-
-    /// The record's time is key bytes `offset..offset + len`, big-endian; keys too
-    /// short to hold them have time 0. `len` is 1..=8. Default: [`time_suffix`]
-    /// (8) instead. Applies to new stores.
-    ///
-    /// [`time_suffix`]: Self::time_suffix
-    pub fn time_field(mut self, offset: usize, len: usize) -> Self {
-        self.time = TimeField::At(offset, len);
-        self
-    }
-
-    /// Time units per partition (at least 1). Default 2^16 (about 65 s of milliseconds).
-    /// Applies to new stores.
-    pub fn partition_span(mut self, units: u64) -> Self {
-        self.span = units;
-        self
-    }
-
-    /// Target size of a segment block in bytes (64 B to 1 MiB). Default 4 KiB.
-    pub fn block_size(mut self, bytes: usize) -> Self {
-        self.block_size = bytes;
-        self
-    }
-
-    /// Share of the memory budget the memtables may use before the largest is flushed,
-    /// in (0, 1]. Default 0.5.
-    pub fn memtable_fraction(mut self, f: f64) -> Self {
-        self.memtable_fraction = f;
-        self
-    }
-
-    /// Share of the memory budget the block cache of point reads may use, in [0, 1]
-    /// (0: no cache). It only gets what the sparse indexes and memtables leave.
-    /// Default 0.125.
-    pub fn block_cache_fraction(mut self, f: f64) -> Self {
-        self.cache_fraction = f;
-        self
-    }
-
-    /// Segments a partition may hold before they are merged into one (at least 1).
-    /// Default 4.
-    pub fn max_segments(mut self, n: usize) -> Self {
-        self.max_segments = n;
-        self
-    }
-
-    /// Expire automatically: after each write, partitions wholly older than the largest
-    /// time written minus `units` are dropped, as [`TimeLogStore::expire_before`] does.
-    /// Keys older than the bound disappear (a deliberate deviation from the store
-    /// contract). Default: none (nothing expires on its own).
-    pub fn retention(mut self, units: u64) -> Self {
-        self.retention = Some(units);
-        self
-    }
-
-    fn validate(&self) -> Result<()> {
-        let bad =
-            |option, detail: &str| Err(Error::InvalidOption { option, detail: detail.into() });
-        if TimeField::decode(&self.time.encode()).is_none() {
-            return bad("time_field", "the time field is 1..=8 bytes");
-        }
-        if self.span == 0 {
-            return bad("partition_span", "must be at least 1");
-        }
-        if !(64..=1 << 20).contains(&self.block_size) {
-            return bad("block_size", "must be 64 B to 1 MiB");
-        }
-        if !(self.memtable_fraction > 0.0 && self.memtable_fraction <= 1.0) {
-            return bad("memtable_fraction", "must be in (0, 1]");
-        }
-        if !(0.0..=1.0).contains(&self.cache_fraction) {
-            return bad("block_cache_fraction", "must be in [0, 1]");
-        }
-        if self.max_segments == 0 {
-            return bad("max_segments", "must be at least 1");
-        }
-        Ok(())
-    }
-}
 
 /// The time-ordered store. See the [module docs](self).
 pub struct TimeLogStore {
@@ -342,7 +191,7 @@ impl TimeLogStore {
     /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam).
     pub fn open_with_fs(
         opts: StoreOptions,
-        mut topts: TimeLogOptions,
+        topts: TimeLogOptions,
         fs: Arc<dyn Fs>,
     ) -> Result<Self> {
         opts.validate()?;
@@ -355,7 +204,7 @@ impl TimeLogStore {
             parts: opts.namespaces.iter().map(|_| BTreeMap::new()).collect(),
             stats: StoreStats { memory_budget: opts.memory_budget, ..Default::default() },
             opts,
-            topts: topts.clone(),
+            topts,
             fs,
             mem_bytes: 0,
             index_bytes: 0,
@@ -368,101 +217,10 @@ impl TimeLogStore {
             poisoned: None,
         };
         if let Some(&seq) = seqs.last() {
-            let m = manifest::read_manifest(&*store.fs, &dir, seq)?;
-            let mpath = join(&dir, &manifest::manifest_name(seq));
-            if m.get_str(&mpath, "store")? != STORE_NAME {
-                return Err(Error::NotAStore {
-                    path: mpath,
-                    reason: "manifest of another store".into(),
-                });
-            }
-            m.check_namespaces(&store.opts)?;
-            let bad = |what: &str| Error::corrupt(&mpath, 16, format!("manifest: {what}"));
-            topts.time = TimeField::decode(m.get_str(&mpath, "time_field")?)
-                .ok_or_else(|| bad("bad time_field"))?;
-            topts.span = m.get_u64(&mpath, "partition_span")?;
-            if topts.span == 0 {
-                return Err(bad("partition_span is 0"));
-            }
-            store.topts = topts;
-            store.next_id = m.get_u64(&mpath, "next_segment")?;
-            store.max_time = match m.get_str(&mpath, "max_time")? {
-                "none" => None,
-                t => Some(t.parse().map_err(|_| bad("bad max_time"))?),
-            };
-            let live = parse_segments(&m, &mpath, store.parts.len())?;
-            for &(ns, pid, id) in &live {
-                if id >= store.next_id {
-                    return Err(bad("a segment id is not below next_segment"));
-                }
-                let seg = Segment::open(&*store.fs, &dir, id)?;
-                store.index_bytes += seg.index_bytes();
-                store.parts[ns].entry(pid).or_default().segs.push(seg);
-            }
-            for parts in &mut store.parts {
-                for p in parts.values_mut() {
-                    p.segs.sort_by_key(|s| s.id);
-                }
-            }
-            let image = join(&dir, m.get_str(&mpath, "memtables")?);
-            let namespaces = store.parts.len();
-            let (time, span) = (store.topts.time, store.topts.span);
-            memtable::read_image(&*store.fs, &image.clone(), |ns, k, v| {
-                if ns as usize >= namespaces {
-                    return Err(Error::corrupt(&image, 0, format!("entry names namespace {ns}")));
-                }
-                let pid = time.time_of(k) / span;
-                let part = store.parts[ns as usize].entry(pid).or_default();
-                store.mem_bytes = (store.mem_bytes as i64 + part.mem.set(k, v)) as u64;
-                Ok(())
-            })?;
-            store.seq = seq;
-            // The previous checkpoint's files stay until the next checkpoint replaces it.
-            if seqs.contains(&(seq.wrapping_sub(1))) {
-                if let Ok(prev) = manifest::read_manifest(&*store.fs, &dir, seq - 1) {
-                    let ppath = join(&dir, &manifest::manifest_name(seq - 1));
-                    if let Ok(p) = parse_segments(&prev, &ppath, store.parts.len()) {
-                        store.prev_live = p.into_iter().map(|(_, _, id)| id).collect();
-                    }
-                }
-            }
+            store.recover(seq, seqs.contains(&seq.wrapping_sub(1)))?;
         }
         store.clean_dir()?;
         Ok(store)
-    }
-
-    /// Deletes leftovers: `.tmp` files, manifests older than the previous checkpoint,
-    /// and segment files that are not live and that no retained checkpoint names.
-    fn clean_dir(&mut self) -> Result<()> {
-        let dir = self.opts.dir.clone();
-        let fs = self.fs.clone();
-        let live = self.live_ids();
-        for name in fs.list_dir(&dir).map_err(|e| Error::io("list directory", &dir, e))? {
-            let remove = if name.ends_with(".tmp") {
-                true
-            } else if let Some(id) = parse_segment_name(&name) {
-                self.next_id = self.next_id.max(id + 1);
-                !live.contains(&id) && !self.prev_live.contains(&id)
-            } else if let Some(s) = memtable::parse_image_name(&name) {
-                s + 1 < self.seq || s > self.seq
-            } else if let Some(s) = name.strip_prefix("MANIFEST-") {
-                s.parse::<u64>().is_ok_and(|s| s + 1 < self.seq)
-            } else {
-                false
-            };
-            if remove {
-                manifest::remove_quiet(&*fs, &dir, &name)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn live_ids(&self) -> HashSet<u64> {
-        self.parts
-            .iter()
-            .flat_map(|p| p.values())
-            .flat_map(|p| p.segs.iter().map(|s| s.id))
-            .collect()
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -571,197 +329,6 @@ impl TimeLogStore {
         Ok(())
     }
 
-    /// Flushes the largest memtables until they hold at most `target` bytes. Flushing
-    /// down to half the share (not just under it) makes flushes come in batches, so
-    /// segments are not made from a few records each.
-    fn flush_down(&mut self, target: u64) -> Result<()> {
-        while self.mem_bytes > target {
-            let largest = self
-                .parts
-                .iter()
-                .enumerate()
-                .flat_map(|(ns, ps)| ps.iter().map(move |(pid, p)| (p.mem.bytes, ns, *pid)))
-                .filter(|(b, _, _)| *b > 0)
-                .max();
-            let Some((_, ns, pid)) = largest else { break };
-            self.flush(ns, pid)?;
-        }
-        Ok(())
-    }
-
-    fn apply_retention(&mut self) -> Result<()> {
-        if let (Some(ret), Some(max)) = (self.topts.retention, self.max_time) {
-            if max >= ret {
-                self.expire_before(max - ret)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the memtable of partition `pid` of `ns` into a new segment (tombstones
-    /// only when older segments may hold the key), then merges the partition's
-    /// segments if there are too many.
-    fn flush(&mut self, ns: usize, pid: u64) -> Result<()> {
-        let Some(part) = self.parts[ns].get(&pid) else { return Ok(()) };
-        if part.mem.is_empty() {
-            return Ok(());
-        }
-        let keep_tombstones = !part.segs.is_empty();
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut w = SegmentWriter::create(&*self.fs, &self.opts.dir, id, self.topts.block_size)?;
-        let written = (|| {
-            for (k, v) in &part.mem.map {
-                if v.is_some() || keep_tombstones {
-                    w.add(k, v.as_deref())?;
-                }
-            }
-            Ok::<_, Error>(())
-        })();
-        let seg = match written {
-            Ok(()) if w.records() > 0 => Some(self.finish_segment(w)?),
-            Ok(()) => {
-                self.discard(w.path().to_path_buf());
-                None
-            }
-            Err(e) => {
-                self.discard(w.path().to_path_buf());
-                return Err(e);
-            }
-        };
-        let part = self.parts[ns].get_mut(&pid).expect("partition");
-        self.mem_bytes -= part.mem.bytes;
-        part.mem = Default::default();
-        if let Some(seg) = seg {
-            self.index_bytes += seg.index_bytes();
-            part.segs.push(seg);
-        }
-        if part.segs.len() > self.topts.max_segments {
-            self.compact(ns, pid)?;
-        } else if part.is_empty() {
-            self.parts[ns].remove(&pid);
-        }
-        Ok(())
-    }
-
-    fn finish_segment(&mut self, w: SegmentWriter) -> Result<Segment> {
-        let path = w.path().to_path_buf();
-        match w.finish() {
-            Ok((seg, bytes)) => {
-                self.stats.bytes_written += bytes;
-                self.unpublished.insert(seg.id);
-                Ok(seg)
-            }
-            Err(e) => {
-                self.discard(path);
-                Err(e)
-            }
-        }
-    }
-
-    /// Best-effort removal of a segment file that was never completed (recovery
-    /// deletes it anyway: no manifest names it).
-    fn discard(&self, path: PathBuf) {
-        let _ = self.fs.remove_file(&path);
-    }
-
-    /// Merges all segments of partition `pid` into one. The memtable is newer than
-    /// every segment and holds its keys' only newer versions, so the merged segment
-    /// needs no tombstones.
-    fn compact(&mut self, ns: usize, pid: u64) -> Result<()> {
-        let Some(part) = self.parts[ns].get(&pid) else { return Ok(()) };
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut w = SegmentWriter::create(&*self.fs, &self.opts.dir, id, self.topts.block_size)?;
-        let mut sources = Vec::new();
-        part.sources(None, None, false, false, &mut sources);
-        let mut reads = 0;
-        let written = (|| {
-            let mut m = MergeIter::new(sources, false)?;
-            let r = (|| {
-                while let Some((k, v)) = m.next_live()? {
-                    w.add(&k, Some(&v))?;
-                }
-                Ok::<_, Error>(())
-            })();
-            reads = m.reads();
-            r
-        })();
-        self.stats.disk_reads += reads;
-        let seg = match written {
-            Ok(()) if w.records() > 0 => Some(self.finish_segment(w)?),
-            Ok(()) => {
-                self.discard(w.path().to_path_buf());
-                None
-            }
-            Err(e) => {
-                self.discard(w.path().to_path_buf());
-                return Err(e);
-            }
-        };
-        let part = self.parts[ns].get_mut(&pid).expect("partition");
-        let old = std::mem::take(&mut part.segs);
-        let old_bytes: u64 = old.iter().map(|s| s.file_len).sum();
-        let new_bytes = seg.as_ref().map_or(0, |s| s.file_len);
-        if let Some(seg) = seg {
-            self.index_bytes += seg.index_bytes();
-            part.segs.push(seg);
-        }
-        if part.is_empty() {
-            self.parts[ns].remove(&pid);
-        }
-        self.stats.compactions += 1;
-        self.stats.compacted_bytes += old_bytes.saturating_sub(new_bytes);
-        for s in old {
-            self.retire(s)?;
-        }
-        Ok(())
-    }
-
-    /// Forgets a segment that is no longer live: its file goes now if no checkpoint
-    /// names it, else at the first checkpoint that no longer retains it.
-    fn retire(&mut self, seg: Segment) -> Result<()> {
-        self.index_bytes -= seg.index_bytes();
-        if self.unpublished.remove(&seg.id) {
-            let name = segment_name(seg.id);
-            drop(seg);
-            manifest::remove_quiet(&*self.fs, &self.opts.dir, &name)?;
-        }
-        Ok(())
-    }
-
-    /// Removes partition `pid` of `ns` with its memtable and segments.
-    fn drop_partition(&mut self, ns: usize, pid: u64) -> Result<()> {
-        if let Some(part) = self.parts[ns].remove(&pid) {
-            self.mem_bytes -= part.mem.bytes;
-            for s in part.segs {
-                self.retire(s)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Drops every partition, in every namespace, whose whole time span lies below `t`
-    /// (files and memtable, no compaction pass), and returns how many it dropped. The
-    /// keys in them disappear: this is expiry, not a delete the contract describes.
-    /// Partitions wholly below `t` are those numbered below `t / partition_span`.
-    pub fn expire_before(&mut self, t: u64) -> Result<u64> {
-        self.check_writable()?;
-        let limit = t / self.topts.span;
-        let r = (|| {
-            let mut dropped = 0;
-            for ns in 0..self.parts.len() {
-                let old: Vec<u64> = self.parts[ns].range(..limit).map(|(p, _)| *p).collect();
-                for pid in old {
-                    self.drop_partition(ns, pid)?;
-                    dropped += 1;
-                }
-            }
-            Ok(dropped)
-        })();
-        self.poison(r)
-    }
-
     /// Partitions (over all namespaces) currently held.
     pub fn partitions(&self) -> usize {
         self.parts.iter().map(BTreeMap::len).sum()
@@ -815,79 +382,6 @@ impl TimeLogStore {
         self.stats.disk_reads += reads;
         r.map(|()| n)
     }
-
-    fn write_checkpoint(&mut self, seq: u64) -> Result<()> {
-        // 1. Make every live segment durable.
-        let dir = self.opts.dir.clone();
-        for parts in &mut self.parts {
-            for p in parts.values_mut() {
-                for s in &mut p.segs {
-                    s.sync()?;
-                }
-            }
-        }
-        // 2. Write the memtables' image (fsync, rename, fsync the directory, which
-        //    also makes the segments' directory entries durable).
-        let image = memtable::image_name(seq);
-        let tmp = join(&dir, &format!("{image}.tmp"));
-        let entries = self.parts.iter().enumerate().flat_map(|(ns, ps)| {
-            ps.values().flat_map(move |p| {
-                p.mem.map.iter().map(move |(k, v)| (ns as u16, &k[..], v.as_deref()))
-            })
-        });
-        self.stats.bytes_written += memtable::write_image(&*self.fs, &tmp, entries)?;
-        crate::blockfile::publish(&*self.fs, &dir, &tmp, &join(&dir, &image))?;
-        // 3. Publish the manifest.
-        let mut m = Manifest::new(seq, STORE_NAME, &self.opts);
-        m.set("time_field", self.topts.time.encode());
-        m.set("partition_span", self.topts.span);
-        m.set("next_segment", self.next_id);
-        m.set("max_time", self.max_time.map_or("none".to_string(), |t| t.to_string()));
-        let mut segs = Vec::new();
-        for (ns, parts) in self.parts.iter().enumerate() {
-            for (pid, p) in parts {
-                for s in &p.segs {
-                    segs.push(format!("{ns}:{pid}:{}", s.id));
-                }
-            }
-        }
-        m.set("segments", segs.join(" "));
-        m.set("memtables", &image);
-        manifest::write_manifest(&*self.fs, &dir, &m)?;
-        self.seq = seq;
-        self.unpublished.clear();
-        // 4. Keep this checkpoint and the previous one.
-        let r = self.clean_dir();
-        self.prev_live = self.live_ids();
-        r
-    }
-}
-
-/// The `segments` field of a manifest: (namespace, partition, segment id) triples.
-fn parse_segments(
-    m: &Manifest,
-    path: &std::path::Path,
-    namespaces: usize,
-) -> Result<Vec<(usize, u64, u64)>> {
-    let field = m.get_str(path, "segments")?;
-    let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    for t in field.split_whitespace() {
-        let bad = || Error::corrupt(path, 16, format!("manifest: bad segment entry {t:?}"));
-        let mut it = t.split(':');
-        let (Some(ns), Some(pid), Some(id), None) = (it.next(), it.next(), it.next(), it.next())
-        else {
-            return Err(bad());
-        };
-        let ns: usize = ns.parse().map_err(|_| bad())?;
-        let pid: u64 = pid.parse().map_err(|_| bad())?;
-        let id: u64 = id.parse().map_err(|_| bad())?;
-        if ns >= namespaces || !seen.insert(id) {
-            return Err(bad());
-        }
-        out.push((ns, pid, id));
-    }
-    Ok(out)
 }
 
 impl StateStore for TimeLogStore {
