@@ -1,6 +1,13 @@
 //! TimeLogStore: a time-ordered store for range-read state (interval-join buffers,
 //! event history).
 //!
+//! Files of this module: `mod.rs` (the store and its `StateStore` operations),
+//! [`options`] (tuning, where the time sits in a key), [`partition`], [`memtable`]
+//! (and its checkpoint image), [`segment`] (file format, writer, reader, sparse index,
+//! block read-ahead), [`merge`] (k-way merge), [`cache`] (block cache),
+//! [`maintenance`] (flush, segment merges, expiry), [`checkpoint`] (checkpoint,
+//! recovery, directory cleanup).
+//!
 //! # Design
 //! - **Order and time.** Keys are ordered bytewise in every namespace; keys are usually
 //!   `(key prefix, big-endian time)`. A record's *time* is read from its key
