@@ -6,6 +6,7 @@
 //! |---|---|---|---|---|
 //! | [`MemStore`] | [`mem`] | hash map per namespace (Flink's heap backend) | no | snapshot file |
 //! | [`HashLogStore`] | [`hashlog`] | FASTER-class hybrid log + compact hash index | no | fold-over log + index snapshot |
+//! | [`AppendLogStore`] | [`appendlog`] | per-key chunked append lists over the hybrid log | no | hashlog's |
 //! | `RocksStore` | `rocks` (feature `rocksdb`) | RocksDB LSM, Flink-style settings | yes | RocksDB checkpoint |
 //!
 //! ## The contract
@@ -25,6 +26,7 @@
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
 //! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size).
 
+pub mod appendlog;
 pub mod cursor;
 pub mod error;
 pub mod hashlog;
@@ -42,6 +44,7 @@ mod manifest;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
+pub use appendlog::{AppendLogOptions, AppendLogStore};
 pub use cursor::Cursor;
 pub use error::{Error, Result};
 pub use hashlog::{HashLogOptions, HashLogStore};
@@ -349,11 +352,15 @@ pub enum StoreKind {
     HashLog,
     /// `RocksStore` (needs the `rocksdb` feature).
     Rocks,
+    /// [`AppendLogStore`].
+    AppendLog,
 }
 
 impl StoreKind {
-    /// All kinds this build knows, including ones whose feature is off.
-    pub const ALL: [StoreKind; 3] = [StoreKind::HashLog, StoreKind::Mem, StoreKind::Rocks];
+    /// All kinds this build knows, including ones whose feature is off (the RocksDB
+    /// baseline last).
+    pub const ALL: [StoreKind; 4] =
+        [StoreKind::HashLog, StoreKind::AppendLog, StoreKind::Mem, StoreKind::Rocks];
 
     /// The name used on command lines.
     pub fn name(self) -> &'static str {
@@ -361,6 +368,7 @@ impl StoreKind {
             StoreKind::Mem => "mem",
             StoreKind::HashLog => "hashlog",
             StoreKind::Rocks => "rocksdb",
+            StoreKind::AppendLog => "appendlog",
         }
     }
 
@@ -381,6 +389,13 @@ impl StoreKind {
                     h = h.expected_keys(k.min(opts.memory_budget / 64));
                 }
                 Box::new(HashLogStore::open(opts, h)?)
+            }
+            StoreKind::AppendLog => {
+                let mut h = HashLogOptions::default();
+                if let Some(k) = opts.expected_keys {
+                    h = h.expected_keys(k.min(opts.memory_budget / 64));
+                }
+                Box::new(AppendLogStore::open(opts, AppendLogOptions::default().hashlog(h))?)
             }
             #[cfg(feature = "rocksdb")]
             StoreKind::Rocks => Box::new(RocksStore::open(opts)?),
@@ -404,7 +419,10 @@ impl std::str::FromStr for StoreKind {
             "mem" => Ok(StoreKind::Mem),
             "hashlog" => Ok(StoreKind::HashLog),
             "rocksdb" | "rocks" => Ok(StoreKind::Rocks),
-            other => Err(format!("unknown store {other:?}; expected one of mem, hashlog, rocksdb")),
+            "appendlog" => Ok(StoreKind::AppendLog),
+            other => Err(format!(
+                "unknown store {other:?}; expected one of mem, hashlog, rocksdb, appendlog"
+            )),
         }
     }
 }

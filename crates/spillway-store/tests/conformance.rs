@@ -124,6 +124,16 @@ proptest! {
     fn hashlog_large_values_match_model(ops in proptest::collection::vec(op(Kind::HashLogBig.max_value()), 1..250)) {
         run(Kind::HashLogBig, &ops);
     }
+
+    #[test]
+    fn appendlog_tiny_pages_match_model(ops in proptest::collection::vec(op(Kind::AppendLogTiny.max_value()), 1..250)) {
+        run(Kind::AppendLogTiny, &ops);
+    }
+
+    #[test]
+    fn appendlog_large_values_match_model(ops in proptest::collection::vec(op(Kind::AppendLog.max_value()), 1..250)) {
+        run(Kind::AppendLog, &ops);
+    }
 }
 
 #[cfg(feature = "rocksdb")]
@@ -238,7 +248,7 @@ fn limits_and_typed_errors() {
             matches!(store.namespace("nope"), Err(spillway_store::Error::UnknownNamespace { .. })),
             "{kind:?}"
         );
-        if kind == Kind::HashLogTiny {
+        if matches!(kind, Kind::HashLogTiny | Kind::AppendLogTiny) {
             let r = store.put(n, b"k", &vec![0u8; 70 << 10]);
             assert!(
                 matches!(r, Err(spillway_store::Error::ValueTooLarge { .. })),

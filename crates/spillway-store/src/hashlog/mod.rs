@@ -562,6 +562,51 @@ impl HashLogStore {
         Ok(())
     }
 
+    /// Appends one framed element to the list record of a found-or-new key: in place
+    /// when the record is mutable and has spare capacity, otherwise by copying the
+    /// record to the tail with capacity `copy_cap` (default: twice the new length).
+    #[allow(clippy::too_many_arguments)]
+    fn list_append(
+        &mut self,
+        nsid: u16,
+        key: &[u8],
+        h: u64,
+        found: Option<(Slot, u64)>,
+        operand: &[u8],
+        max: usize,
+        copy_cap: Option<usize>,
+    ) -> Result<()> {
+        let add = crate::list::framed_len(operand);
+        let old_len = found.map_or(0, |(_, a)| self.log.view(a).vlen());
+        crate::check_value(old_len + add, max)?;
+        if let Some((_, addr)) = found {
+            if addr >= self.log.read_only {
+                let rec = self.log.mem_mut(addr);
+                let (klen, vlen, cap) = {
+                    let r = Rec(rec);
+                    (r.klen(), r.vlen(), r.vcap())
+                };
+                if vlen + add <= cap {
+                    crate::list::put(&mut rec[REC_HDR + klen + vlen..], operand);
+                    record::put_u32(rec, 12, (vlen + add) as u32);
+                    self.stats.in_place_updates += 1;
+                    return Ok(());
+                }
+            }
+        }
+        self.scratch.clear();
+        if let Some((_, a)) = found {
+            self.scratch.extend_from_slice(self.log.view(a).value());
+        }
+        crate::list::push(&mut self.scratch, operand);
+        let vcap = match copy_cap {
+            Some(c) => c.min(max),
+            None if found.is_some() => (2 * self.scratch.len()).min(max),
+            None => self.scratch.len(),
+        };
+        self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)
+    }
+
     fn remove_found(&mut self, found: Option<(Slot, u64)>) {
         if let Some((slot, addr)) = found {
             self.garbage += self.log.view(addr).size() as u64;
@@ -854,17 +899,7 @@ impl StateStore for HashLogStore {
     }
 
     fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_writable()?;
-        let ns = self.ns_id(ns)?;
-        self.check_sizes(key, value.len())?;
-        self.stats.puts += 1;
-        let h = hash(ns, key);
-        let r = (|| {
-            let found = self.find(ns, key, h)?;
-            self.upsert(ns, key, h, found, ValueSrc::Arg(value), value.len())?;
-            self.maintain()
-        })();
-        self.poison(r)
+        self.put_with_capacity(ns, key, value, value.len())
     }
 
     fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()> {
@@ -879,35 +914,7 @@ impl StateStore for HashLogStore {
             let op = &self.merges[nsid as usize];
             match op {
                 MergeOp::ListAppend => {
-                    let add = crate::list::framed_len(operand);
-                    let old_len = found.map_or(0, |(_, a)| self.log.view(a).vlen());
-                    crate::check_value(old_len + add, max)?;
-                    if let Some((_, addr)) = found {
-                        if addr >= self.log.read_only {
-                            let rec = self.log.mem_mut(addr);
-                            let (klen, vlen, cap) = {
-                                let r = Rec(rec);
-                                (r.klen(), r.vlen(), r.vcap())
-                            };
-                            if vlen + add <= cap {
-                                crate::list::put(&mut rec[REC_HDR + klen + vlen..], operand);
-                                record::put_u32(rec, 12, (vlen + add) as u32);
-                                self.stats.in_place_updates += 1;
-                                return self.maintain();
-                            }
-                        }
-                    }
-                    self.scratch.clear();
-                    if let Some((_, a)) = found {
-                        self.scratch.extend_from_slice(self.log.view(a).value());
-                    }
-                    crate::list::push(&mut self.scratch, operand);
-                    let vcap = if found.is_some() {
-                        (2 * self.scratch.len()).min(max)
-                    } else {
-                        self.scratch.len()
-                    };
-                    self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)?;
+                    self.list_append(nsid, key, h, found, operand, max, None)?;
                 }
                 MergeOp::Function { f, .. } => {
                     self.scratch.clear();
@@ -1007,6 +1014,80 @@ impl StateStore for HashLogStore {
         s.disk_reads = self.log.disk_reads;
         s.live_keys = Some(self.index.count);
         s
+    }
+}
+
+/// Crate-internal operations for layouts built on the hybrid log (`appendlog`).
+impl HashLogStore {
+    /// Like `put`, but a new record is given a value capacity of at least `capacity`
+    /// bytes, so later appends ([`append_element`](Self::append_element)) fill it in
+    /// place while it stays in the mutable region.
+    pub(crate) fn put_with_capacity(
+        &mut self,
+        ns: Ns,
+        key: &[u8],
+        value: &[u8],
+        capacity: usize,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let ns = self.ns_id(ns)?;
+        self.check_sizes(key, value.len().max(capacity))?;
+        self.stats.puts += 1;
+        let h = hash(ns, key);
+        let r = (|| {
+            let found = self.find(ns, key, h)?;
+            self.upsert(ns, key, h, found, ValueSrc::Arg(value), capacity)?;
+            self.maintain()
+        })();
+        self.poison(r)
+    }
+
+    /// Appends one framed element to the list record of `key`: in place when the record
+    /// is mutable and has room, otherwise by copying just this record to the tail with
+    /// capacity `capacity` (not doubled: the caller bounds its records' sizes).
+    pub(crate) fn append_element(
+        &mut self,
+        ns: Ns,
+        key: &[u8],
+        elem: &[u8],
+        capacity: usize,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let nsid = self.ns_id(ns)?;
+        check_key(key)?;
+        self.stats.merges += 1;
+        let h = hash(nsid, key);
+        let max = self.max_value(key.len());
+        let r = (|| {
+            let found = self.find(nsid, key, h)?;
+            self.list_append(nsid, key, h, found, elem, max, Some(capacity))?;
+            self.maintain()
+        })();
+        self.poison(r)
+    }
+
+    /// Calls `f` with the value of `key` where it lies (log page or disk buffer),
+    /// without copying it; `None` if the key is absent.
+    pub(crate) fn with_value<R>(
+        &mut self,
+        ns: Ns,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        let ns = self.ns_id(ns)?;
+        self.stats.gets += 1;
+        let r = self.find(ns, key, hash(ns, key));
+        Ok(self.poison(r)?.map(|(_, addr)| f(self.log.view(addr).value())))
+    }
+
+    /// Largest value a record with a key of `klen` bytes can hold (page-size bound).
+    pub(crate) fn max_record_value(&self, klen: usize) -> usize {
+        self.max_value(klen).min(crate::MAX_VALUE_LEN)
+    }
+
+    /// Whether an earlier failure poisoned the store.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.is_some()
     }
 }
 

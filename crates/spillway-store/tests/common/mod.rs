@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use spillway_store::io::Fs;
 use spillway_store::{
-    merges, AccessHint, Capabilities, CheckpointInfo, Cursor, Direction, HashLogOptions,
-    HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, RmwFn, StateStore, StoreOptions,
-    StoreStats, Visitor,
+    merges, AccessHint, AppendLogOptions, AppendLogStore, Capabilities, CheckpointInfo, Cursor,
+    Direction, HashLogOptions, HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, RmwFn,
+    StateStore, StoreOptions, StoreStats, Visitor,
 };
 
 /// Namespace 0: plain values, merge = add_u64 (point hint). Namespace 1: list append
@@ -29,6 +29,11 @@ pub enum Kind {
     HashLogTiny,
     /// Hashlog with 2 MiB pages (1 MiB values fit) under a 20 MiB budget.
     HashLogBig,
+    /// Appendlog over hashlog with 64 KiB pages under a 1 MiB budget: lists outgrow
+    /// memory.
+    AppendLogTiny,
+    /// Appendlog over hashlog with 2 MiB pages (1 MiB values) under a 20 MiB budget.
+    AppendLog,
     #[cfg(feature = "rocksdb")]
     Rocks,
 }
@@ -39,6 +44,8 @@ impl Kind {
             Kind::Mem,
             Kind::HashLogTiny,
             Kind::HashLogBig,
+            Kind::AppendLogTiny,
+            Kind::AppendLog,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks,
         ]
@@ -49,6 +56,8 @@ impl Kind {
             Kind::Mem => "mem",
             Kind::HashLogTiny => "hashlog-tiny",
             Kind::HashLogBig => "hashlog-big",
+            Kind::AppendLogTiny => "appendlog-tiny",
+            Kind::AppendLog => "appendlog",
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => "rocksdb",
         }
@@ -72,7 +81,7 @@ impl Kind {
     /// Largest value this configuration accepts in the suite.
     pub fn max_value(self) -> usize {
         match self {
-            Kind::HashLogTiny => 16 << 10,
+            Kind::HashLogTiny | Kind::AppendLogTiny => 16 << 10,
             _ => 1 << 20,
         }
     }
@@ -80,8 +89,8 @@ impl Kind {
     pub fn budget(self) -> u64 {
         match self {
             Kind::Mem => 256 << 20,
-            Kind::HashLogTiny => 1 << 20,
-            Kind::HashLogBig => 20 << 20,
+            Kind::HashLogTiny | Kind::AppendLogTiny => 1 << 20,
+            Kind::HashLogBig | Kind::AppendLog => 20 << 20,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => 16 << 20,
         }
@@ -98,7 +107,7 @@ pub fn options(dir: &Path, budget: u64) -> StoreOptions {
 
 pub fn hashlog_options(kind: Kind) -> HashLogOptions {
     match kind {
-        Kind::HashLogTiny => HashLogOptions::default()
+        Kind::HashLogTiny | Kind::AppendLogTiny => HashLogOptions::default()
             .page_size(64 << 10)
             .segment_size(256 << 10)
             .compaction_step(32 << 10)
@@ -125,6 +134,13 @@ pub fn open_with_fs(
         }
         (Kind::HashLogTiny | Kind::HashLogBig, Some(fs)) => {
             Box::new(HashLogStore::open_with_fs(opts, hashlog_options(kind), fs)?)
+        }
+        (Kind::AppendLogTiny | Kind::AppendLog, fs) => {
+            let a = AppendLogOptions::default().hashlog(hashlog_options(kind));
+            match fs {
+                None => Box::new(AppendLogStore::open(opts, a)?),
+                Some(fs) => Box::new(AppendLogStore::open_with_fs(opts, a, fs)?),
+            }
         }
         #[cfg(feature = "rocksdb")]
         (Kind::Rocks, None) => Box::new(spillway_store::RocksStore::open(opts)?),
