@@ -116,6 +116,13 @@ pub fn hashlog_options(kind: Kind) -> HashLogOptions {
     }
 }
 
+/// Opens an appendlog kind as its concrete type (for its list-specific API).
+pub fn open_appendlog(kind: Kind, dir: &Path) -> Result<AppendLogStore> {
+    assert!(matches!(kind, Kind::AppendLogTiny | Kind::AppendLog), "{kind:?}");
+    let a = AppendLogOptions::default().hashlog(hashlog_options(kind));
+    AppendLogStore::open(options(dir, kind.budget()), a)
+}
+
 pub fn open(kind: Kind, dir: &Path) -> Result<Box<dyn StateStore>> {
     open_with_fs(kind, dir, None)
 }
