@@ -17,12 +17,16 @@ fn stores(dir: &std::path::Path) -> Vec<Box<dyn StateStore>> {
             .memory_budget(256 << 20)
             .namespace(NamespaceSpec::with_merge("state", merges::add_u64()))
     };
-    let mut v: Vec<Box<dyn StateStore>> = vec![
+    let v: Vec<Box<dyn StateStore>> = vec![
         Box::new(HashLogStore::open(opts("hashlog"), HashLogOptions::default()).expect("hashlog")),
         Box::new(MemStore::open(opts("mem")).expect("mem")),
     ];
     #[cfg(feature = "rocksdb")]
-    v.push(Box::new(spillway_store::RocksStore::open(opts("rocksdb")).expect("rocksdb")));
+    let v = {
+        let mut v = v;
+        v.push(Box::new(spillway_store::RocksStore::open(opts("rocksdb")).expect("rocksdb")));
+        v
+    };
     v
 }
 

@@ -211,6 +211,10 @@ pub struct AppendLogStore {
     ckey: Vec<u8>,
 }
 
+/// Visitor of a list's chunks: (chunk number, offset of the live bytes in the chunk,
+/// live bytes) -> continue?, or what is wrong with the chunk.
+type ChunkVisitor<'a> = dyn FnMut(u32, usize, &[u8]) -> std::result::Result<bool, String> + 'a;
+
 /// Bytes of scratch kept between operations.
 const KEEP_SCRATCH: usize = 4096;
 
@@ -553,7 +557,7 @@ impl AppendLogStore {
         cns: Ns,
         key: &[u8],
         h: &Head,
-        f: &mut dyn FnMut(u32, usize, &[u8]) -> std::result::Result<bool, String>,
+        f: &mut ChunkVisitor<'_>,
     ) -> Result<()> {
         let mut ckey = std::mem::take(&mut self.ckey);
         let mut total = 0u64;
