@@ -28,7 +28,8 @@ fn stores(dir: &std::path::Path) -> Vec<Box<dyn StateStore>> {
                 .expect("appendlog"),
         ),
         Box::new(HashLogStore::open(opts("hashlog"), h()).expect("hashlog")),
-        Box::new(MemStore::open(opts("mem")).expect("mem")),
+        // The in-memory reference: its whole state must fit its budget.
+        Box::new(MemStore::open(opts("mem").memory_budget(4 << 30)).expect("mem")),
     ]
 }
 

@@ -15,14 +15,23 @@
 //!   into the spare capacity of the last chunk (in place while that record is in the
 //!   mutable region), or starts the next chunk, then updates the head in place. It
 //!   never reads or copies earlier chunks, so it costs O(element) whatever the list's
-//!   length. If the last chunk has left the mutable region, hashlog copies that one
-//!   chunk (at most [`AppendLogOptions::max_chunk`] bytes) to the tail.
+//!   length. If the last chunk has left the mutable region (read-only or on disk), it
+//!   is *sealed* where it is and the next chunk starts at the tail, unless it holds
+//!   less than [`AppendLogOptions::seal_at`] bytes (default 1 KiB): then that small
+//!   chunk is copied to the tail with the element. So an append copies at most
+//!   `seal_at` bytes, and a list costs at most one index entry per `seal_at` bytes
+//!   even when it receives one element per trip of the mutable region.
 //! - **Growth.** The first chunk of a list gets [`AppendLogOptions::min_chunk`] bytes
-//!   (default 64); each new chunk gets twice the capacity of the previous one, up to
-//!   [`AppendLogOptions::max_chunk`] (default 64 KiB, and at most what a record of the
-//!   log page holds). An element that fits no such chunk gets a chunk of its own size.
-//!   The capacity is allocated when the chunk is created (the record's value capacity),
-//!   so appends fill it without reallocating.
+//!   (default 64); a chunk that fills up is followed by one of twice its capacity, up
+//!   to [`AppendLogOptions::max_chunk`] (default 64 KiB, and at most what a record of
+//!   the log page holds). A chunk sealed early (it left the mutable region with room
+//!   left) is followed by one of the size it reached (at least `min_chunk`): the
+//!   capacity adapts to what a list receives while its chunk is mutable, so many lists
+//!   appended round-robin under a small budget do not fill the log with reserved but
+//!   unused room (the room a sealed chunk did not use stays in the log until the chunk
+//!   is dropped or compacted). An element that fits no such chunk gets a chunk of its
+//!   own size. The capacity is allocated when the chunk is created (the record's value
+//!   capacity), so appends fill it without reallocating.
 //! - **Ordering of writes.** A new chunk is written before the head that points to it;
 //!   chunks dropped by `delete`, `put` or `truncate_front` are removed after the head no
 //!   longer points to them. A replacement (`put`, `rmw`) writes its chunks under
@@ -43,7 +52,7 @@
 //! ## Costs
 //! | operation | cost |
 //! |---|---|
-//! | `merge` / [`append`](AppendLogStore::append) | head lookup + one chunk append (in place, or one new chunk) + head update in place: O(element) |
+//! | `merge` / [`append`](AppendLogStore::append) | head lookup + one in-place chunk append (or one new chunk, or a copy of a last chunk below `seal_at`) + head update in place: O(element + `seal_at`) whatever the list's length |
 //! | `get` | head + every chunk, in order: O(list) |
 //! | [`iter_list`](AppendLogStore::iter_list) | as `get`, holding one chunk at a time (zero-copy from the page or disk buffer) |
 //! | [`list_len`](AppendLogStore::list_len) | head only |
@@ -60,7 +69,11 @@
 //! one list are interleaved with other keys' records, so the reads are forward-moving
 //! but not contiguous (one read per chunk, chunks of up to 64 KiB amortise the seeks).
 //! Compaction copies live chunks to the tail one by one, without their spare capacity;
-//! the next append to such a last chunk copies it once more with its full capacity.
+//! the next append to such a last chunk starts a new chunk (or copies it, below
+//! `seal_at`). Worst case for the log: lists appended round-robin with a mutable
+//! region too small to hold their last chunks: each append copies a last chunk of up
+//! to `seal_at` bytes (about `seal_at / 2` on average), which hashlog's compaction
+//! reclaims as garbage; hashlog in the same case copies whole lists.
 //! `get`, `rmw` and `scan_prefix` materialize a list in a buffer outside the budget
 //! (like the caller's value buffer); `iter_list` does not.
 //!
@@ -117,11 +130,17 @@ pub struct AppendLogOptions {
     hashlog: HashLogOptions,
     min_chunk: usize,
     max_chunk: usize,
+    seal_at: usize,
 }
 
 impl Default for AppendLogOptions {
     fn default() -> Self {
-        AppendLogOptions { hashlog: HashLogOptions::default(), min_chunk: 64, max_chunk: 64 << 10 }
+        AppendLogOptions {
+            hashlog: HashLogOptions::default(),
+            min_chunk: 64,
+            max_chunk: 64 << 10,
+            seal_at: 1 << 10,
+        }
     }
 }
 
@@ -147,6 +166,15 @@ impl AppendLogOptions {
         self
     }
 
+    /// Size from which a last chunk that left the mutable region is sealed where it is
+    /// (the next append starts a new chunk); a smaller one is copied to the tail with
+    /// the new element. Default 1 KiB: an append copies at most this much, and a list
+    /// costs at most one index entry per `seal_at` bytes.
+    pub fn seal_at(mut self, bytes: usize) -> Self {
+        self.seal_at = bytes;
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         if self.min_chunk < 16 || self.min_chunk > self.max_chunk || self.max_chunk > 1 << 30 {
             return Err(Error::InvalidOption {
@@ -168,6 +196,12 @@ pub struct AppendLogCounters {
     pub appends_into_chunk: u64,
     /// Chunks created (by appends and by `put`/`rmw` of lists).
     pub chunks_created: u64,
+    /// Appends that found the last chunk outside the mutable region with room left,
+    /// and started the next chunk instead of copying it.
+    pub chunks_sealed_early: u64,
+    /// Appends that copied a small last chunk (below `seal_at`) outside the mutable
+    /// region to the tail.
+    pub chunks_copied: u64,
     /// Chunks removed (delete, replacement, truncation).
     pub chunks_dropped: u64,
     /// Chunk records read (by `get`, `iter_list`, `truncate_front`, ...).
@@ -202,6 +236,7 @@ pub struct AppendLogStore {
     chunk_ns: Vec<Option<Ns>>,
     min_chunk: usize,
     max_chunk: usize,
+    seal_at: usize,
     poisoned: Option<String>,
     ops: StoreStats,
     counters: AppendLogCounters,
@@ -272,6 +307,7 @@ impl AppendLogStore {
             chunk_ns,
             min_chunk: aopts.min_chunk,
             max_chunk: aopts.max_chunk,
+            seal_at: aopts.seal_at,
             poisoned: None,
             ops: StoreStats::default(),
             counters: AppendLogCounters::default(),
@@ -666,22 +702,54 @@ impl AppendLogStore {
         self.counters.appends += 1;
         let count_add = |h: &Head| if h.opaque() { 0 } else { 1 };
         match head {
-            Some(mut h) if h.last_used as usize + framed <= h.last_cap as usize => {
-                chunk_key(ckey, key, h.last);
-                self.inner.append_element(cns, ckey, elem, h.last_cap as usize)?;
-                self.counters.appends_into_chunk += 1;
-                h.count += count_add(&h);
-                h.bytes += framed as u64;
-                h.last_used += framed as u32;
-                self.write_head(ns, key, &h)
-            }
             Some(mut h) => {
+                let fits = h.last_used as usize + framed <= h.last_cap as usize;
+                if fits {
+                    chunk_key(ckey, key, h.last);
+                    if self.inner.append_in_place(cns, ckey, elem)? {
+                        self.counters.appends_into_chunk += 1;
+                        h.count += count_add(&h);
+                        h.bytes += framed as u64;
+                        h.last_used += framed as u32;
+                        return self.write_head(ns, key, &h);
+                    }
+                }
+                // Not in place: the last chunk is full, or it left the mutable region
+                // (or compaction moved it without its spare room). A small one (below
+                // `seal_at`) is copied to the tail with the element, so lists appended
+                // rarely do not turn into one chunk (one index entry) per element: with
+                // twice the room if it was full (it is growing), a quarter more if it
+                // left the mutable region before filling (it will likely not fill
+                // the next time either).
+                let used = h.last_used as usize + framed;
+                if used <= self.seal_at {
+                    let room = if fits { used + used / 4 } else { 2 * used };
+                    let cap = room.max(self.min_chunk).min(self.max_cap(key.len()));
+                    chunk_key(ckey, key, h.last);
+                    self.inner.append_copy(cns, ckey, elem, cap)?;
+                    self.counters.chunks_copied += 1;
+                    h.count += count_add(&h);
+                    h.bytes += framed as u64;
+                    h.last_used = used as u32;
+                    h.last_cap = cap.max(used) as u32;
+                    return self.write_head(ns, key, &h);
+                }
+                // Otherwise the last chunk is full, or big enough to be sealed where it
+                // is: start the next chunk. A chunk sealed early sizes the next one by
+                // what it received, so lists that share a small mutable region do not
+                // reserve room they will not fill; a chunk that filled up doubles.
+                self.counters.chunks_sealed_early += u64::from(fits);
+                let cap = if fits {
+                    (h.last_used as usize).max(self.min_chunk).min(self.max_cap(key.len()))
+                } else {
+                    self.next_cap(h.last_cap as usize, key.len())
+                }
+                .max(framed);
                 let no = h.last.checked_add(1).ok_or(Error::Unsupported {
                     store: "appendlog",
                     op: "append past chunk number 2^32-1",
                     hint: "rewrite the list with put (its chunks are renumbered) or delete it",
                 })?;
-                let cap = self.next_cap(h.last_cap as usize, key.len()).max(framed);
                 self.new_chunk(cns, key, no, elem, cap, ckey)?;
                 h.count += count_add(&h);
                 h.bytes += framed as u64;

@@ -562,51 +562,6 @@ impl HashLogStore {
         Ok(())
     }
 
-    /// Appends one framed element to the list record of a found-or-new key: in place
-    /// when the record is mutable and has spare capacity, otherwise by copying the
-    /// record to the tail with capacity `copy_cap` (default: twice the new length).
-    #[allow(clippy::too_many_arguments)]
-    fn list_append(
-        &mut self,
-        nsid: u16,
-        key: &[u8],
-        h: u64,
-        found: Option<(Slot, u64)>,
-        operand: &[u8],
-        max: usize,
-        copy_cap: Option<usize>,
-    ) -> Result<()> {
-        let add = crate::list::framed_len(operand);
-        let old_len = found.map_or(0, |(_, a)| self.log.view(a).vlen());
-        crate::check_value(old_len + add, max)?;
-        if let Some((_, addr)) = found {
-            if addr >= self.log.read_only {
-                let rec = self.log.mem_mut(addr);
-                let (klen, vlen, cap) = {
-                    let r = Rec(rec);
-                    (r.klen(), r.vlen(), r.vcap())
-                };
-                if vlen + add <= cap {
-                    crate::list::put(&mut rec[REC_HDR + klen + vlen..], operand);
-                    record::put_u32(rec, 12, (vlen + add) as u32);
-                    self.stats.in_place_updates += 1;
-                    return Ok(());
-                }
-            }
-        }
-        self.scratch.clear();
-        if let Some((_, a)) = found {
-            self.scratch.extend_from_slice(self.log.view(a).value());
-        }
-        crate::list::push(&mut self.scratch, operand);
-        let vcap = match copy_cap {
-            Some(c) => c.min(max),
-            None if found.is_some() => (2 * self.scratch.len()).min(max),
-            None => self.scratch.len(),
-        };
-        self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)
-    }
-
     fn remove_found(&mut self, found: Option<(Slot, u64)>) {
         if let Some((slot, addr)) = found {
             self.garbage += self.log.view(addr).size() as u64;
@@ -914,7 +869,35 @@ impl StateStore for HashLogStore {
             let op = &self.merges[nsid as usize];
             match op {
                 MergeOp::ListAppend => {
-                    self.list_append(nsid, key, h, found, operand, max, None)?;
+                    let add = crate::list::framed_len(operand);
+                    let old_len = found.map_or(0, |(_, a)| self.log.view(a).vlen());
+                    crate::check_value(old_len + add, max)?;
+                    if let Some((_, addr)) = found {
+                        if addr >= self.log.read_only {
+                            let rec = self.log.mem_mut(addr);
+                            let (klen, vlen, cap) = {
+                                let r = Rec(rec);
+                                (r.klen(), r.vlen(), r.vcap())
+                            };
+                            if vlen + add <= cap {
+                                crate::list::put(&mut rec[REC_HDR + klen + vlen..], operand);
+                                record::put_u32(rec, 12, (vlen + add) as u32);
+                                self.stats.in_place_updates += 1;
+                                return self.maintain();
+                            }
+                        }
+                    }
+                    self.scratch.clear();
+                    if let Some((_, a)) = found {
+                        self.scratch.extend_from_slice(self.log.view(a).value());
+                    }
+                    crate::list::push(&mut self.scratch, operand);
+                    let vcap = if found.is_some() {
+                        (2 * self.scratch.len()).min(max)
+                    } else {
+                        self.scratch.len()
+                    };
+                    self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)?;
                 }
                 MergeOp::Function { f, .. } => {
                     self.scratch.clear();
@@ -1020,7 +1003,7 @@ impl StateStore for HashLogStore {
 /// Crate-internal operations for layouts built on the hybrid log (`appendlog`).
 impl HashLogStore {
     /// Like `put`, but a new record is given a value capacity of at least `capacity`
-    /// bytes, so later appends ([`append_element`](Self::append_element)) fill it in
+    /// bytes, so later appends ([`append_in_place`](Self::append_in_place)) fill it in
     /// place while it stays in the mutable region.
     pub(crate) fn put_with_capacity(
         &mut self,
@@ -1042,10 +1025,44 @@ impl HashLogStore {
         self.poison(r)
     }
 
-    /// Appends one framed element to the list record of `key`: in place when the record
-    /// is mutable and has room, otherwise by copying just this record to the tail with
-    /// capacity `capacity` (not doubled: the caller bounds its records' sizes).
-    pub(crate) fn append_element(
+    /// Appends one framed element to the record of `key` in place if the record is in
+    /// the mutable region and has spare capacity for it; returns whether it did. Never
+    /// copies the record and never reads the disk: a record outside the mutable region
+    /// (or without room) answers `false` and is left as it is.
+    pub(crate) fn append_in_place(&mut self, ns: Ns, key: &[u8], elem: &[u8]) -> Result<bool> {
+        self.check_writable()?;
+        let nsid = self.ns_id(ns)?;
+        let add = crate::list::framed_len(elem);
+        let mut p = self.index.probe(hash(nsid, key));
+        while let Some((_, addr)) = self.index.next(&mut p) {
+            if addr < self.log.read_only {
+                continue;
+            }
+            let rec = self.log.mem_mut(addr);
+            let (klen, vlen, cap) = {
+                let r = Rec(rec);
+                if r.ns() != nsid || r.key() != key {
+                    continue;
+                }
+                (r.klen(), r.vlen(), r.vcap())
+            };
+            if vlen + add > cap {
+                return Ok(false);
+            }
+            crate::list::put(&mut rec[REC_HDR + klen + vlen..], elem);
+            record::put_u32(rec, 12, (vlen + add) as u32);
+            self.stats.merges += 1;
+            self.stats.in_place_updates += 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Appends one framed element to the list record of `key` (creating it): in place
+    /// when it fits, otherwise by copying just this record, with the element, to the
+    /// tail with value capacity `capacity` (the caller bounds its records' sizes; no
+    /// doubling). Reads the record from disk if it is there.
+    pub(crate) fn append_copy(
         &mut self,
         ns: Ns,
         key: &[u8],
@@ -1060,7 +1077,14 @@ impl HashLogStore {
         let max = self.max_value(key.len());
         let r = (|| {
             let found = self.find(nsid, key, h)?;
-            self.list_append(nsid, key, h, found, elem, max, Some(capacity))?;
+            self.scratch.clear();
+            if let Some((_, a)) = found {
+                self.scratch.extend_from_slice(self.log.view(a).value());
+            }
+            crate::list::push(&mut self.scratch, elem);
+            crate::check_value(self.scratch.len(), max)?;
+            let vcap = capacity.max(self.scratch.len()).min(max);
+            self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)?;
             self.maintain()
         })();
         self.poison(r)
