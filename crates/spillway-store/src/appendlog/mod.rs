@@ -1,5 +1,5 @@
 //! AppendLogStore: per-key chunked append lists (holistic window state) laid out over
-//! the hybrid log of [`HashLogStore`](crate::HashLogStore).
+//! the hybrid log of [`HashLogStore`].
 //!
 //! # Design
 //! - **A layout, not a new engine.** The store owns one [`HashLogStore`] in the same
@@ -13,9 +13,9 @@
 //! - **A list** is a fixed-size *head* record at the user key in the user namespace
 //!   and *chunks* `first..=last` in the chunk namespace. An append writes the element
 //!   into the spare capacity of the last chunk (in place while that record is in the
-//!   mutable region), or starts the next chunk, then updates the head in place. It
-//!   never reads or copies earlier chunks, so it costs O(element) whatever the list's
-//!   length. If the last chunk has left the mutable region (read-only or on disk), it
+//!   mutable region), or starts the next chunk, then updates the head (in place while
+//!   the head is mutable, else a 40-byte copy). It never reads or copies earlier
+//!   chunks, so its cost does not depend on the list's length. If the last chunk has left the mutable region (read-only or on disk), it
 //!   is *sealed* where it is and the next chunk starts at the tail, unless it holds
 //!   less than [`AppendLogOptions::seal_at`] bytes (default 1 KiB): then that small
 //!   chunk is copied to the tail with the element. So an append copies at most
@@ -37,9 +37,14 @@
 //!   longer points to them. A replacement (`put`, `rmw`) writes its chunks under
 //!   numbers disjoint from the old ones, so the head switches atomically from the old
 //!   list to the new one. An error mid-operation therefore never leaves a head
-//!   pointing at missing chunks (at worst, unreachable chunks that compaction ignores
-//!   until they are overwritten; I/O errors poison the store, whose reopening returns
-//!   the last checkpoint).
+//!   pointing at missing chunks. Non-I/O refusals (a full index) remove the chunks
+//!   they wrote; after an I/O error (which poisons the store: reopening returns the
+//!   last checkpoint) an orphan chunk may remain in the index, invisible to reads,
+//!   until a list with that key overwrites or deletes it.
+//! - **Directory.** An appendlog directory is a hashlog directory (same `STORE`
+//!   marker and manifest); what tells them apart is the chunk namespaces, so opening it
+//!   as a plain hashlog with the user's namespaces fails with
+//!   [`Error::NamespaceMismatch`].
 //! - **Values that are not lists.** A list namespace accepts any bytes from `put` and
 //!   `rmw` (the contract's other stores do). A value that does not parse as framed
 //!   elements is kept in one chunk with the head flag `opaque`: `get` and appends work
@@ -206,6 +211,8 @@ pub struct AppendLogCounters {
     pub chunks_dropped: u64,
     /// Chunk records read (by `get`, `iter_list`, `truncate_front`, ...).
     pub chunk_reads: u64,
+    /// [`AppendLogStore::truncate_front`] calls.
+    pub truncations: u64,
     /// Elements evicted by [`AppendLogStore::truncate_front`].
     pub evicted: u64,
 }
@@ -440,7 +447,7 @@ impl AppendLogStore {
     pub fn truncate_front(&mut self, ns: Ns, key: &[u8], n: u64) -> Result<u64> {
         let cns = self.list_ns(ns, "truncate_front")?;
         self.check_writable()?;
-        self.ops.rmws += 1;
+        self.counters.truncations += 1;
         let Some(h) = self.read_head(ns, key)? else { return Ok(0) };
         if h.opaque() {
             return Err(not_a_list("truncate_front"));
