@@ -6,6 +6,7 @@
 //! |---|---|---|---|---|
 //! | [`MemStore`] | [`mem`] | hash map per namespace (Flink's heap backend) | no | snapshot file |
 //! | [`HashLogStore`] | [`hashlog`] | FASTER-class hybrid log + compact hash index | no | fold-over log + index snapshot |
+//! | [`AppendLogStore`] | [`appendlog`] | per-key chunked append lists over the hybrid log | no | hashlog's |
 //! | [`TimeLogStore`] | [`timelog`] | time partitions of sorted segment files + memtables, sparse block index | yes | flushed segments + manifest |
 //! | `RocksStore` | `rocks` (feature `rocksdb`) | RocksDB LSM, Flink-style settings | yes | RocksDB checkpoint |
 //!
@@ -26,6 +27,7 @@
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
 //! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size).
 
+pub mod appendlog;
 pub mod cursor;
 pub mod error;
 pub mod hashlog;
@@ -44,6 +46,7 @@ mod manifest;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
+pub use appendlog::{AppendLogOptions, AppendLogStore};
 pub use cursor::Cursor;
 pub use error::{Error, Result};
 pub use hashlog::{HashLogOptions, HashLogStore};
@@ -354,12 +357,19 @@ pub enum StoreKind {
     Rocks,
     /// [`TimeLogStore`].
     TimeLog,
+    /// [`AppendLogStore`].
+    AppendLog,
 }
 
 impl StoreKind {
     /// All kinds this build knows, including ones whose feature is off.
-    pub const ALL: [StoreKind; 4] =
-        [StoreKind::HashLog, StoreKind::Mem, StoreKind::TimeLog, StoreKind::Rocks];
+    pub const ALL: [StoreKind; 5] = [
+        StoreKind::HashLog,
+        StoreKind::AppendLog,
+        StoreKind::Mem,
+        StoreKind::TimeLog,
+        StoreKind::Rocks,
+    ];
 
     /// The name used on command lines.
     pub fn name(self) -> &'static str {
@@ -368,6 +378,7 @@ impl StoreKind {
             StoreKind::HashLog => "hashlog",
             StoreKind::Rocks => "rocksdb",
             StoreKind::TimeLog => "timelog",
+            StoreKind::AppendLog => "appendlog",
         }
     }
 
@@ -381,6 +392,13 @@ impl StoreKind {
         Ok(match self {
             StoreKind::Mem => Box::new(MemStore::open(opts)?),
             StoreKind::TimeLog => Box::new(TimeLogStore::open(opts, TimeLogOptions::default())?),
+            StoreKind::AppendLog => {
+                let mut h = HashLogOptions::default();
+                if let Some(k) = opts.expected_keys {
+                    h = h.expected_keys(k.min(opts.memory_budget / 64));
+                }
+                Box::new(AppendLogStore::open(opts, AppendLogOptions::default().hashlog(h))?)
+            }
             StoreKind::HashLog => {
                 let mut h = HashLogOptions::default();
                 if let Some(k) = opts.expected_keys {
@@ -413,8 +431,10 @@ impl std::str::FromStr for StoreKind {
             "hashlog" => Ok(StoreKind::HashLog),
             "rocksdb" | "rocks" => Ok(StoreKind::Rocks),
             "timelog" => Ok(StoreKind::TimeLog),
+            "appendlog" => Ok(StoreKind::AppendLog),
             other => Err(format!(
-                "unknown store {other:?}; expected one of mem, hashlog, rocksdb, timelog"
+                "unknown store {other:?}; expected one of {}",
+                StoreKind::ALL.map(StoreKind::name).join(", ")
             )),
         }
     }

@@ -113,7 +113,7 @@ fn crash_loop(kind: Kind) {
     // flushes, evictions and compaction, not only in memory.
     assert!(
         state_bytes as u64 > kind.budget()
-            || !matches!(kind, Kind::HashLogTiny | Kind::TimeLogTiny),
+            || !matches!(kind, Kind::HashLogTiny | Kind::TimeLogTiny | Kind::AppendLogTiny),
         "{kind:?}: state of {state_bytes} bytes never exceeded the budget"
     );
     eprintln!("{kind:?}: {KILLS} kills, reached checkpoint {known}, {recovered_ahead} recovered one past the last report");
@@ -152,4 +152,9 @@ fn timelog_survives_sigkill() {
 #[test]
 fn rocks_survives_sigkill() {
     crash_loop(Kind::Rocks);
+}
+
+#[test]
+fn appendlog_survives_sigkill() {
+    crash_loop(Kind::AppendLogTiny);
 }

@@ -116,6 +116,13 @@ fn mem_faults_leave_last_checkpoint() {
 }
 
 #[test]
+fn appendlog_faults_leave_last_checkpoint() {
+    for (i, f) in faults(5).into_iter().enumerate() {
+        fault_case(Kind::AppendLogTiny, f, 400 + i as u64);
+    }
+}
+
+#[test]
 fn timelog_faults_leave_last_checkpoint() {
     for (i, f) in faults(3).into_iter().enumerate() {
         fault_case(Kind::TimeLogTiny, f, 200 + i as u64);
@@ -238,6 +245,11 @@ fn hashlog_damaged_files_never_give_wrong_values() {
 }
 
 #[test]
+fn appendlog_damaged_files_never_give_wrong_values() {
+    damage_everywhere(Kind::AppendLogTiny);
+}
+
+#[test]
 fn timelog_damaged_files_never_give_wrong_values() {
     damage_everywhere(Kind::TimeLogTiny);
 }
@@ -322,7 +334,7 @@ fn hashlog_corruption_errors_name_file_and_offset() {
 /// Opening a directory that is not a store, or a store of a newer format, is refused.
 #[test]
 fn not_a_store_and_newer_format() {
-    for kind in [Kind::Mem, Kind::HashLogTiny, Kind::TimeLogTiny] {
+    for kind in [Kind::Mem, Kind::HashLogTiny, Kind::TimeLogTiny, Kind::AppendLogTiny] {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("notes.txt"), b"hello").expect("write");
         let e = open(kind, dir.path()).err().expect("a non-store directory must not open");
@@ -421,4 +433,132 @@ fn timelog_corruption_errors_name_file_and_offset() {
     std::fs::write(&manifest, &bytes).expect("write");
     let e = open(Kind::TimeLogTiny, &dir).err().expect("damaged manifest must not open");
     assert!(e.to_string().contains(&*manifest.to_string_lossy()), "{e}");
+}
+
+/// The hybrid log under an appendlog directory, opened with the chunk namespaces, to
+/// damage heads and chunks behind appendlog's back (with valid checksums).
+fn raw_hashlog(dir: &Path) -> spillway_store::HashLogStore {
+    use spillway_store::appendlog::chunk_namespace;
+    use spillway_store::NamespaceSpec;
+    let opts = common::options(dir, Kind::AppendLogTiny.budget())
+        .namespace(NamespaceSpec::list(chunk_namespace(common::NAMESPACES[LIST])))
+        .namespace(NamespaceSpec::list(chunk_namespace(common::NAMESPACES[common::ORD])));
+    spillway_store::HashLogStore::open(opts, common::hashlog_options(Kind::AppendLogTiny))
+        .expect("open the hybrid log under appendlog")
+}
+
+fn chunk_key(key: &[u8], no: u32) -> Vec<u8> {
+    let mut k = key.to_vec();
+    k.extend_from_slice(&no.to_be_bytes());
+    k
+}
+
+/// A damaged list head (wrong length, bad field, byte length that disagrees with its
+/// chunks) or a missing chunk is `Error::Corrupt` naming the namespace and key, never
+/// a panic or a wrong value; other lists still read correctly.
+#[test]
+fn appendlog_damaged_head_or_missing_chunk_is_corrupt() {
+    use spillway_store::StateStore;
+    let base = tempfile::tempdir().expect("tempdir");
+    let pristine = base.path().join("pristine");
+    let mut elems = Vec::new();
+    {
+        let mut store = common::open_appendlog(Kind::AppendLogTiny, &pristine).expect("open");
+        let ns = store.namespace("lists").expect("ns");
+        for i in 0u32..400 {
+            let e = vec![i as u8; 40];
+            store.append(ns, b"long", &e).expect("append");
+            elems.push(e);
+            store.append(ns, b"other", &i.to_le_bytes()).expect("append");
+        }
+        store.checkpoint().expect("checkpoint");
+    }
+    let mut want = Vec::new();
+    for e in &elems {
+        spillway_store::list::push(&mut want, e);
+    }
+    type Damage = Box<dyn Fn(&mut spillway_store::HashLogStore)>;
+    let cases: Vec<(&str, Damage)> = vec![
+        (
+            "missing chunk",
+            Box::new(|h| {
+                let c = h.namespace(&spillway_store::appendlog::chunk_namespace("lists")).unwrap();
+                h.delete(c, &chunk_key(b"long", 2)).unwrap();
+            }),
+        ),
+        (
+            "short head",
+            Box::new(|h| {
+                let n = h.namespace("lists").unwrap();
+                h.put(n, b"long", &[1u8; 39]).unwrap();
+            }),
+        ),
+        (
+            "head last chunk before first",
+            Box::new(|h| {
+                let n = h.namespace("lists").unwrap();
+                let mut v = h.get(n, b"long").unwrap().unwrap();
+                v[20..24].copy_from_slice(&7u32.to_le_bytes());
+                v[24..28].copy_from_slice(&3u32.to_le_bytes());
+                h.put(n, b"long", &v).unwrap();
+            }),
+        ),
+        (
+            "head byte length off by one frame",
+            Box::new(|h| {
+                let n = h.namespace("lists").unwrap();
+                let mut v = h.get(n, b"long").unwrap().unwrap();
+                let bytes = u64::from_le_bytes(v[12..20].try_into().unwrap()) + 44;
+                v[12..20].copy_from_slice(&bytes.to_le_bytes());
+                h.put(n, b"long", &v).unwrap();
+            }),
+        ),
+        (
+            "last chunk longer than the head says",
+            Box::new(|h| {
+                let n = h.namespace("lists").unwrap();
+                let v = h.get(n, b"long").unwrap().unwrap();
+                let last = u32::from_le_bytes(v[24..28].try_into().unwrap());
+                let c = h.namespace(&spillway_store::appendlog::chunk_namespace("lists")).unwrap();
+                h.merge(c, &chunk_key(b"long", last), b"extra").unwrap();
+            }),
+        ),
+        (
+            "unknown head version",
+            Box::new(|h| {
+                let n = h.namespace("lists").unwrap();
+                let mut v = h.get(n, b"long").unwrap().unwrap();
+                v[0] = 9;
+                h.put(n, b"long", &v).unwrap();
+            }),
+        ),
+    ];
+    for (i, (what, damage)) in cases.iter().enumerate() {
+        let dir = base.path().join(format!("case{i}"));
+        copy_dir(&pristine, &dir);
+        {
+            let mut h = raw_hashlog(&dir);
+            damage(&mut h);
+            h.checkpoint().expect("checkpoint");
+        }
+        let mut store = common::open_appendlog(Kind::AppendLogTiny, &dir).expect("open");
+        let ns = store.namespace("lists").expect("ns");
+        let e = store.get(ns, b"long").expect_err(what);
+        assert!(matches!(e, Error::Corrupt { .. }), "{what}: {e}");
+        let msg = e.to_string();
+        assert!(msg.contains("\"lists\"") && msg.contains("long"), "{what}: {msg}");
+        let it = store.iter_list(ns, b"long", &mut |_| true);
+        assert!(matches!(it, Err(Error::Corrupt { .. })), "{what}: iter_list {it:?}");
+        let scan = store.scan_prefix(ns, b"", &mut |_, _| true);
+        assert!(matches!(scan, Err(Error::Corrupt { .. })), "{what}: scan {scan:?}");
+        // The other list is intact; the store refuses writes after the corruption.
+        let other = store.list_len(ns, b"other").expect("other list");
+        assert_eq!(other, 400, "{what}");
+        let w = store.append(ns, b"other", b"x");
+        assert!(matches!(w, Err(Error::Poisoned { .. })), "{what}: write after corruption {w:?}");
+    }
+    // And the pristine copy reads back exactly.
+    let mut store = common::open_appendlog(Kind::AppendLogTiny, &pristine).expect("open");
+    let ns = store.namespace("lists").expect("ns");
+    assert_eq!(store.get(ns, b"long").expect("get"), Some(want));
 }

@@ -854,17 +854,7 @@ impl StateStore for HashLogStore {
     }
 
     fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_writable()?;
-        let ns = self.ns_id(ns)?;
-        self.check_sizes(key, value.len())?;
-        self.stats.puts += 1;
-        let h = hash(ns, key);
-        let r = (|| {
-            let found = self.find(ns, key, h)?;
-            self.upsert(ns, key, h, found, ValueSrc::Arg(value), value.len())?;
-            self.maintain()
-        })();
-        self.poison(r)
+        self.put_with_capacity(ns, key, value, value.len())
     }
 
     fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()> {
@@ -1007,6 +997,121 @@ impl StateStore for HashLogStore {
         s.disk_reads = self.log.disk_reads;
         s.live_keys = Some(self.index.count);
         s
+    }
+}
+
+/// Crate-internal operations for layouts built on the hybrid log (`appendlog`).
+impl HashLogStore {
+    /// Like `put`, but a new record is given a value capacity of at least `capacity`
+    /// bytes, so later appends ([`append_in_place`](Self::append_in_place)) fill it in
+    /// place while it stays in the mutable region.
+    pub(crate) fn put_with_capacity(
+        &mut self,
+        ns: Ns,
+        key: &[u8],
+        value: &[u8],
+        capacity: usize,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let ns = self.ns_id(ns)?;
+        self.check_sizes(key, value.len().max(capacity))?;
+        self.stats.puts += 1;
+        let h = hash(ns, key);
+        let r = (|| {
+            let found = self.find(ns, key, h)?;
+            self.upsert(ns, key, h, found, ValueSrc::Arg(value), capacity)?;
+            self.maintain()
+        })();
+        self.poison(r)
+    }
+
+    /// Appends one framed element to the record of `key` in place if the record is in
+    /// the mutable region and has spare capacity for it; returns whether it did. Never
+    /// copies the record and never reads the disk: a record outside the mutable region
+    /// (or without room) answers `false` and is left as it is.
+    pub(crate) fn append_in_place(&mut self, ns: Ns, key: &[u8], elem: &[u8]) -> Result<bool> {
+        self.check_writable()?;
+        let nsid = self.ns_id(ns)?;
+        let add = crate::list::framed_len(elem);
+        let mut p = self.index.probe(hash(nsid, key));
+        while let Some((_, addr)) = self.index.next(&mut p) {
+            if addr < self.log.read_only {
+                continue;
+            }
+            let rec = self.log.mem_mut(addr);
+            let (klen, vlen, cap) = {
+                let r = Rec(rec);
+                if r.ns() != nsid || r.key() != key {
+                    continue;
+                }
+                (r.klen(), r.vlen(), r.vcap())
+            };
+            if vlen + add > cap {
+                return Ok(false);
+            }
+            crate::list::put(&mut rec[REC_HDR + klen + vlen..], elem);
+            record::put_u32(rec, 12, (vlen + add) as u32);
+            self.stats.merges += 1;
+            self.stats.in_place_updates += 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Appends one framed element to the list record of `key` (creating it): in place
+    /// when it fits, otherwise by copying just this record, with the element, to the
+    /// tail with value capacity `capacity` (the caller bounds its records' sizes; no
+    /// doubling). Reads the record from disk if it is there.
+    pub(crate) fn append_copy(
+        &mut self,
+        ns: Ns,
+        key: &[u8],
+        elem: &[u8],
+        capacity: usize,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let nsid = self.ns_id(ns)?;
+        check_key(key)?;
+        self.stats.merges += 1;
+        let h = hash(nsid, key);
+        let max = self.max_value(key.len());
+        let r = (|| {
+            let found = self.find(nsid, key, h)?;
+            self.scratch.clear();
+            if let Some((_, a)) = found {
+                self.scratch.extend_from_slice(self.log.view(a).value());
+            }
+            crate::list::push(&mut self.scratch, elem);
+            crate::check_value(self.scratch.len(), max)?;
+            let vcap = capacity.max(self.scratch.len()).min(max);
+            self.upsert(nsid, key, h, found, ValueSrc::Scratch, vcap)?;
+            self.maintain()
+        })();
+        self.poison(r)
+    }
+
+    /// Calls `f` with the value of `key` where it lies (log page or disk buffer),
+    /// without copying it; `None` if the key is absent.
+    pub(crate) fn with_value<R>(
+        &mut self,
+        ns: Ns,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        let ns = self.ns_id(ns)?;
+        self.stats.gets += 1;
+        let r = self.find(ns, key, hash(ns, key));
+        Ok(self.poison(r)?.map(|(_, addr)| f(self.log.view(addr).value())))
+    }
+
+    /// Largest value a record with a key of `klen` bytes can hold (page-size bound).
+    pub(crate) fn max_record_value(&self, klen: usize) -> usize {
+        self.max_value(klen).min(crate::MAX_VALUE_LEN)
+    }
+
+    /// Whether an earlier failure poisoned the store.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.is_some()
     }
 }
 

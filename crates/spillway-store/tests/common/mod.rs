@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use spillway_store::io::Fs;
 use spillway_store::{
-    merges, AccessHint, Capabilities, CheckpointInfo, Cursor, Direction, HashLogOptions,
-    HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, RmwFn, StateStore, StoreOptions,
-    StoreStats, TimeLogOptions, TimeLogStore, Visitor,
+    merges, AccessHint, AppendLogOptions, AppendLogStore, Capabilities, CheckpointInfo, Cursor,
+    Direction, HashLogOptions, HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, RmwFn,
+    StateStore, StoreOptions, StoreStats, TimeLogOptions, TimeLogStore, Visitor,
 };
 
 /// Namespace 0: plain values, merge = add_u64 (point hint). Namespace 1: list append
@@ -40,6 +40,11 @@ pub enum Kind {
     /// keys ending in an 8-byte time spread over many. Memtables flush and partitions
     /// merge constantly.
     TimeLogTiny,
+    /// Appendlog over hashlog with 64 KiB pages under a 1 MiB budget: lists outgrow
+    /// memory.
+    AppendLogTiny,
+    /// Appendlog over hashlog with 2 MiB pages (1 MiB values) under a 20 MiB budget.
+    AppendLog,
     #[cfg(feature = "rocksdb")]
     Rocks,
 }
@@ -52,6 +57,8 @@ impl Kind {
             Kind::HashLogBig,
             Kind::TimeLog,
             Kind::TimeLogTiny,
+            Kind::AppendLogTiny,
+            Kind::AppendLog,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks,
         ]
@@ -64,6 +71,8 @@ impl Kind {
             Kind::HashLogBig => "hashlog-big",
             Kind::TimeLog => "timelog",
             Kind::TimeLogTiny => "timelog-tiny",
+            Kind::AppendLogTiny => "appendlog-tiny",
+            Kind::AppendLog => "appendlog",
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => "rocksdb",
         }
@@ -90,7 +99,7 @@ impl Kind {
     /// Largest value this configuration accepts in the suite.
     pub fn max_value(self) -> usize {
         match self {
-            Kind::HashLogTiny | Kind::TimeLogTiny => 16 << 10,
+            Kind::HashLogTiny | Kind::TimeLogTiny | Kind::AppendLogTiny => 16 << 10,
             _ => 1 << 20,
         }
     }
@@ -98,8 +107,8 @@ impl Kind {
     pub fn budget(self) -> u64 {
         match self {
             Kind::Mem => 256 << 20,
-            Kind::HashLogTiny => 1 << 20,
-            Kind::HashLogBig => 20 << 20,
+            Kind::HashLogTiny | Kind::AppendLogTiny => 1 << 20,
+            Kind::HashLogBig | Kind::AppendLog => 20 << 20,
             Kind::TimeLog => 1 << 20,
             Kind::TimeLogTiny => 128 << 10,
             #[cfg(feature = "rocksdb")]
@@ -118,13 +127,20 @@ pub fn options(dir: &Path, budget: u64) -> StoreOptions {
 
 pub fn hashlog_options(kind: Kind) -> HashLogOptions {
     match kind {
-        Kind::HashLogTiny => HashLogOptions::default()
+        Kind::HashLogTiny | Kind::AppendLogTiny => HashLogOptions::default()
             .page_size(64 << 10)
             .segment_size(256 << 10)
             .compaction_step(32 << 10)
             .garbage_ratio(0.3),
         _ => HashLogOptions::default().page_size(2 << 20).segment_size(8 << 20).expected_keys(1000),
     }
+}
+
+/// Opens an appendlog kind as its concrete type (for its list-specific API).
+pub fn open_appendlog(kind: Kind, dir: &Path) -> Result<AppendLogStore> {
+    assert!(matches!(kind, Kind::AppendLogTiny | Kind::AppendLog), "{kind:?}");
+    let a = AppendLogOptions::default().hashlog(hashlog_options(kind));
+    AppendLogStore::open(options(dir, kind.budget()), a)
 }
 
 pub fn timelog_options(kind: Kind) -> TimeLogOptions {
@@ -156,6 +172,13 @@ pub fn open_with_fs(
         }
         (Kind::HashLogTiny | Kind::HashLogBig, Some(fs)) => {
             Box::new(HashLogStore::open_with_fs(opts, hashlog_options(kind), fs)?)
+        }
+        (Kind::AppendLogTiny | Kind::AppendLog, fs) => {
+            let a = AppendLogOptions::default().hashlog(hashlog_options(kind));
+            match fs {
+                None => Box::new(AppendLogStore::open(opts, a)?),
+                Some(fs) => Box::new(AppendLogStore::open_with_fs(opts, a, fs)?),
+            }
         }
         (Kind::TimeLog | Kind::TimeLogTiny, None) => {
             Box::new(TimeLogStore::open(opts, timelog_options(kind))?)
