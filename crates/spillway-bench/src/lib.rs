@@ -8,12 +8,15 @@
 //! - [`workload`]: streaming state-access workloads (Gadget-class): experiments, event
 //!   generation, the operator state machines.
 //! - [`trace`]: state-access traces (binary and Gadget text), characterization.
+//! - [`phase`]: `spillway bench phase`, the phase-change experiment (point updates,
+//!   then range reads on one namespace) for the adaptive store.
 //! - [`report`]: the HTML report with SVG plots (`spillway report`).
 //! - [`zipf`]: YCSB's zipfian and scrambled-zipfian key generators.
 //! - [`machine`]: what results are recorded with (CPU, kernel, date, peak RSS).
 //! - [`units`]: parsing of `256MiB`-style sizes and `10M`-style counts.
 
 pub mod machine;
+pub mod phase;
 pub mod report;
 pub mod store_bench;
 pub mod trace;

@@ -32,6 +32,9 @@ pub struct ResultRow {
     pub p999_us: f64,
     /// Maximum, µs.
     pub max_us: f64,
+    /// Stores with several layouts: where the workload's state ended up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
 }
 
 /// Characterization series of one workload's trace, for plots.
@@ -414,6 +417,7 @@ mod tests {
             p99_us: 2.0,
             p999_us: p,
             max_us: 9.0,
+            layout: None,
         }
     }
 

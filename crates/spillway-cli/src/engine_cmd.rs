@@ -76,7 +76,7 @@ pub struct RunArgs {
     #[command(flatten)]
     input_args: InputArgs,
 
-    /// State store of the aggregation state: hashlog, mem, rocksdb (if built in)
+    /// State store of the aggregation state: hashlog, mem, adaptive, rocksdb (if built in)
     #[arg(long, default_value = "hashlog", value_name = "STORE")]
     store: StoreKind,
 
@@ -156,7 +156,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 10_000.0, value_name = "RATE")]
     rate: f64,
 
-    /// State store: hashlog, mem, rocksdb (if built in)
+    /// State store: hashlog, mem, adaptive, rocksdb (if built in)
     #[arg(long, default_value = "hashlog", value_name = "STORE")]
     store: StoreKind,
 
@@ -463,7 +463,7 @@ pub struct EngineBenchArgs {
     rate: f64,
 
     /// Stores, comma-separated; ratios are printed relative to the last one [default:
-    /// hashlog, mem and rocksdb if built in]
+    /// hashlog, mem, adaptive and rocksdb if built in]
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     stores: Option<Vec<StoreKind>>,
 

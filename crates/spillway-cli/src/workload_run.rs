@@ -100,7 +100,7 @@ fn print_rows(rows: &[ResultRow]) {
     );
     for r in rows {
         println!(
-            "{:<28} {:<9} {:>11} {:>8.2} {:>12.0} {:>8.2} {:>8.2} {:>9.2} {:>9.0}",
+            "{:<28} {:<9} {:>11} {:>8.2} {:>12.0} {:>8.2} {:>8.2} {:>9.2} {:>9.0}{}",
             r.workload,
             r.store,
             r.ops,
@@ -109,7 +109,8 @@ fn print_rows(rows: &[ResultRow]) {
             r.p50_us,
             r.p99_us,
             r.p999_us,
-            r.max_us
+            r.max_us,
+            r.layout.as_deref().map(|l| format!("  layout: {l}")).unwrap_or_default()
         );
     }
 }
@@ -244,7 +245,7 @@ fn concurrent(a: WorkloadArgs) -> Result<()> {
 /// `spillway bench suite`.
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
-    /// Stores, comma-separated [default: hashlog, mem and rocksdb if built in]
+    /// Stores, comma-separated [default: hashlog, mem, adaptive and rocksdb if built in]
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     stores: Option<Vec<StoreKind>>,
     /// Input events per source of each streaming workload

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use spillway_store::{NamespaceSpec, StoreKind, StoreOptions};
+use spillway_store::{StoreKind, StoreOptions};
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -82,8 +82,8 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
     if let Some(k) = cfg.expected_keys {
         opts = opts.expected_keys(k);
     }
-    for ns in Runtime::namespaces(&plan) {
-        opts = opts.namespace(NamespaceSpec::list(ns));
+    for spec in Runtime::namespace_specs(&plan) {
+        opts = opts.namespace(spec);
     }
     let st = store.open(opts)?;
     let res = Reservoir::create(ReservoirOptions::new(dir.path().join("reservoir")), &schema)?;

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
-use spillway_store::{NamespaceSpec, StateStore, StoreKind, StoreOptions};
+use spillway_store::{StateStore, StoreKind, StoreOptions};
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -268,8 +268,8 @@ pub fn run_job(
     if let Some(k) = cfg.expected_keys {
         store_opts = store_opts.expected_keys(k);
     }
-    for ns in Runtime::namespaces(&plan) {
-        store_opts = store_opts.namespace(NamespaceSpec::list(ns));
+    for spec in Runtime::namespace_specs(&plan) {
+        store_opts = store_opts.namespace(spec);
     }
     let ident = identity(cfg, &schema);
     let res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);

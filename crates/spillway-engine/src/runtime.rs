@@ -338,6 +338,18 @@ impl Runtime {
         v
     }
 
+    /// The declarations of [`namespaces`](Self::namespaces) with their access hints:
+    /// every aggregation state is one small value per (group-by node, key), read and
+    /// rewritten in place per event ([`AccessHint::Point`](spillway_store::AccessHint));
+    /// the checkpoint metadata is a few point values too. A store with several layouts
+    /// (adaptive) keeps them all in its hash layout.
+    pub fn namespace_specs(plan: &Plan) -> Vec<spillway_store::NamespaceSpec> {
+        Self::namespaces(plan)
+            .into_iter()
+            .map(|n| spillway_store::NamespaceSpec::list(n).hint(spillway_store::AccessHint::Point))
+            .collect()
+    }
+
     /// The plan.
     pub fn plan(&self) -> &Plan {
         &self.plan

@@ -62,6 +62,8 @@ pub struct Cursor {
     pos: usize,
     /// The last refill returned fewer entries than asked: nothing lies beyond.
     exhausted: bool,
+    /// `scan_ordered` calls made so far.
+    reads: u64,
 }
 
 fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -154,6 +156,7 @@ impl Cursor {
             entries: Vec::new(),
             pos: 0,
             exhausted: false,
+            reads: 0,
         };
         c.refill(store)?;
         Ok(c)
@@ -196,6 +199,12 @@ impl Cursor {
     /// The current value.
     pub fn value(&self) -> Option<&[u8]> {
         self.entry().map(|(_, v)| v)
+    }
+
+    /// How many reads ([`StateStore::scan_ordered`] calls) the cursor has made: one per
+    /// seek and one per refill of its read-ahead.
+    pub fn reads(&self) -> u64 {
+        self.reads
     }
 
     /// Whether the cursor stands on an entry.
@@ -243,6 +252,7 @@ impl Cursor {
             true
         })?;
         self.exhausted = n < self.batch;
+        self.reads += 1;
         Ok(())
     }
 }

@@ -9,6 +9,7 @@
 //! | [`AppendLogStore`] | [`appendlog`] | per-key chunked append lists over the hybrid log | no | hashlog's |
 //! | [`TimeLogStore`] | [`timelog`] | time partitions of sorted segment files + memtables, sparse block index | yes | flushed segments + manifest |
 //! | `RocksStore` | `rocks` (feature `rocksdb`) | RocksDB LSM, Flink-style settings | yes | RocksDB checkpoint |
+//! | [`AdaptiveStore`] | [`adaptive`] | per namespace: hashlog, appendlog or timelog, chosen by hint and observer, migrated in steps | every namespace (natively in timelog, by walk + sort elsewhere) | parts' checkpoints + its manifest (two-phase) |
 //!
 //! ## The contract
 //! - Byte keys and byte values inside a [namespace](namespace) (one per operator state),
@@ -27,6 +28,7 @@
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
 //! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size).
 
+pub mod adaptive;
 pub mod appendlog;
 pub mod cursor;
 pub mod error;
@@ -46,6 +48,7 @@ mod manifest;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
+pub use adaptive::{AdaptiveOptions, AdaptiveStore, Layout};
 pub use appendlog::{AppendLogOptions, AppendLogStore};
 pub use cursor::Cursor;
 pub use error::{Error, Result};
@@ -54,7 +57,7 @@ pub use mem::MemStore;
 pub use namespace::{merges, AccessHint, MergeOp, NamespaceSpec, Ns};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksStore;
-pub use stats::StoreStats;
+pub use stats::{NamespaceLayout, StoreStats};
 pub use timelog::{TimeLogOptions, TimeLogStore};
 
 /// Longest key any store accepts, in bytes.
@@ -254,6 +257,48 @@ pub trait StateStore: Send {
         }
     }
 
+    /// One bounded step of a walk over every entry of `ns` in the store's own order:
+    /// visits up to `limit` entries after the resume token `from` (`None`: from the
+    /// beginning) and returns the token to continue from, or `None` when the walk has
+    /// passed every entry. Entries that exist throughout a walk are visited exactly
+    /// once; entries written or deleted during it may or may not be. The adaptive store
+    /// migrates a namespace with it in bounded steps. Tokens are opaque and only valid
+    /// for the store that returned them.
+    ///
+    /// The default serves ordered namespaces by key (the token is the last key
+    /// visited); unordered backends override it or return [`Error::Unsupported`].
+    fn scan_step(
+        &mut self,
+        ns: Ns,
+        from: Option<&[u8]>,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        if !self.is_ordered(ns) {
+            return Err(Error::Unsupported {
+                store: self.name(),
+                op: "scan_step",
+                hint: "this namespace has no order and the store has no resumable walk",
+            });
+        }
+        let mut last: Option<Vec<u8>> = None;
+        let mut stopped = false;
+        let start = from.map_or(Bound::Unbounded, Bound::Excluded);
+        let n = self.scan_ordered(
+            ns,
+            start,
+            Bound::Unbounded,
+            Direction::Forward,
+            limit,
+            &mut |k, v| {
+                last = Some(k.to_vec());
+                stopped = !visit(k, v);
+                !stopped
+            },
+        )?;
+        Ok(if n < limit && !stopped { None } else { last })
+    }
+
     /// Atomically publishes the current state in the store directory.
     fn checkpoint(&mut self) -> Result<CheckpointInfo>;
 
@@ -275,6 +320,12 @@ pub struct StoreOptions {
     /// a quarter of the budget, so it does not double while the first keys arrive; other
     /// stores ignore it). Default: none.
     pub expected_keys: Option<u64>,
+    /// Recover exactly this checkpoint instead of the newest one, discarding newer
+    /// ones (it must be one the store still retains: the newest or the one before).
+    /// Stores built of several stores (`adaptive`) use it to make their checkpoint
+    /// atomic across them: their own manifest names each part's checkpoint. Default:
+    /// none (the newest).
+    pub recover_at: Option<u64>,
 }
 
 impl StoreOptions {
@@ -285,6 +336,31 @@ impl StoreOptions {
             memory_budget: 256 << 20,
             namespaces: Vec::new(),
             expected_keys: None,
+            recover_at: None,
+        }
+    }
+
+    /// Recovers checkpoint `seq` (0: none, an empty store) instead of the newest, and
+    /// discards newer ones (default: the newest).
+    pub fn recover_at(mut self, seq: u64) -> Self {
+        self.recover_at = Some(seq);
+        self
+    }
+
+    /// The checkpoint to recover among the `retained` ones (ascending): the newest, or
+    /// exactly [`recover_at`](Self::recover_at) when set (an error naming the directory
+    /// when that checkpoint is gone).
+    pub(crate) fn checkpoint_to_recover(&self, retained: &[u64]) -> Result<Option<u64>> {
+        match self.recover_at {
+            None => Ok(retained.last().copied()),
+            Some(0) => Ok(None),
+            Some(seq) if retained.contains(&seq) => Ok(Some(seq)),
+            Some(seq) => Err(Error::NotAStore {
+                path: self.dir.clone(),
+                reason: format!(
+                    "checkpoint {seq} was asked for but the directory retains {retained:?}"
+                ),
+            }),
         }
     }
 
@@ -359,15 +435,18 @@ pub enum StoreKind {
     TimeLog,
     /// [`AppendLogStore`].
     AppendLog,
+    /// [`AdaptiveStore`]: a layout per namespace, chosen by hint and at run time.
+    Adaptive,
 }
 
 impl StoreKind {
     /// All kinds this build knows, including ones whose feature is off.
-    pub const ALL: [StoreKind; 5] = [
+    pub const ALL: [StoreKind; 6] = [
         StoreKind::HashLog,
         StoreKind::AppendLog,
         StoreKind::Mem,
         StoreKind::TimeLog,
+        StoreKind::Adaptive,
         StoreKind::Rocks,
     ];
 
@@ -379,6 +458,7 @@ impl StoreKind {
             StoreKind::Rocks => "rocksdb",
             StoreKind::TimeLog => "timelog",
             StoreKind::AppendLog => "appendlog",
+            StoreKind::Adaptive => "adaptive",
         }
     }
 
@@ -408,6 +488,7 @@ impl StoreKind {
                 }
                 Box::new(HashLogStore::open(opts, h)?)
             }
+            StoreKind::Adaptive => Box::new(AdaptiveStore::open(opts, AdaptiveOptions::default())?),
             #[cfg(feature = "rocksdb")]
             StoreKind::Rocks => Box::new(RocksStore::open(opts)?),
             #[cfg(not(feature = "rocksdb"))]
@@ -432,6 +513,7 @@ impl std::str::FromStr for StoreKind {
             "rocksdb" | "rocks" => Ok(StoreKind::Rocks),
             "timelog" => Ok(StoreKind::TimeLog),
             "appendlog" => Ok(StoreKind::AppendLog),
+            "adaptive" => Ok(StoreKind::Adaptive),
             other => Err(format!(
                 "unknown store {other:?}; expected one of {}",
                 StoreKind::ALL.map(StoreKind::name).join(", ")

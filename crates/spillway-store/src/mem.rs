@@ -139,8 +139,13 @@ impl MemStore {
             scratch: Vec::new(),
             opts,
         };
-        if let Some(&seq) = manifest::list_manifests(&*store.fs, &store.opts.dir)?.last() {
+        let retained = manifest::list_manifests(&*store.fs, &store.opts.dir)?;
+        if let Some(seq) = store.opts.checkpoint_to_recover(&retained)? {
             store.recover(seq)?;
+        }
+        // Checkpoints newer than the recovered one are discarded (recover_at).
+        for newer in retained.into_iter().filter(|s| *s > store.seq) {
+            manifest::remove_quiet(&*store.fs, &store.opts.dir, &manifest::manifest_name(newer))?;
         }
         Ok(store)
     }

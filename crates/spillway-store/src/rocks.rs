@@ -258,7 +258,7 @@ impl RocksStore {
         let fs = StdFs;
         let dir = opts.dir.clone();
         manifest::init_dir(&fs, &dir, STORE_NAME, FORMAT_VERSION)?;
-        let newest = manifest::list_manifests(&fs, &dir)?.last().copied();
+        let newest = opts.checkpoint_to_recover(&manifest::list_manifests(&fs, &dir)?)?;
         let db_path = join(&dir, DB_DIR);
         let mut keep = HashSet::new();
         let seq = match newest {

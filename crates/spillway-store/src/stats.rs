@@ -40,6 +40,24 @@ pub struct StoreStats {
     pub checkpoints: u64,
     /// Wall time of the last checkpoint in microseconds.
     pub last_checkpoint_micros: u64,
+    /// Stores with several layouts (adaptive): where each namespace lives now.
+    pub layouts: Vec<NamespaceLayout>,
+}
+
+/// Where a namespace's state lives in a store with several layouts (adaptive).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NamespaceLayout {
+    /// The namespace's name.
+    pub namespace: String,
+    /// The layout serving it ("hashlog", "appendlog", "timelog").
+    pub layout: String,
+    /// The layout it is migrating to, if a migration is under way.
+    pub migrating_to: Option<String>,
+    /// Completed migrations of this namespace since open.
+    pub migrations: u64,
+    /// Entries moved by migrations of this namespace since open.
+    pub moved_entries: u64,
 }
 
 impl StoreStats {

@@ -69,6 +69,8 @@ fn op(max: usize) -> impl Strategy<Value = Op> {
         3 => (ns(), bound(), bound(), any::<bool>(), prop_oneof![Just(usize::MAX), 0usize..4])
             .prop_map(|(i, lo, hi, rev, limit)| Op::ScanOrdered(i, lo, hi, rev, limit)),
         2 => (ns(), key(), key()).prop_map(|(i, a, b)| Op::DeleteRange(i, a, b)),
+        2 => (ns(), 1usize..5, prop_oneof![Just(None), (1usize..3).prop_map(Some)])
+            .prop_map(|(i, step, stop)| Op::Walk(i, step, stop)),
         3 => (ns(), proptest::collection::vec(0u8..4, 0..2), key(), any::<bool>(), 1usize..4)
             .prop_map(|(i, mut p, lower, rev, batch)| {
                 if let Some(first) = p.first_mut() {
@@ -143,6 +145,20 @@ proptest! {
     #[test]
     fn appendlog_large_values_match_model(ops in proptest::collection::vec(op(Kind::AppendLog.max_value()), 1..250)) {
         run(Kind::AppendLog, &ops);
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn adaptive_with_forced_migrations_matches_model(ops in proptest::collection::vec(op(Kind::Adaptive.max_value()), 1..250)) {
+        run(Kind::Adaptive, &ops);
+    }
+
+    #[test]
+    fn adaptive_tiny_with_forced_migrations_matches_model(ops in proptest::collection::vec(op(Kind::AdaptiveTiny.max_value()), 1..250)) {
+        run(Kind::AdaptiveTiny, &ops);
     }
 }
 

@@ -158,3 +158,10 @@ fn rocks_survives_sigkill() {
 fn appendlog_survives_sigkill() {
     crash_loop(Kind::AppendLogTiny);
 }
+
+/// Adaptive with forced migrations every few operations: kills land mid-migration and
+/// between the parts' checkpoints and the adaptive manifest (the two-phase commit).
+#[test]
+fn adaptive_survives_sigkill_mid_migration() {
+    crash_loop(Kind::AdaptiveTiny);
+}

@@ -129,6 +129,13 @@ fn timelog_faults_leave_last_checkpoint() {
     }
 }
 
+#[test]
+fn adaptive_faults_leave_last_checkpoint() {
+    for (i, f) in faults(4).into_iter().enumerate() {
+        fault_case(Kind::AdaptiveTiny, f, 300 + i as u64);
+    }
+}
+
 /// A checkpointed store with its model.
 fn fixture(kind: Kind, dir: &Path) -> Model {
     let mut store = open(kind, dir).expect("open");

@@ -222,6 +222,32 @@ impl OperatorKind {
         OperatorKind::ALL.into_iter().find(|k| k.name() == s)
     }
 
+    /// How the operator's state is accessed, the static layout choice of the APSys'18
+    /// paper: interval-join buffers are read by range (seek + next over one key's
+    /// buffer in time order); holistic windows, holistic sessions and window joins
+    /// append to per-window lists that are read whole when the window fires; the
+    /// incremental operators and the continuous ones read and update small values.
+    pub fn access_hint(self) -> spillway_store::AccessHint {
+        use spillway_store::AccessHint;
+        match self {
+            OperatorKind::JoinInterval => AccessHint::Range,
+            OperatorKind::TumblingKeyedHolistic
+            | OperatorKind::TumblingAllHolistic
+            | OperatorKind::SlidingKeyedHolistic
+            | OperatorKind::SlidingAllHolistic
+            | OperatorKind::SessionHolistic
+            | OperatorKind::JoinTumbling
+            | OperatorKind::JoinSliding => AccessHint::ListAppend,
+            OperatorKind::TumblingKeyedIncremental
+            | OperatorKind::TumblingAllIncremental
+            | OperatorKind::SlidingKeyedIncremental
+            | OperatorKind::SlidingAllIncremental
+            | OperatorKind::SessionIncremental
+            | OperatorKind::ContinuousJoin
+            | OperatorKind::ContinuousAggregation => AccessHint::Point,
+        }
+    }
+
     /// Whether the operator reads two sources.
     pub fn two_inputs(self) -> bool {
         matches!(

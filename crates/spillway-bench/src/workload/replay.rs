@@ -14,21 +14,18 @@
 //! | scan | [`StateStore::scan_prefix`] of the op's key; every entry is visited (and its length read) |
 //! | seek, next | the iterator emulation below |
 //!
-//! # Seek and next: an iterator emulated on a visitor API
-//! The stores offer scans with a visitor, not iterators, so the replayer keeps one
-//! emulated iterator (a *cursor*) per replayer, i.e. per operator:
+//! # Seek and next
+//! The replayer keeps one iterator per replayer, i.e. per operator:
 //!
-//! - **Ordered stores** ([`Capabilities::ordered`](spillway_store::Capabilities)):
-//!   `seek(k)` calls `scan_range(k.., ..)` and copies up to
-//!   [`ReplayConfig::seek_batch`] entries into a buffer; the cursor then stands on the
-//!   first of them (the first key `>= k`). `next` moves to the next buffered entry; when
-//!   the buffer runs out and the last scan filled it completely, `next` refills it with
-//!   `scan_range((last key, exclusive).., ..)`. So a seek costs one range scan plus
-//!   copying up to `seek_batch` entries, and a run of `n` nexts costs about
-//!   `n / seek_batch` further scans (each of which must seek again inside the store) plus
-//!   one copy per entry. A real iterator would pay one seek and `n` cheap steps; the
-//!   emulation reads up to `seek_batch - 1` entries that the operator may never ask for.
-//! - **Unordered stores** (hash stores): `seek(k)` calls `scan_prefix` with the first
+//! - **Ordered namespaces** ([`StateStore::is_ordered`]): `seek(k)` opens the store's
+//!   [`spillway_store::Cursor`] at `k` (no upper bound, as a RocksDB iterator), which
+//!   reads ahead [`ReplayConfig::seek_batch`] entries with one native seek
+//!   ([`StateStore::scan_ordered`]); `next` steps it, refilling from just after the
+//!   last key when the read-ahead runs out. So a seek costs one native seek and a run of
+//!   `n` nexts about `n / seek_batch` further seeks plus one copy per entry. The
+//!   cursor's consistency is the store crate's: entries already read ahead are as they
+//!   were when read; keys beyond are read when reached (see `spillway_store::cursor`).
+//! - **Unordered namespaces** (hash stores): `seek(k)` calls `scan_prefix` with the first
 //!   [`ReplayConfig::seek_prefix_len`] bytes of `k` (default 8: the event-key part of
 //!   Gadget-style state keys), keeps the entries whose key is `>= k`, at most
 //!   [`ReplayConfig::unordered_seek_limit`] of them, and sorts them; `next` moves to the
@@ -38,11 +35,9 @@
 //!   the prefix the way an ordered iterator would. This is the honest price of range
 //!   reads on a hash store, not a faithful iterator.
 //!
-//! The buffered entries are a snapshot taken at the scan: writes between a seek and its
-//! nexts are seen only by later refills (a RocksDB iterator sees its implicit snapshot
-//! throughout). A `next` with no open cursor (the first op of a stream, or after a seek
-//! error) behaves as a seek at the op's key. A `next` past the end is a no-op on an
-//! exhausted cursor, counted like any other op.
+//! A `next` with no open cursor (the first op of a stream, or after a seek error)
+//! behaves as a seek at the op's key. A `next` past the end is a no-op on an exhausted
+//! cursor, counted like any other op.
 //!
 //! # Pacing and latency
 //! - **Closed loop** ([`Pace::Closed`]): ops run back to back as fast as possible; an
@@ -87,14 +82,15 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use spillway_store::{NamespaceSpec, Ns, StateStore, StoreOptions};
+use spillway_store::{AccessHint, NamespaceSpec, Ns, StateStore, StoreOptions};
 
 use super::{OpKind, OpSink, StateOp};
 
 /// The namespace every replayed op goes to.
 pub const NAMESPACE: &str = "state";
 
-/// The declaration of [`NAMESPACE`]: a list namespace (merge = list append).
+/// The declaration of [`NAMESPACE`]: a list namespace (merge = list append) with the
+/// default access hint (point).
 pub fn namespace_spec() -> NamespaceSpec {
     NamespaceSpec::list(NAMESPACE)
 }
@@ -103,6 +99,13 @@ pub fn namespace_spec() -> NamespaceSpec {
 /// namespace [`namespace_spec`].
 pub fn store_options(dir: impl AsRef<Path>) -> StoreOptions {
     StoreOptions::new(dir).namespace(namespace_spec())
+}
+
+/// Like [`store_options`], declaring the namespace with `hint` (an operator's
+/// [`OperatorKind::access_hint`](super::OperatorKind::access_hint)), so that a store
+/// with several layouts picks the operator's.
+pub fn store_options_for(dir: impl AsRef<Path>, hint: AccessHint) -> StoreOptions {
+    StoreOptions::new(dir).namespace(namespace_spec().hint(hint))
 }
 
 /// Any error of an op source, boxed.
@@ -243,6 +246,27 @@ pub struct ReplayReport {
     pub seek_scans: u64,
     /// Store errors tolerated under [`ReplayConfig::max_errors`].
     pub errors: u64,
+    /// Stores with several layouts (adaptive): the layout serving [`NAMESPACE`] at the
+    /// end, with the migrations that led there (e.g. `"timelog (1 migration)"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
+}
+
+/// How a store with several layouts reports where [`NAMESPACE`] lives.
+fn layout_of(stats: &spillway_store::StoreStats) -> Option<String> {
+    let l = stats.layouts.iter().find(|l| l.namespace == NAMESPACE)?;
+    let mut s = l.layout.clone();
+    if let Some(to) = &l.migrating_to {
+        s.push_str(&format!(" migrating to {to}"));
+    }
+    if l.migrations > 0 {
+        let plural = if l.migrations == 1 { "" } else { "s" };
+        s.push_str(&format!(
+            " ({} migration{plural}, {} entries moved)",
+            l.migrations, l.moved_entries
+        ));
+    }
+    Some(s)
 }
 
 /// Why a replay failed.
@@ -354,19 +378,18 @@ enum Target<'s> {
     Null,
 }
 
-/// The emulated iterator: one buffered batch of entries in flat arenas.
+/// The replayer's iterator: the store's cursor on ordered namespaces, else one sorted
+/// batch of prefix-scan entries in flat arenas.
 #[derive(Default)]
 struct Cursor {
     open: bool,
-    /// Whether no refill can find more entries.
-    exhausted: bool,
+    /// The store's cursor (ordered namespaces).
+    native: Option<spillway_store::Cursor>,
     keys: Vec<u8>,
     vals: Vec<u8>,
     spans: Vec<(Range<usize>, Range<usize>)>,
     /// Index of the current entry in `spans`; `>= spans.len()` means past the end.
     pos: usize,
-    /// Scratch for the refill start key.
-    resume: Vec<u8>,
 }
 
 impl Cursor {
@@ -392,12 +415,16 @@ impl Cursor {
     }
 
     fn current(&self) -> Option<(&[u8], &[u8])> {
+        if let Some(c) = &self.native {
+            return c.entry();
+        }
         let (k, v) = self.spans.get(self.pos)?;
         Some((&self.keys[k.clone()], &self.vals[v.clone()]))
     }
 
     fn close(&mut self) {
         self.open = false;
+        self.native = None;
         self.clear_batch();
     }
 }
@@ -454,7 +481,7 @@ impl<'s> Replayer<'s> {
     pub fn new(store: &'s mut dyn StateStore, cfg: ReplayConfig) -> Result<Self, ReplayError> {
         cfg.validate()?;
         let ns = lookup_ns(store)?;
-        let (name, ordered) = (store.name(), store.capabilities().ordered);
+        let (name, ordered) = (store.name(), store.is_ordered(ns));
         Ok(Self::with_target(Target::Store { store, ns }, name, ordered, cfg))
     }
 
@@ -660,6 +687,13 @@ impl<'s> Replayer<'s> {
             per_kind,
             seek_scans: self.seek_scans,
             errors: self.errors,
+            layout: match &self.target {
+                Target::Store { store, .. } => layout_of(&store.stats()),
+                Target::Shared { store, .. } => {
+                    store.lock().ok().and_then(|s| layout_of(&s.stats()))
+                }
+                Target::Null => None,
+            },
         }
     }
 
@@ -717,19 +751,12 @@ fn apply_to(
         OpKind::Next => {
             if !cursor.open {
                 seek(store, ns, ordered, cfg, &op.key, cursor, seek_scans)?;
+            } else if let Some(c) = cursor.native.as_mut() {
+                let before = c.reads();
+                c.next(store)?;
+                *seek_scans += c.reads() - before;
             } else {
                 cursor.pos = cursor.pos.saturating_add(1).min(cursor.spans.len());
-                if cursor.pos == cursor.spans.len() && !cursor.exhausted {
-                    let mut resume = std::mem::take(&mut cursor.resume);
-                    resume.clear();
-                    if let Some((k, _)) = cursor.spans.last() {
-                        resume.extend_from_slice(&cursor.keys[k.clone()]);
-                    }
-                    let r = fill_ordered(store, ns, cfg, Bound::Excluded(&resume), cursor);
-                    cursor.resume = resume;
-                    *seek_scans += 1;
-                    r?;
-                }
             }
             black_box(cursor.current());
         }
@@ -750,7 +777,14 @@ fn seek(
     cursor.close();
     *seek_scans += 1;
     if ordered {
-        fill_ordered(store, ns, cfg, Bound::Included(key), cursor)?;
+        cursor.native = Some(spillway_store::Cursor::open_batched(
+            store,
+            ns,
+            Bound::Included(key),
+            Bound::Unbounded,
+            spillway_store::Direction::Forward,
+            cfg.seek_batch,
+        )?);
     } else {
         let prefix = &key[..key.len().min(cfg.seek_prefix_len)];
         let limit = cfg.unordered_seek_limit;
@@ -762,29 +796,9 @@ fn seek(
             spans.len() < limit
         })?;
         spans.sort_unstable_by(|a, b| keys[a.0.clone()].cmp(&keys[b.0.clone()]));
-        cursor.exhausted = true;
     }
     cursor.open = true;
     black_box(cursor.current());
-    Ok(())
-}
-
-/// Replaces the cursor's batch with up to `seek_batch` entries from `start` on.
-fn fill_ordered(
-    store: &mut dyn StateStore,
-    ns: Ns,
-    cfg: &ReplayConfig,
-    start: Bound<&[u8]>,
-    cursor: &mut Cursor,
-) -> spillway_store::Result<()> {
-    cursor.clear_batch();
-    let batch = cfg.seek_batch;
-    let Cursor { keys, vals, spans, .. } = cursor;
-    store.scan_range(ns, start, Bound::Unbounded, &mut |k, v| {
-        Cursor::push(keys, vals, spans, k, v);
-        spans.len() < batch
-    })?;
-    cursor.exhausted = cursor.spans.len() < batch;
     Ok(())
 }
 

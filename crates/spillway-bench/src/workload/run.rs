@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use spillway_store::StoreKind;
+use spillway_store::{AccessHint, StoreKind};
 
 use super::config::{Experiment, Mode};
 use super::operators::{self, OperatorStats};
@@ -169,6 +169,7 @@ impl WorkloadResult {
             p99_us: self.replay.p99_us,
             p999_us: self.replay.p999_us,
             max_us: self.replay.max_us,
+            layout: self.replay.layout.clone(),
         }
     }
 }
@@ -230,9 +231,10 @@ pub fn run_experiment_with_series(
         }
         Mode::Online => None,
     };
+    let hint = exp.operator.kind.access_hint();
     for (i, &kind) in stores.iter().enumerate() {
         let sdir = work.path().join(format!("store-{i}"));
-        let opts = replay::store_options(&sdir).memory_budget(memory_budget);
+        let opts = replay::store_options_for(&sdir, hint).memory_budget(memory_budget);
         let mut store = kind.open(opts).with_context(|| format!("opening {}", kind.name()))?;
         let (report, generated) = match &trace {
             Some(p) => {
@@ -380,14 +382,18 @@ pub fn run_concurrent(
     };
     let cfg = exps.first().map(|(_, e)| replay_config(e)).unwrap_or_default();
     let reports = if shared {
-        let opts = replay::store_options(work.path().join("shared")).memory_budget(memory_budget);
+        // One store for all: the first operator's hint decides the namespace's layout.
+        let hint = exps.first().map_or(AccessHint::Point, |(_, e)| e.operator.kind.access_hint());
+        let opts = replay::store_options_for(work.path().join("shared"), hint)
+            .memory_budget(memory_budget);
         let mut store = kind.open(opts)?;
         let streams = traces.iter().map(|p| stream(p)).collect::<Result<Vec<_>>>()?;
         replay::replay_shared(streams, store.as_mut(), &cfg)?
     } else {
         let mut stores = Vec::new();
-        for i in 0..traces.len() {
-            let opts = replay::store_options(work.path().join(format!("store-{i}")))
+        for (i, (_, exp)) in exps.iter().enumerate() {
+            let hint = exp.operator.kind.access_hint();
+            let opts = replay::store_options_for(work.path().join(format!("store-{i}")), hint)
                 .memory_budget(memory_budget);
             stores.push(kind.open(opts)?);
         }

@@ -1060,6 +1060,48 @@ impl StateStore for AppendLogStore {
         Ok(())
     }
 
+    /// A resumable walk: over the heads of a list namespace in hashlog's log order (the
+    /// token is hashlog's), reading each list whole; other namespaces are hashlog's.
+    fn scan_step(
+        &mut self,
+        ns: Ns,
+        from: Option<&[u8]>,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.ops.scans += 1;
+        let Some(cns) = self.route(ns)? else {
+            return self.inner.scan_step(ns, from, limit, visit);
+        };
+        // One head per step of the inner walk, so that a visitor that stops early
+        // gets the token right after the list it stopped at.
+        let mut token = from.map(<[u8]>::to_vec);
+        let mut value = Vec::new();
+        for _ in 0..limit {
+            let mut head: Option<(Vec<u8>, Vec<u8>)> = None;
+            let next = self.inner.scan_step(ns, token.as_deref(), 1, &mut |k, v| {
+                head = Some((k.to_vec(), v.to_vec()));
+                true
+            })?;
+            if let Some((k, v)) = head {
+                let h = match Head::decode(&v) {
+                    Ok(h) => h,
+                    Err(what) => return Err(self.corrupt(ns, &k, what)),
+                };
+                value.clear();
+                self.read_list(ns, cns, &k, &h, &mut value)?;
+                if !visit(&k, &value) {
+                    return Ok(next);
+                }
+            }
+            match next {
+                Some(t) => token = Some(t),
+                None => return Ok(None),
+            }
+        }
+        Ok(token)
+    }
+
     fn scan_range(
         &mut self,
         _: Ns,

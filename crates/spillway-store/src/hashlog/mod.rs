@@ -226,6 +226,9 @@ pub struct HashLogStore {
     scratch: Vec<u8>,
     compaction: Option<Compaction>,
     scan_buf: Vec<u8>,
+    /// The on-disk page `scan_buf` holds for [`walk_step`](Self::walk_step) (on-disk
+    /// pages never change, so a walk in steps reads each of them once).
+    scan_buf_page: Option<u64>,
     /// Lowest `begin` of the retained checkpoints (`u64::MAX` before the first).
     checkpoint_begin: u64,
     /// Segments below this one have been deleted.
@@ -253,7 +256,7 @@ impl HashLogStore {
         hopts.validate()?;
         let dir = opts.dir.clone();
         manifest::init_dir(&*fs, &dir, "hashlog", FORMAT_VERSION)?;
-        let newest = manifest::list_manifests(&*fs, &dir)?.last().copied();
+        let newest = opts.checkpoint_to_recover(&manifest::list_manifests(&*fs, &dir)?)?;
         let (index, log, seq, garbage) = match newest {
             None => {
                 let bits = hopts.initial_index_bits.unwrap_or_else(|| {
@@ -315,6 +318,7 @@ impl HashLogStore {
             scratch: Vec::new(),
             compaction: None,
             scan_buf: Vec::new(),
+            scan_buf_page: None,
             checkpoint_begin: u64::MAX,
             lowest_segment: 0,
         };
@@ -702,6 +706,7 @@ impl HashLogStore {
     fn walk(&mut self, ns: u16, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
         let page_bits = self.log.page_bits;
         let mut buf = std::mem::take(&mut self.scan_buf);
+        self.scan_buf_page = None;
         let mut p = self.log.begin >> page_bits;
         let last = self.log.tail_page();
         let begin = self.log.begin;
@@ -735,6 +740,72 @@ impl HashLogStore {
             self.scan_buf = buf;
         }
         result
+    }
+}
+
+impl HashLogStore {
+    /// One bounded step of a walk over the live records of `ns` in log order: visits
+    /// up to `limit` of them from log address `from` (0: the log's beginning) and
+    /// returns the address to continue from, or `None` once the walk reached the tail.
+    /// In-memory pages are read in place; an on-disk page is read once into the scan
+    /// buffer and kept there for the next step. A record rewritten at the tail during
+    /// the walk is visited at its new address (its old copy is dead), so every record
+    /// that is live throughout the walk is visited exactly once.
+    fn walk_step(
+        &mut self,
+        ns: u16,
+        from: u64,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Option<u64>> {
+        let page_bits = self.log.page_bits;
+        let mask = (1u64 << page_bits) - 1;
+        let mut a = from.max(self.log.begin);
+        let mut visited = 0usize;
+        let mut stopped = false;
+        while visited < limit && !stopped {
+            if a >= self.log.tail {
+                return Ok(None);
+            }
+            let p = a >> page_bits;
+            let mut off = ((a & mask) as usize).max(PAGE_HDR);
+            let in_memory = (p << page_bits) >= self.log.head();
+            let used = if in_memory {
+                if p == self.log.tail_page() {
+                    (self.log.tail & mask) as usize
+                } else {
+                    record::u32_at(self.log.mem(p << page_bits), 16) as usize
+                }
+            } else {
+                if self.scan_buf_page != Some(p) {
+                    let mut buf = std::mem::take(&mut self.scan_buf);
+                    self.scan_buf_page = None;
+                    let r = self.log.read_page(p, &mut buf);
+                    self.scan_buf = buf;
+                    r?;
+                    self.scan_buf_page = Some(p);
+                }
+                self.scan_buf.len()
+            };
+            while off < used && visited < limit && !stopped {
+                let page: &[u8] =
+                    if in_memory { self.log.mem(p << page_bits) } else { &self.scan_buf };
+                let r = Rec(&page[off..]);
+                let size = r.size();
+                let addr = (p << page_bits) + off as u64;
+                if size == 0 || off + size > used {
+                    let (path, off) = self.log.file_offset(addr);
+                    return Err(Error::corrupt(path, off, "record overruns its page"));
+                }
+                off += size;
+                if r.ns() == ns && self.index.find_addr(hash(ns, r.key()), addr).is_some() {
+                    visited += 1;
+                    stopped = !visit(r.key(), r.value());
+                }
+            }
+            a = if off >= used { (p + 1) << page_bits } else { (p << page_bits) + off as u64 };
+        }
+        Ok((a < self.log.tail).then_some(a))
     }
 }
 
@@ -955,6 +1026,26 @@ impl StateStore for HashLogStore {
         self.stats.scans += 1;
         let r = self.walk(ns, prefix, visit);
         self.poison(r)
+    }
+
+    fn scan_step(
+        &mut self,
+        ns: Ns,
+        from: Option<&[u8]>,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        let ns = self.ns_id(ns)?;
+        let from = match from {
+            None => 0,
+            Some(t) => u64::from_le_bytes(t.try_into().map_err(|_| Error::InvalidOption {
+                option: "scan_step",
+                detail: format!("a hashlog walk token is 8 bytes, got {}", t.len()),
+            })?),
+        };
+        self.stats.scans += 1;
+        let r = self.walk_step(ns, from, limit, visit);
+        self.poison(r).map(|next| next.map(|a| a.to_le_bytes().to_vec()))
     }
 
     fn scan_range(

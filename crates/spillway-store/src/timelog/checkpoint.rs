@@ -76,7 +76,8 @@ impl TimeLogStore {
         Ok(())
     }
 
-    /// Deletes leftovers: `.tmp` files, manifests older than the previous checkpoint,
+    /// Deletes leftovers: `.tmp` files, manifests older than the previous checkpoint or
+    /// newer than the recovered one,
     /// and segment files that are not live and that no retained checkpoint names.
     pub(super) fn clean_dir(&mut self) -> Result<()> {
         let dir = self.opts.dir.clone();
@@ -91,7 +92,8 @@ impl TimeLogStore {
             } else if let Some(s) = memtable::parse_image_name(&name) {
                 s + 1 < self.seq || s > self.seq
             } else if let Some(s) = name.strip_prefix("MANIFEST-") {
-                s.parse::<u64>().is_ok_and(|s| s + 1 < self.seq)
+                // Newer than the recovered one: discarded (StoreOptions::recover_at).
+                s.parse::<u64>().is_ok_and(|s| s + 1 < self.seq || s > self.seq)
             } else {
                 false
             };

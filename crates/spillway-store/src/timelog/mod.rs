@@ -223,7 +223,7 @@ impl TimeLogStore {
             prev_live: HashSet::new(),
             poisoned: None,
         };
-        if let Some(&seq) = seqs.last() {
+        if let Some(seq) = store.opts.checkpoint_to_recover(&seqs)? {
             store.recover(seq, seqs.contains(&seq.wrapping_sub(1)))?;
         }
         store.clean_dir()?;

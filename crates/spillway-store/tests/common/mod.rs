@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use spillway_store::io::Fs;
 use spillway_store::{
-    merges, AccessHint, AppendLogOptions, AppendLogStore, Capabilities, CheckpointInfo, Cursor,
-    Direction, HashLogOptions, HashLogStore, MemStore, NamespaceSpec, Ns, Result, Rmw, RmwFn,
-    StateStore, StoreOptions, StoreStats, TimeLogOptions, TimeLogStore, Visitor,
+    merges, AccessHint, AdaptiveOptions, AdaptiveStore, AppendLogOptions, AppendLogStore,
+    Capabilities, CheckpointInfo, Cursor, Direction, HashLogOptions, HashLogStore, MemStore,
+    NamespaceSpec, Ns, Result, Rmw, RmwFn, StateStore, StoreOptions, StoreStats, TimeLogOptions,
+    TimeLogStore, Visitor,
 };
 
 /// Namespace 0: plain values, merge = add_u64 (point hint). Namespace 1: list append
@@ -47,6 +48,13 @@ pub enum Kind {
     AppendLog,
     #[cfg(feature = "rocksdb")]
     Rocks,
+    /// Adaptive with 2 MiB pages under 64 MiB, a forced migration about every 7
+    /// operations moved 2 entries per step: migrations in every direction are always
+    /// under way across checkpoints and reopens.
+    Adaptive,
+    /// Adaptive under 4 MiB with 64 KiB pages, forced migrations about every 5
+    /// operations, one entry per step.
+    AdaptiveTiny,
 }
 
 impl Kind {
@@ -61,6 +69,8 @@ impl Kind {
             Kind::AppendLog,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks,
+            Kind::Adaptive,
+            Kind::AdaptiveTiny,
         ]
     }
 
@@ -75,6 +85,8 @@ impl Kind {
             Kind::AppendLog => "appendlog",
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => "rocksdb",
+            Kind::Adaptive => "adaptive",
+            Kind::AdaptiveTiny => "adaptive-tiny",
         }
     }
 
@@ -99,7 +111,9 @@ impl Kind {
     /// Largest value this configuration accepts in the suite.
     pub fn max_value(self) -> usize {
         match self {
-            Kind::HashLogTiny | Kind::TimeLogTiny | Kind::AppendLogTiny => 16 << 10,
+            Kind::HashLogTiny | Kind::TimeLogTiny | Kind::AppendLogTiny | Kind::AdaptiveTiny => {
+                16 << 10
+            }
             _ => 1 << 20,
         }
     }
@@ -113,6 +127,8 @@ impl Kind {
             Kind::TimeLogTiny => 128 << 10,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => 16 << 20,
+            Kind::Adaptive => 64 << 20,
+            Kind::AdaptiveTiny => 4 << 20,
         }
     }
 }
@@ -154,6 +170,15 @@ pub fn timelog_options(kind: Kind) -> TimeLogOptions {
     }
 }
 
+pub fn adaptive_options(kind: Kind) -> AdaptiveOptions {
+    match kind {
+        Kind::AdaptiveTiny => {
+            AdaptiveOptions::default().page_size(64 << 10).forced_migrations(5, 11).step_entries(1)
+        }
+        _ => AdaptiveOptions::default().page_size(2 << 20).forced_migrations(7, 3).step_entries(2),
+    }
+}
+
 pub fn open(kind: Kind, dir: &Path) -> Result<Box<dyn StateStore>> {
     open_with_fs(kind, dir, None)
 }
@@ -190,6 +215,13 @@ pub fn open_with_fs(
         (Kind::Rocks, None) => Box::new(spillway_store::RocksStore::open(opts)?),
         #[cfg(feature = "rocksdb")]
         (Kind::Rocks, Some(_)) => panic!("RocksStore has no I/O seam"),
+        (Kind::Adaptive | Kind::AdaptiveTiny, fs) => {
+            let a = adaptive_options(kind);
+            match fs {
+                None => Box::new(AdaptiveStore::open(opts, a)?),
+                Some(fs) => Box::new(AdaptiveStore::open_with_fs(opts, a, fs)?),
+            }
+        }
     })
 }
 
@@ -218,6 +250,9 @@ pub enum Op {
     /// A cursor over `prefix ++ lower..` (reverse?) with read-ahead `batch`, walked to
     /// its end.
     CursorWalk(usize, Vec<u8>, Vec<u8>, bool, usize),
+    /// A resumable walk (`scan_step`) in steps of `step` entries, the visitor stopping
+    /// each step after `stop` entries when set; must visit every entry exactly once.
+    Walk(usize, usize, Option<usize>),
     Checkpoint,
     Reopen,
 }
@@ -527,6 +562,36 @@ pub fn step(
                 got, want,
                 "{kind:?} cursor ns {i} prefix {prefix:?} lower {lower:?} rev {rev}"
             );
+        }
+        Op::Walk(i, step_len, stop) => {
+            let n = nsof(&**store, *i);
+            let mut got: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            let mut token: Option<Vec<u8>> = None;
+            let mut steps = 0usize;
+            loop {
+                let mut in_step = 0usize;
+                let r = store.scan_step(n, token.as_deref(), *step_len, &mut |k, v| {
+                    got.push((k.to_vec(), v.to_vec()));
+                    in_step += 1;
+                    stop != &Some(in_step)
+                });
+                match r {
+                    Err(spillway_store::Error::Unsupported { .. }) if steps == 0 => return,
+                    Err(e) => panic!("{kind:?} scan_step: {e}"),
+                    Ok(None) => break,
+                    Ok(Some(t)) => token = Some(t),
+                }
+                steps += 1;
+                assert!(steps < 100_000, "{kind:?} walk does not end");
+            }
+            got.sort();
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .live
+                .iter()
+                .filter(|((j, _), _)| j == i)
+                .map(|((_, k), v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(got, want, "{kind:?} walk ns {i} step {step_len} stop {stop:?}");
         }
         Op::Checkpoint => {
             let before = store.checkpoint_seq();

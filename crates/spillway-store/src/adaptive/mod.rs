@@ -1,0 +1,984 @@
+//! AdaptiveStore: each namespace in the layout that suits how it is accessed, chosen
+//! statically from the namespace's [`AccessHint`] and at run time by an observer, with
+//! migration between layouts in the background, in bounded steps.
+//!
+//! # Design
+//! - **Parts.** The store owns up to three stores, one per [`Layout`], each in a
+//!   subdirectory and each declaring every namespace (so a namespace handle means the
+//!   same in all of them): `hash/` a [`HashLogStore`] (point updates), `list/` an
+//!   [`AppendLogStore`](crate::AppendLogStore) (chunked append lists), `time/` a
+//!   [`TimeLogStore`](crate::TimeLogStore) (time-ordered range reads). A part is opened
+//!   when the first namespace needs it. Every operation on a namespace that is not
+//!   migrating goes straight to its part (one `match` and an observer update on the hot
+//!   path).
+//! - **Static choice.** At first open each namespace starts in the layout its hint names:
+//!   [`AccessHint::Point`] → hash, [`AccessHint::ListAppend`] → list,
+//!   [`AccessHint::Range`] → time (the APSys'18 paper's choice by operator type).
+//! - **Dynamic choice.** Each namespace has an [`observer`] that weighs its recent
+//!   operations with a documented cost model; every
+//!   [`decide_every`](AdaptiveOptions::decide_every) operations of a namespace, if
+//!   another layout is cheaper than its current one by more than the
+//!   [`hysteresis`](AdaptiveOptions::hysteresis), the namespace starts migrating there.
+//!   One namespace migrates at a time.
+//! - **Migration in bounded steps.** While namespace N migrates from A to B, every
+//!   operation on the store is followed by one step that walks A with
+//!   [`StateStore::scan_step`] for at most [`step_entries`](AdaptiveOptions::step_entries)
+//!   entries or [`step_bytes`](AdaptiveOptions::step_bytes) bytes, writes them to B
+//!   and deletes them from A. Operations on N meanwhile: a read looks in B, then in A
+//!   (a key is never in both between operations); a put or delete goes to B and deletes
+//!   from A; a merge or read-modify-write first moves the key's value from A to B,
+//!   then applies to B; scans merge both. So A receives no new entry and the walk ends.
+//! - **Range reads in every layout.** Every namespace answers ordered scans and
+//!   cursors ([`is_ordered`](StateStore::is_ordered) is true): in the time layout
+//!   natively; in the hash and list layouts by walking the namespace, keeping the
+//!   entries within the bounds and sorting them (O(namespace) per range read — the
+//!   price the observer charges them, which moves a range-read namespace to the time
+//!   layout).
+//! - **Memory.** The budget is split among the three parts by weights that depend on
+//!   the declared hints only (so every open splits it alike): 4 for each layout some
+//!   namespace's hint names, 1 for the others (reserved for migrations; a part holds
+//!   no memory until opened). The hash part's page size is
+//!   chosen from its share (1/16 of it, between 64 KiB and 4 MiB, or
+//!   [`page_size`](AdaptiveOptions::page_size)), which also bounds its values.
+//!
+//! # FORMAT and checkpoint protocol
+//! The directory holds `STORE` (store `adaptive`), `MANIFEST-<seq>` files (see
+//! [`crate::manifest`]) and the parts' subdirectories `hash/`, `list/`, `time/`, each
+//! a store directory of its own format. An adaptive checkpoint is a two-phase commit:
+//! 1. checkpoint every open part (each atomic on its own);
+//! 2. publish `MANIFEST-<seq>` naming each part's checkpoint (`part.hash=<seq>`, 0 when
+//!    the part was not open) and each namespace's state: `ns.<i>=<layout>` or, while
+//!    migrating, `ns.<i>=<from>><to>@<token>` with the walk's resume token in hex
+//!    (`-` before the first step). The checkpoint exists from this rename on.
+//! 3. Delete adaptive manifests older than the previous one.
+//!
+//! Recovery opens each part at exactly the checkpoint the newest manifest names
+//! ([`StoreOptions::recover_at`]), discarding any newer part checkpoint left by a crash
+//! between steps 1 and 2, and resumes a migration from its recorded token (the part
+//! being walked recovered the state that token refers to). A part the manifest does not
+//! name is opened empty when needed. So a crash at any point, during a migration too,
+//! recovers the last completed adaptive checkpoint exactly.
+//!
+//! Errors of a part poison the adaptive store (it refuses writes until reopened).
+
+mod observer;
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Instant;
+
+use self::observer::{Observer, Seen};
+use crate::error::{Error, Result};
+use crate::io::{join, Fs, StdFs};
+use crate::manifest::{self, Manifest};
+use crate::stats::NamespaceLayout;
+use crate::{
+    AccessHint, Capabilities, CheckpointInfo, Direction, HashLogOptions, HashLogStore, MergeOp, Ns,
+    RmwFn, StateStore, StoreOptions, StoreStats, Visitor,
+};
+
+const FORMAT_VERSION: u32 = 1;
+const STORE_NAME: &str = "adaptive";
+
+/// The layouts an adaptive store can keep a namespace in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Hash index over a hybrid log ([`HashLogStore`]): point reads and updates.
+    Hash,
+    /// Chunked per-key append lists ([`AppendLogStore`](crate::AppendLogStore)).
+    List,
+    /// Time-ordered segments ([`TimeLogStore`](crate::TimeLogStore)): range reads.
+    Time,
+}
+
+impl Layout {
+    /// All layouts.
+    pub const ALL: [Layout; 3] = [Layout::Hash, Layout::List, Layout::Time];
+
+    /// Position in [`Layout::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Layout::Hash => 0,
+            Layout::List => 1,
+            Layout::Time => 2,
+        }
+    }
+
+    /// The store that implements the layout ("hashlog", "appendlog", "timelog").
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Hash => "hashlog",
+            Layout::List => "appendlog",
+            Layout::Time => "timelog",
+        }
+    }
+
+    /// The layout a namespace with this hint starts in.
+    pub fn for_hint(hint: AccessHint) -> Layout {
+        match hint {
+            AccessHint::ListAppend => Layout::List,
+            AccessHint::Range => Layout::Time,
+            _ => Layout::Hash,
+        }
+    }
+
+    fn dir(self) -> &'static str {
+        match self {
+            Layout::Hash => "hash",
+            Layout::List => "list",
+            Layout::Time => "time",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Layout> {
+        Layout::ALL.into_iter().find(|l| l.dir() == s)
+    }
+}
+
+/// Tuning of an [`AdaptiveStore`]. Every setter documents its default.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct AdaptiveOptions {
+    dynamic: bool,
+    window_ops: u64,
+    decide_every: u64,
+    hysteresis: f64,
+    step_entries: usize,
+    step_bytes: usize,
+    page_size: Option<usize>,
+    forced: Option<(u64, u64)>,
+}
+
+impl Default for AdaptiveOptions {
+    fn default() -> Self {
+        AdaptiveOptions {
+            dynamic: true,
+            window_ops: 8192,
+            decide_every: 1024,
+            hysteresis: 0.5,
+            step_entries: 32,
+            step_bytes: 256 << 10,
+            page_size: None,
+            forced: None,
+        }
+    }
+}
+
+impl AdaptiveOptions {
+    /// Whether the observer may migrate namespaces (default true; false keeps the
+    /// static choice).
+    pub fn dynamic(mut self, on: bool) -> Self {
+        self.dynamic = on;
+        self
+    }
+
+    /// Operations after which the observer's counts are halved (default 8192).
+    pub fn window_ops(mut self, ops: u64) -> Self {
+        self.window_ops = ops;
+        self
+    }
+
+    /// Operations of a namespace between two decisions (default 1024).
+    pub fn decide_every(mut self, ops: u64) -> Self {
+        self.decide_every = ops.max(1);
+        self
+    }
+
+    /// How much cheaper (a fraction of the current layout's estimated cost) another
+    /// layout must be before a namespace migrates (default 0.5).
+    pub fn hysteresis(mut self, f: f64) -> Self {
+        self.hysteresis = f;
+        self
+    }
+
+    /// Most entries one migration step moves (default 32).
+    pub fn step_entries(mut self, n: usize) -> Self {
+        self.step_entries = n.max(1);
+        self
+    }
+
+    /// Most bytes one migration step moves, past its first entry (default 256 KiB).
+    pub fn step_bytes(mut self, n: usize) -> Self {
+        self.step_bytes = n.max(1);
+        self
+    }
+
+    /// Page size of the hash and list parts' hybrid logs (default: 1/16 of the part's
+    /// memory share, between 64 KiB and 4 MiB). It bounds their values.
+    pub fn page_size(mut self, bytes: usize) -> Self {
+        self.page_size = Some(bytes);
+        self
+    }
+
+    /// Test and chaos knob: about every `every` operations (jittered by `seed`), when
+    /// no migration is under way, start migrating a random namespace to a random other
+    /// layout, whatever the observer says (default off).
+    pub fn forced_migrations(mut self, every: u64, seed: u64) -> Self {
+        self.forced = Some((every.max(1), seed));
+        self
+    }
+}
+
+struct Migration {
+    to: Layout,
+    /// Resume token of the walk over the source part; `None` before the first step.
+    token: Option<Vec<u8>>,
+}
+
+struct NsState {
+    layout: Layout,
+    migration: Option<Migration>,
+    observer: Observer,
+    list: bool,
+    migrations: u64,
+    moved: u64,
+}
+
+/// The adaptive store. See the [module docs](self).
+pub struct AdaptiveStore {
+    opts: StoreOptions,
+    aopts: AdaptiveOptions,
+    fs: Arc<dyn Fs>,
+    parts: [Option<Box<dyn StateStore>>; 3],
+    part_budget: [u64; 3],
+    ns: Vec<NsState>,
+    /// The namespace migrating now, if any.
+    migrating: Option<usize>,
+    seq: u64,
+    ops: u64,
+    rng: u64,
+    poisoned: Option<String>,
+    checkpoints: u64,
+    last_checkpoint_micros: u64,
+    move_buf: Vec<(Vec<u8>, Vec<u8>)>,
+    scratch: Vec<u8>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+fn in_bounds(k: &[u8], start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    let lo = match start {
+        Bound::Included(s) => k >= s,
+        Bound::Excluded(s) => k > s,
+        Bound::Unbounded => true,
+    };
+    let hi = match end {
+        Bound::Included(e) => k <= e,
+        Bound::Excluded(e) => k < e,
+        Bound::Unbounded => true,
+    };
+    lo && hi
+}
+
+impl AdaptiveStore {
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    pub fn open(opts: StoreOptions, aopts: AdaptiveOptions) -> Result<Self> {
+        Self::open_with_fs(opts, aopts, Arc::new(StdFs))
+    }
+
+    /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam; the
+    /// parts use it too).
+    pub fn open_with_fs(
+        opts: StoreOptions,
+        aopts: AdaptiveOptions,
+        fs: Arc<dyn Fs>,
+    ) -> Result<Self> {
+        opts.validate()?;
+        let dir = opts.dir.clone();
+        manifest::init_dir(&*fs, &dir, STORE_NAME, FORMAT_VERSION)?;
+        let retained = manifest::list_manifests(&*fs, &dir)?;
+        let recovered = opts.checkpoint_to_recover(&retained)?;
+        let mut ns: Vec<NsState> = opts
+            .namespaces
+            .iter()
+            .map(|n| NsState {
+                layout: Layout::for_hint(n.hint),
+                migration: None,
+                observer: Observer::new(aopts.window_ops),
+                list: matches!(n.merge, MergeOp::ListAppend),
+                migrations: 0,
+                moved: 0,
+            })
+            .collect();
+        let mut part_seq = [0u64; 3];
+        if let Some(seq) = recovered {
+            let m = manifest::read_manifest(&*fs, &dir, seq)?;
+            let mpath = join(&dir, &manifest::manifest_name(seq));
+            if m.get_str(&mpath, "store")? != STORE_NAME {
+                return Err(Error::NotAStore {
+                    path: mpath,
+                    reason: "manifest of another store".into(),
+                });
+            }
+            m.check_namespaces(&opts)?;
+            for l in Layout::ALL {
+                part_seq[l.index()] = m.get_u64(&mpath, &format!("part.{}", l.dir()))?;
+            }
+            for (i, st) in ns.iter_mut().enumerate() {
+                let v = m.get_str(&mpath, &format!("ns.{i}"))?;
+                let bad = || Error::corrupt(&mpath, 0, format!("bad namespace state ns.{i}={v:?}"));
+                match v.split_once('>') {
+                    None => st.layout = Layout::parse(v).ok_or_else(bad)?,
+                    Some((from, rest)) => {
+                        let (to, token) = rest.split_once('@').ok_or_else(bad)?;
+                        st.layout = Layout::parse(from).ok_or_else(bad)?;
+                        let to = Layout::parse(to).ok_or_else(bad)?;
+                        let token =
+                            if token == "-" { None } else { Some(unhex(token).ok_or_else(bad)?) };
+                        st.migration = Some(Migration { to, token });
+                    }
+                }
+            }
+        }
+        // Checkpoints newer than the recovered one are discarded (recover_at).
+        for newer in retained.iter().filter(|s| Some(**s) > recovered) {
+            manifest::remove_quiet(&*fs, &dir, &manifest::manifest_name(*newer))?;
+        }
+        // Shares depend on the declared hints only, so they are the same at every open
+        // whatever migrations happened in between.
+        let mut weight = [1u64; 3];
+        for spec in &opts.namespaces {
+            weight[Layout::for_hint(spec.hint).index()] = 4;
+        }
+        let total: u64 = weight.iter().sum();
+        let part_budget = weight.map(|w| opts.memory_budget / total * w);
+        let migrating = ns.iter().position(|s| s.migration.is_some());
+        let seed = aopts.forced.map_or(0, |(_, s)| s);
+        let mut store = AdaptiveStore {
+            opts,
+            aopts,
+            fs,
+            parts: [None, None, None],
+            part_budget,
+            ns,
+            migrating,
+            seq: recovered.unwrap_or(0),
+            ops: 0,
+            rng: seed ^ 0x9E37_79B9_7F4A_7C15,
+            poisoned: None,
+            checkpoints: 0,
+            last_checkpoint_micros: 0,
+            move_buf: Vec::new(),
+            scratch: Vec::new(),
+        };
+        // Parts named by the checkpoint are opened at exactly its part checkpoints;
+        // parts some namespace needs are opened now too (empty if not named).
+        let mut needed = [false; 3];
+        for st in &store.ns {
+            needed[st.layout.index()] = true;
+            if let Some(m) = &st.migration {
+                needed[m.to.index()] = true;
+            }
+        }
+        for l in Layout::ALL {
+            if needed[l.index()] || part_seq[l.index()] > 0 {
+                store.open_part(l, part_seq[l.index()])?;
+            }
+        }
+        Ok(store)
+    }
+
+    fn part_options(&self, l: Layout, at: u64) -> StoreOptions {
+        let mut o = self.opts.clone();
+        o.dir = join(&self.opts.dir, l.dir());
+        o.memory_budget = self.part_budget[l.index()];
+        o.recover_at = Some(at);
+        if l == Layout::Time {
+            for n in &mut o.namespaces {
+                n.hint = AccessHint::Range;
+            }
+        }
+        o
+    }
+
+    fn hashlog_options(&self, l: Layout) -> HashLogOptions {
+        let share = self.part_budget[l.index()];
+        let page = self.aopts.page_size.unwrap_or_else(|| {
+            let p = (share / 16).clamp(64 << 10, 4 << 20);
+            1usize << (63 - p.leading_zeros())
+        });
+        let mut h = HashLogOptions::default()
+            .page_size(page)
+            .segment_size((page as u64 * 16).min(64 << 20));
+        if let Some(k) = self.opts.expected_keys {
+            h = h.expected_keys(k.min(share / 64));
+        }
+        h
+    }
+
+    /// Opens part `l` at its checkpoint `at` (0: empty).
+    fn open_part(&mut self, l: Layout, at: u64) -> Result<()> {
+        let o = self.part_options(l, at);
+        self.fs.create_dir_all(&o.dir).map_err(|e| Error::io("create directory", &o.dir, e))?;
+        let part: Box<dyn StateStore> = match l {
+            Layout::Hash => {
+                Box::new(HashLogStore::open_with_fs(o, self.hashlog_options(l), self.fs.clone())?)
+            }
+            Layout::List => Box::new(crate::AppendLogStore::open_with_fs(
+                o,
+                crate::AppendLogOptions::default().hashlog(self.hashlog_options(l)),
+                self.fs.clone(),
+            )?),
+            Layout::Time => Box::new(crate::TimeLogStore::open_with_fs(
+                o,
+                crate::TimeLogOptions::default(),
+                self.fs.clone(),
+            )?),
+        };
+        self.parts[l.index()] = Some(part);
+        Ok(())
+    }
+
+    /// The layout namespace `ns` lives in (the source while it migrates).
+    pub fn layout(&self, ns: Ns) -> Option<Layout> {
+        self.ns.get(ns.index()).map(|s| s.layout)
+    }
+
+    /// The migration under way: (namespace, from, to).
+    pub fn migration(&self) -> Option<(Ns, Layout, Layout)> {
+        let i = self.migrating?;
+        let st = &self.ns[i];
+        st.migration.as_ref().map(|m| (Ns(i as u16), st.layout, m.to))
+    }
+
+    /// Starts migrating `ns` to layout `to` (finishing a migration under way first; a
+    /// no-op if `ns` is already there).
+    pub fn migrate(&mut self, ns: Ns, to: Layout) -> Result<()> {
+        let i = self.ns_index(ns)?;
+        self.check_writable()?;
+        self.finish_migration()?;
+        self.start_migration(i, to)
+    }
+
+    /// Runs migration steps until no migration is under way.
+    pub fn finish_migration(&mut self) -> Result<()> {
+        while let Some(i) = self.migrating {
+            let r = self.migrate_step(i);
+            self.poison(r)?;
+        }
+        Ok(())
+    }
+
+    fn start_migration(&mut self, i: usize, to: Layout) -> Result<()> {
+        if self.ns[i].layout == to || self.migrating.is_some() {
+            return Ok(());
+        }
+        if self.parts[to.index()].is_none() {
+            let r = self.open_part(to, 0);
+            self.poison(r)?;
+        }
+        self.ns[i].migration = Some(Migration { to, token: None });
+        self.migrating = Some(i);
+        Ok(())
+    }
+
+    fn ns_index(&self, ns: Ns) -> Result<usize> {
+        if ns.index() < self.ns.len() {
+            Ok(ns.index())
+        } else {
+            Err(Error::UnknownNamespace { name: format!("#{}", ns.index()) })
+        }
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        crate::error::writable(&self.poisoned)
+    }
+
+    fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if e.poisons() && self.poisoned.is_none() {
+                self.poisoned = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn part(&mut self, l: Layout) -> &mut dyn StateStore {
+        self.parts[l.index()].as_deref_mut().expect("a part in use is open")
+    }
+
+    /// (current layout, migration target) of namespace `i`.
+    #[inline]
+    fn route(&self, i: usize) -> (Layout, Option<Layout>) {
+        let st = &self.ns[i];
+        (st.layout, st.migration.as_ref().map(|m| m.to))
+    }
+
+    /// Work after each operation: a migration step, the observer's decision, the
+    /// forced-migration knob.
+    #[inline]
+    fn after_op(&mut self, i: usize) -> Result<()> {
+        self.ops += 1;
+        if let Some(m) = self.migrating {
+            let r = self.migrate_step(m);
+            self.poison(r)?;
+        }
+        if self.aopts.dynamic && self.ns[i].observer.since_decision >= self.aopts.decide_every {
+            self.decide(i)?;
+        }
+        if let Some((every, _)) = self.aopts.forced {
+            if self.ops % every == 0 && self.migrating.is_none() {
+                self.force_random_migration()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn decide(&mut self, i: usize) -> Result<()> {
+        self.ns[i].observer.since_decision = 0;
+        if self.migrating.is_some() {
+            return Ok(());
+        }
+        let st = &self.ns[i];
+        match st.observer.recommend(st.layout, self.aopts.hysteresis) {
+            Some(to) => self.start_migration(i, to),
+            None => Ok(()),
+        }
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*: a deterministic choice for the forced-migration knob.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn force_random_migration(&mut self) -> Result<()> {
+        let r = self.next_random();
+        let i = (r % self.ns.len() as u64) as usize;
+        let cur = self.ns[i].layout;
+        let others: Vec<Layout> = Layout::ALL.into_iter().filter(|l| *l != cur).collect();
+        let to = others[((r >> 32) % 2) as usize];
+        self.start_migration(i, to)
+    }
+
+    /// One bounded migration step of namespace `i`.
+    fn migrate_step(&mut self, i: usize) -> Result<()> {
+        let ns = Ns(i as u16);
+        let (from, Some(to)) = self.route(i) else {
+            self.migrating = None;
+            return Ok(());
+        };
+        let token = self.ns[i].migration.as_mut().and_then(|m| m.token.take());
+        let (limit, max_bytes) = (self.aopts.step_entries, self.aopts.step_bytes);
+        let mut batch = std::mem::take(&mut self.move_buf);
+        batch.clear();
+        let mut bytes = 0usize;
+        let next = self.part(from).scan_step(ns, token.as_deref(), limit, &mut |k, v| {
+            bytes += k.len() + v.len();
+            batch.push((k.to_vec(), v.to_vec()));
+            bytes < max_bytes
+        });
+        let next = match next {
+            Ok(n) => n,
+            Err(e) => {
+                // Keep the token so a retry resumes where this step began.
+                if let Some(m) = self.ns[i].migration.as_mut() {
+                    m.token = token;
+                }
+                self.move_buf = batch;
+                return Err(e);
+            }
+        };
+        let mut r = Ok(());
+        for (k, v) in &batch {
+            r = self.part(to).put(ns, k, v).and_then(|()| self.part(from).delete(ns, k));
+            if r.is_err() {
+                break;
+            }
+        }
+        self.ns[i].moved += batch.len() as u64;
+        self.move_buf = batch;
+        r?;
+        match next {
+            Some(t) => {
+                if let Some(m) = self.ns[i].migration.as_mut() {
+                    m.token = Some(t);
+                }
+            }
+            None => {
+                let st = &mut self.ns[i];
+                st.layout = to;
+                st.migration = None;
+                st.migrations += 1;
+                self.migrating = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// During a migration: moves `key`'s value from the source to the target, so an
+    /// update can apply to the target.
+    fn move_key(&mut self, ns: Ns, from: Layout, to: Layout, key: &[u8]) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        let r = (|| {
+            if self.part(from).get_into(ns, key, &mut buf)? {
+                self.part(to).put(ns, key, &buf)?;
+                self.part(from).delete(ns, key)?;
+            }
+            Ok(())
+        })();
+        self.scratch = buf;
+        r
+    }
+
+    /// Every entry of namespace `i` within the bounds, sorted by key, from whatever
+    /// parts hold it (the range-read path of unordered layouts and migrations).
+    fn collect_sorted(
+        &mut self,
+        i: usize,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let ns = Ns(i as u16);
+        let (from, to) = self.route(i);
+        let mut all = Vec::new();
+        let mut walked = 0u64;
+        for l in std::iter::once(from).chain(to) {
+            let part = self.part(l);
+            if part.is_ordered(ns) {
+                part.scan_range(ns, start, end, &mut |k, v| {
+                    all.push((k.to_vec(), v.to_vec()));
+                    true
+                })?;
+            } else {
+                part.scan_prefix(ns, b"", &mut |k, v| {
+                    walked += 1;
+                    if in_bounds(k, start, end) {
+                        all.push((k.to_vec(), v.to_vec()));
+                    }
+                    true
+                })?;
+            }
+        }
+        if walked > 0 {
+            self.ns[i].observer.walked_entries = walked;
+        }
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(all)
+    }
+
+    fn write_checkpoint(&mut self, seq: u64) -> Result<()> {
+        let mut part_seq = [0u64; 3];
+        for l in Layout::ALL {
+            if let Some(p) = self.parts[l.index()].as_mut() {
+                part_seq[l.index()] = p.checkpoint()?.seq;
+            }
+        }
+        let dir = self.opts.dir.clone();
+        let mut m = Manifest::new(seq, STORE_NAME, &self.opts);
+        for l in Layout::ALL {
+            m.set(&format!("part.{}", l.dir()), part_seq[l.index()]);
+        }
+        for (i, st) in self.ns.iter().enumerate() {
+            let v = match &st.migration {
+                None => st.layout.dir().to_string(),
+                Some(mg) => format!(
+                    "{}>{}@{}",
+                    st.layout.dir(),
+                    mg.to.dir(),
+                    mg.token.as_deref().map_or_else(|| "-".to_string(), hex)
+                ),
+            };
+            m.set(&format!("ns.{i}"), v);
+        }
+        manifest::write_manifest(&*self.fs, &dir, &m)?;
+        // Keep this checkpoint and the one before it (the parts keep theirs too).
+        for old in manifest::list_manifests(&*self.fs, &dir)? {
+            if old + 1 < seq {
+                manifest::remove_quiet(&*self.fs, &dir, &manifest::manifest_name(old))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StateStore for AdaptiveStore {
+    fn name(&self) -> &'static str {
+        STORE_NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ordered: true, in_place_updates: true }
+    }
+
+    fn namespace(&self, name: &str) -> Result<Ns> {
+        self.opts.lookup(name)
+    }
+
+    fn checkpoint_seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let i = self.ns_index(ns)?;
+        let found = match self.route(i) {
+            (l, None) => self.part(l).get_into(ns, key, out)?,
+            (from, Some(to)) => {
+                self.part(to).get_into(ns, key, out)? || self.part(from).get_into(ns, key, out)?
+            }
+        };
+        self.ns[i].observer.see(Seen::Get(out.len()));
+        self.after_op(i)?;
+        Ok(found)
+    }
+
+    fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
+        let i = self.ns_index(ns)?;
+        self.check_writable()?;
+        let r = match self.route(i) {
+            (l, None) => self.part(l).put(ns, key, value),
+            (from, Some(to)) => {
+                self.part(to).put(ns, key, value).and_then(|()| self.part(from).delete(ns, key))
+            }
+        };
+        self.poison(r)?;
+        self.ns[i].observer.see(Seen::Put(value.len()));
+        self.after_op(i)
+    }
+
+    fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()> {
+        let i = self.ns_index(ns)?;
+        self.check_writable()?;
+        let r = match self.route(i) {
+            (l, None) => self.part(l).merge(ns, key, operand),
+            (from, Some(to)) => self
+                .move_key(ns, from, to, key)
+                .and_then(|()| self.part(to).merge(ns, key, operand)),
+        };
+        self.poison(r)?;
+        let seen = if self.ns[i].list {
+            Seen::ListMerge(operand.len())
+        } else {
+            Seen::FnMerge(operand.len())
+        };
+        self.ns[i].observer.see(seen);
+        self.after_op(i)
+    }
+
+    fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
+        let i = self.ns_index(ns)?;
+        self.check_writable()?;
+        let r = match self.route(i) {
+            (l, None) => self.part(l).delete(ns, key),
+            (from, Some(to)) => {
+                self.part(to).delete(ns, key).and_then(|()| self.part(from).delete(ns, key))
+            }
+        };
+        self.poison(r)?;
+        self.ns[i].observer.see(Seen::Delete);
+        self.after_op(i)
+    }
+
+    fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()> {
+        let i = self.ns_index(ns)?;
+        self.check_writable()?;
+        let r = match self.route(i) {
+            (l, None) => self.part(l).rmw(ns, key, f),
+            (from, Some(to)) => {
+                self.move_key(ns, from, to, key).and_then(|()| self.part(to).rmw(ns, key, f))
+            }
+        };
+        self.poison(r)?;
+        self.ns[i].observer.see(Seen::Rmw);
+        self.after_op(i)
+    }
+
+    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        let end = crate::cursor::prefix_end(prefix);
+        let end = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.scan_ordered(ns, Bound::Included(prefix), end, Direction::Forward, usize::MAX, visit)
+            .map(|_| ())
+    }
+
+    fn is_ordered(&self, _: Ns) -> bool {
+        true
+    }
+
+    fn scan_range(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        visit: &mut Visitor<'_>,
+    ) -> Result<()> {
+        self.scan_ordered(ns, start, end, Direction::Forward, usize::MAX, visit).map(|_| ())
+    }
+
+    fn scan_ordered(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        dir: Direction,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        let i = self.ns_index(ns)?;
+        let n = match self.route(i) {
+            (l, None) if self.part(l).is_ordered(ns) => {
+                self.part(l).scan_ordered(ns, start, end, dir, limit, visit)?
+            }
+            _ => {
+                let all = self.collect_sorted(i, start, end)?;
+                let mut n = 0;
+                let mut step = |(k, v): &(Vec<u8>, Vec<u8>)| {
+                    n += 1;
+                    visit(k, v) && n < limit
+                };
+                if limit > 0 {
+                    match dir {
+                        Direction::Forward => {
+                            for e in &all {
+                                if !step(e) {
+                                    break;
+                                }
+                            }
+                        }
+                        Direction::Reverse => {
+                            for e in all.iter().rev() {
+                                if !step(e) {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+                n
+            }
+        };
+        self.ns[i].observer.see(Seen::Range(n));
+        self.after_op(i)?;
+        Ok(n)
+    }
+
+    fn delete_range(&mut self, ns: Ns, start: &[u8], end: &[u8]) -> Result<u64> {
+        let i = self.ns_index(ns)?;
+        self.check_writable()?;
+        if start >= end {
+            return Ok(0);
+        }
+        let (from, to) = self.route(i);
+        let mut deleted = 0;
+        for l in std::iter::once(from).chain(to) {
+            let r = if self.part(l).is_ordered(ns) {
+                self.part(l).delete_range(ns, start, end)
+            } else {
+                let mut keys = Vec::new();
+                let r = self.part(l).scan_prefix(ns, b"", &mut |k, _| {
+                    if k >= start && k < end {
+                        keys.push(k.to_vec());
+                    }
+                    true
+                });
+                r.and_then(|()| {
+                    for k in &keys {
+                        self.part(l).delete(ns, k)?;
+                    }
+                    Ok(keys.len() as u64)
+                })
+            };
+            deleted += self.poison(r)?;
+        }
+        self.ns[i].observer.see(Seen::Range(deleted as usize));
+        self.after_op(i)?;
+        Ok(deleted)
+    }
+
+    fn scan_step(
+        &mut self,
+        ns: Ns,
+        from: Option<&[u8]>,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        let i = self.ns_index(ns)?;
+        match self.route(i) {
+            (l, None) => self.part(l).scan_step(ns, from, limit, visit),
+            _ => Err(Error::Unsupported {
+                store: STORE_NAME,
+                op: "scan_step during a migration",
+                hint: "finish the migration first (finish_migration)",
+            }),
+        }
+    }
+
+    fn checkpoint(&mut self) -> Result<CheckpointInfo> {
+        self.check_writable()?;
+        let start = Instant::now();
+        let seq = self.seq + 1;
+        let r = self.write_checkpoint(seq);
+        if let Err(e) = r {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        self.seq = seq;
+        let micros = start.elapsed().as_micros() as u64;
+        self.checkpoints += 1;
+        self.last_checkpoint_micros = micros;
+        Ok(CheckpointInfo { seq, micros })
+    }
+
+    fn stats(&self) -> StoreStats {
+        let mut s = StoreStats { memory_budget: self.opts.memory_budget, ..Default::default() };
+        let mut keys = Some(0u64);
+        for p in self.parts.iter().flatten() {
+            let t = p.stats();
+            s.gets += t.gets;
+            s.puts += t.puts;
+            s.merges += t.merges;
+            s.deletes += t.deletes;
+            s.rmws += t.rmws;
+            s.scans += t.scans;
+            s.in_place_updates += t.in_place_updates;
+            s.disk_reads += t.disk_reads;
+            s.bytes_written += t.bytes_written;
+            s.bytes_in_memory += t.bytes_in_memory;
+            s.index_bytes += t.index_bytes;
+            s.bytes_on_disk += t.bytes_on_disk;
+            s.compactions += t.compactions;
+            s.compacted_bytes += t.compacted_bytes;
+            keys = keys.zip(t.live_keys).map(|(a, b)| a + b);
+        }
+        s.live_keys = keys;
+        s.checkpoints = self.checkpoints;
+        s.last_checkpoint_micros = self.last_checkpoint_micros;
+        s.layouts = self
+            .ns
+            .iter()
+            .zip(&self.opts.namespaces)
+            .map(|(st, spec)| NamespaceLayout {
+                namespace: spec.name.clone(),
+                layout: st.layout.name().to_string(),
+                migrating_to: st.migration.as_ref().map(|m| m.to.name().to_string()),
+                migrations: st.migrations,
+                moved_entries: st.moved,
+            })
+            .collect();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hex, unhex};
+
+    #[test]
+    fn token_hex_round_trips() {
+        for t in [vec![], vec![0u8, 255, 16], (0..=255).collect::<Vec<u8>>()] {
+            assert_eq!(unhex(&hex(&t)), Some(t));
+        }
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
+}
