@@ -45,7 +45,10 @@ def handbook(df):
     tx = df.assign(TX_DATETIME=pd.to_datetime(df["ts"], unit="s"))
 
     def get_customer_spending_behaviour_features(customer_transactions, windows_size_in_days=WINDOWS):
-        customer_transactions = customer_transactions.sort_values("TX_DATETIME")
+        # kind="stable" is our one change: the handbook's data has no ties in time, ours
+        # does, and an unstable sort would let a later row with the same second into an
+        # earlier row's window.
+        customer_transactions = customer_transactions.sort_values("TX_DATETIME", kind="stable")
         customer_transactions.index = customer_transactions.TX_DATETIME
         for window_size in windows_size_in_days:
             SUM_AMOUNT_TX_WINDOW = customer_transactions["amount"].rolling(str(window_size) + "d").sum()
@@ -57,7 +60,9 @@ def handbook(df):
         return customer_transactions
 
     out = tx.groupby("customer", group_keys=False).apply(get_customer_spending_behaviour_features)
-    out = out.sort_values("tx_id").reset_index(drop=True)
+    # The handbook sorts by TX_DATETIME; ties in time make that order ambiguous, so sort
+    # by the transaction id (the index the function set), which is input order here.
+    out = out.sort_index().reset_index(drop=True)
     return out
 
 
@@ -128,8 +133,10 @@ def main():
         path = os.path.join(tmp, side + ".npz")
         r = subprocess.run(
             [sys.executable, __file__, "--child", side, "--rows", str(a.rows), "--out", path],
-            check=True, capture_output=True, text=True,
+            capture_output=True, text=True,
         )
+        if r.returncode != 0:
+            sys.exit(f"{side} failed:\n{r.stderr}")
         stats[side] = json.loads(r.stdout.strip().splitlines()[-1])
         results[side] = np.load(path)
         print(f"{side:9s} {stats[side]['seconds']:8.2f} s   peak RSS {mib(stats[side]['peak_rss'])}"
