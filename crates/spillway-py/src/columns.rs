@@ -159,7 +159,8 @@ fn eight(b: &[u8], i: usize) -> [u8; 8] {
     b[i * 8..i * 8 + 8].try_into().expect("8 bytes")
 }
 
-/// Collects one output column.
+/// Collects one output column. The null flags stay empty until the first NULL (most
+/// columns have none), then hold one byte per row.
 pub enum ColumnBuilder {
     /// Ints and their null flags.
     Int(Vec<i64>, Vec<u8>),
@@ -171,49 +172,61 @@ pub enum ColumnBuilder {
     Str(Vec<Option<Box<str>>>),
 }
 
+/// Records row `len`'s null flag in `n` (kept empty while no row is NULL).
+#[inline]
+fn flag(n: &mut Vec<u8>, len: usize, null: bool) {
+    if null {
+        n.resize(len, 0);
+        n.push(1);
+    } else if !n.is_empty() {
+        n.push(0);
+    }
+}
+
 impl ColumnBuilder {
-    /// An empty column of type `ty`.
-    pub fn new(ty: DataType) -> ColumnBuilder {
+    /// An empty column of type `ty` with room for `rows` values.
+    pub fn new(ty: DataType, rows: usize) -> ColumnBuilder {
         match ty {
-            DataType::Int => ColumnBuilder::Int(Vec::new(), Vec::new()),
-            DataType::Float => ColumnBuilder::Float(Vec::new(), Vec::new()),
-            DataType::Bool => ColumnBuilder::Bool(Vec::new(), Vec::new()),
-            DataType::Str => ColumnBuilder::Str(Vec::new()),
+            DataType::Int => ColumnBuilder::Int(Vec::with_capacity(rows), Vec::new()),
+            DataType::Float => ColumnBuilder::Float(Vec::with_capacity(rows), Vec::new()),
+            DataType::Bool => ColumnBuilder::Bool(Vec::with_capacity(rows), Vec::new()),
+            DataType::Str => ColumnBuilder::Str(Vec::with_capacity(rows)),
         }
     }
 
     /// Appends a value. An int column that gets a float (a `SUM` of ints beyond the i64
     /// range) becomes a float column; any other mismatch is rendered as text in a string
     /// column (it does not happen for the types the plan declares).
+    #[inline]
     pub fn push(&mut self, v: Value) {
         match (&mut *self, v) {
-            (ColumnBuilder::Int(d, n), Value::Null) => {
-                d.push(0);
-                n.push(1);
-            }
             (ColumnBuilder::Int(d, n), Value::Int(x)) => {
+                flag(n, d.len(), false);
                 d.push(x);
-                n.push(0);
-            }
-            (ColumnBuilder::Float(d, n), Value::Null) => {
-                d.push(f64::NAN);
-                n.push(1);
             }
             (ColumnBuilder::Float(d, n), Value::Float(x)) => {
+                flag(n, d.len(), false);
                 d.push(x);
-                n.push(0);
+            }
+            (ColumnBuilder::Int(d, n), Value::Null) => {
+                flag(n, d.len(), true);
+                d.push(0);
+            }
+            (ColumnBuilder::Float(d, n), Value::Null) => {
+                flag(n, d.len(), true);
+                d.push(f64::NAN);
             }
             (ColumnBuilder::Float(d, n), Value::Int(x)) => {
+                flag(n, d.len(), false);
                 d.push(x as f64);
-                n.push(0);
             }
             (ColumnBuilder::Bool(d, n), Value::Null) => {
+                flag(n, d.len(), true);
                 d.push(0);
-                n.push(1);
             }
             (ColumnBuilder::Bool(d, n), Value::Bool(x)) => {
+                flag(n, d.len(), false);
                 d.push(u8::from(x));
-                n.push(0);
             }
             (ColumnBuilder::Str(d), Value::Null) => d.push(None),
             (ColumnBuilder::Str(d), Value::Str(s)) => d.push(Some(s)),
@@ -232,8 +245,10 @@ impl ColumnBuilder {
     fn make_strings(&mut self) {
         fn render<T: ToString>(d: &[T], n: &[u8]) -> Vec<Option<Box<str>>> {
             d.iter()
-                .zip(n)
-                .map(|(x, &null)| (null == 0).then(|| x.to_string().into_boxed_str()))
+                .enumerate()
+                .map(|(i, x)| {
+                    (n.get(i).copied().unwrap_or(0) == 0).then(|| x.to_string().into_boxed_str())
+                })
                 .collect()
         }
         *self = ColumnBuilder::Str(match &*self {
@@ -245,19 +260,14 @@ impl ColumnBuilder {
     }
 
     /// `(type, payload, nulls)` for the Python side (`nulls` is `None` without NULLs).
+    /// Payloads are written straight into the `bytearray`s.
     pub fn into_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let mask = |n: &[u8]| -> Option<Bound<'py, PyByteArray>> {
             n.contains(&1).then(|| PyByteArray::new(py, n))
         };
         let (ty, payload, nulls): (&str, Bound<'py, PyAny>, _) = match self {
-            ColumnBuilder::Int(d, n) => {
-                let bytes: Vec<u8> = d.iter().flat_map(|x| x.to_le_bytes()).collect();
-                ("int", PyByteArray::new(py, &bytes).into_any(), mask(&n))
-            }
-            ColumnBuilder::Float(d, n) => {
-                let bytes: Vec<u8> = d.iter().flat_map(|x| x.to_le_bytes()).collect();
-                ("float", PyByteArray::new(py, &bytes).into_any(), mask(&n))
-            }
+            ColumnBuilder::Int(d, n) => ("int", le_bytes(py, &d, i64::to_le_bytes)?, mask(&n)),
+            ColumnBuilder::Float(d, n) => ("float", le_bytes(py, &d, f64::to_le_bytes)?, mask(&n)),
             ColumnBuilder::Bool(d, n) => ("bool", PyByteArray::new(py, &d).into_any(), mask(&n)),
             ColumnBuilder::Str(d) => {
                 let list = PyList::new(py, d.iter().map(|s| s.as_deref()))?;
@@ -271,9 +281,24 @@ impl ColumnBuilder {
     }
 }
 
+/// A `bytearray` holding `v`'s values as 8-byte little-endian words.
+fn le_bytes<'py, T: Copy>(
+    py: Python<'py>,
+    v: &[T],
+    f: fn(T) -> [u8; 8],
+) -> PyResult<Bound<'py, PyAny>> {
+    let b = PyByteArray::new_with(py, v.len() * 8, |buf| {
+        for (dst, x) in buf.chunks_exact_mut(8).zip(v) {
+            dst.copy_from_slice(&f(*x));
+        }
+        Ok(())
+    })?;
+    Ok(b.into_any())
+}
+
 /// Builders for columns of these types.
-pub fn builders(types: impl Iterator<Item = DataType>) -> Vec<ColumnBuilder> {
-    types.map(ColumnBuilder::new).collect()
+pub fn builders(types: impl Iterator<Item = DataType>, rows: usize) -> Vec<ColumnBuilder> {
+    types.map(|t| ColumnBuilder::new(t, rows)).collect()
 }
 
 /// The builders as a Python list of `(type, payload, nulls)` tuples.
@@ -283,7 +308,6 @@ pub fn to_py_list<'py>(py: Python<'py>, b: Vec<ColumnBuilder>) -> PyResult<Bound
 }
 
 /// Little-endian int64 bytes of `v` as a `bytearray`.
-pub fn positions<'py>(py: Python<'py>, v: &[u64]) -> Bound<'py, PyByteArray> {
-    let bytes: Vec<u8> = v.iter().flat_map(|x| (*x as i64).to_le_bytes()).collect();
-    PyByteArray::new(py, &bytes)
+pub fn positions<'py>(py: Python<'py>, v: &[i64]) -> PyResult<Bound<'py, PyAny>> {
+    le_bytes(py, v, i64::to_le_bytes)
 }

@@ -178,7 +178,7 @@ impl Session {
                 return Err(InputError::new_err(format!("DataFrame row {i}, {problem}")));
             }
         }
-        let mut out_cols = builders(self.inner.columns().iter().map(|c| c.1));
+        let mut out_cols = builders(self.inner.columns().iter().map(|c| c.1), n);
         let mut emitted = Vec::with_capacity(n);
         let mut late = Vec::new();
         let mut out = Vec::new();
@@ -190,17 +190,14 @@ impl Session {
                     for (b, v) in out_cols.iter_mut().zip(out.drain(..)) {
                         b.push(v);
                     }
-                    emitted.push(i as u64);
+                    emitted.push(i as i64);
                 }
                 Outcome::Filtered => {}
-                Outcome::TooLate(_) => late.push(i as u64),
+                Outcome::TooLate(_) => late.push(i as i64),
             }
         }
         let cols = to_py_list(py, out_cols)?;
-        PyTuple::new(
-            py,
-            [cols.into_any(), positions(py, &emitted).into_any(), positions(py, &late).into_any()],
-        )
+        PyTuple::new(py, [cols.into_any(), positions(py, &emitted)?, positions(py, &late)?])
     }
 
     /// Makes an atomic checkpoint in the session's directory.
@@ -238,8 +235,8 @@ fn run_file<'py>(
     let cfg =
         config(sql, store, memory_budget, expected_keys, allowed_lateness, compression, None)?;
     let mut session = EngineSession::open(&cfg, src.schema().clone()).map_err(to_py)?;
-    let mut out_cols = builders(session.columns().iter().map(|c| c.1));
-    let mut late_cols = builders(src.schema().fields().iter().map(|f| f.ty));
+    let mut out_cols = builders(session.columns().iter().map(|c| c.1), 0);
+    let mut late_cols = builders(src.schema().fields().iter().map(|f| f.ty), 0);
     let mut out = Vec::new();
     while let Some(e) = src.next_event().map_err(|e| to_py(e.into()))? {
         match session.process(e.time, e.row, &mut out).map_err(to_py)? {
