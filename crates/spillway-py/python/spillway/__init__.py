@@ -405,7 +405,8 @@ def _frame(
         cols[name] = col
     if index is None:
         index = pd.RangeIndex(len(next(iter(cols.values()))) if cols else 0)
-    return pd.DataFrame(cols, index=index, columns=list(names))
+    # copy=False: each column keeps the buffer the engine filled (no consolidation copy).
+    return pd.DataFrame(cols, index=index, columns=list(names), copy=False)
 
 
 def _push(session: Any, layout: _Layout, df: pd.DataFrame, time_unit: str) -> Tuple[pd.DataFrame, pd.DataFrame]:
