@@ -108,3 +108,11 @@ def test_explain():
     assert "customer" in text2
     with pytest.raises(spillway.QueryError):
         spillway.explain("SELECT nonsense FROM", {"ts": "int"})
+
+
+def test_json_lines_input(tmp_path):
+    df = transactions(300)
+    p = tmp_path / "tx.jsonl"
+    df.to_json(p, orient="records", lines=True)
+    q = OK.replace("SELECT", "SELECT tx_id, customer,")
+    pd.testing.assert_frame_equal(spillway.run(q, p), spillway.run(q, df))

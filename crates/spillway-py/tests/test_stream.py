@@ -79,3 +79,17 @@ def test_batch_missing_a_schema_column():
     s = spillway.Stream(Q, schema=SCHEMA)
     with pytest.raises(spillway.InputError, match='column "amount" is missing'):
         s.push(transactions(10).drop(columns=["amount"]))
+
+
+def test_reopen_without_schema_infers_the_same_one(tmp_path):
+    df = transactions(3000, seed=4, customers=20)
+    whole = spillway.run(Q, df)
+    s = spillway.Stream(Q, checkpoint_dir=tmp_path)
+    first = s.push(df.iloc[:1000])
+    s.checkpoint()
+    s.close()
+    s = spillway.Stream(Q, checkpoint_dir=tmp_path)
+    assert s.events == 0  # opened at the first push, when the batch gives the schema
+    rest = s.push(df.iloc[1000:])
+    assert s.resumed and s.events == 3000
+    pd.testing.assert_frame_equal(pd.concat([first, rest]), whole)
