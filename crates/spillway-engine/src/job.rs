@@ -176,23 +176,48 @@ fn default_side_output(output: Option<&Path>) -> PathBuf {
 }
 
 fn write_meta(store: &mut dyn StateStore, meta: &CheckpointMeta) -> Result<()> {
-    let ns = store.namespace(META_NAMESPACE)?;
     let bytes = postcard::to_stdvec(meta)
         .map_err(|e| Error::Checkpoint(format!("cannot encode checkpoint metadata: {e}")))?;
+    write_meta_blob(store, JOB_META_KEY, &bytes)
+}
+
+fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
+    let Some(bytes) = read_meta_blob(store, JOB_META_KEY)? else { return Ok(None) };
+    let meta: CheckpointMeta = postcard::from_bytes(&bytes)
+        .map_err(|e| Error::Checkpoint(format!("cannot decode checkpoint metadata: {e}")))?;
+    if meta.version != META_VERSION {
+        return Err(Error::Checkpoint(format!(
+            "metadata version {} is not supported (this build reads {META_VERSION})",
+            meta.version
+        )));
+    }
+    Ok(Some(meta))
+}
+
+/// Key of a job's checkpoint metadata in the `meta` namespace.
+pub(crate) const JOB_META_KEY: &str = "checkpoint";
+
+/// Writes checkpoint metadata `bytes` under `key` in the store's `meta` namespace: a
+/// 12-byte head `[chunk count u64][crc32c u32]` at `key`, then the bytes in chunks of
+/// [`META_CHUNK`] at `key/0`, `key/1`, ... (durable with the store's next checkpoint).
+pub(crate) fn write_meta_blob(store: &mut dyn StateStore, key: &str, bytes: &[u8]) -> Result<()> {
+    let ns = store.namespace(META_NAMESPACE)?;
     let chunks: Vec<&[u8]> = bytes.chunks(META_CHUNK).collect();
     let mut head = Vec::with_capacity(16);
     head.extend_from_slice(&(chunks.len() as u64).to_le_bytes());
-    head.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
-    store.put(ns, b"checkpoint", &head)?;
+    head.extend_from_slice(&crc32c::crc32c(bytes).to_le_bytes());
+    store.put(ns, key.as_bytes(), &head)?;
     for (i, c) in chunks.iter().enumerate() {
-        store.put(ns, format!("checkpoint/{i}").as_bytes(), c)?;
+        store.put(ns, format!("{key}/{i}").as_bytes(), c)?;
     }
     Ok(())
 }
 
-fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
+/// Reads what [`write_meta_blob`] wrote under `key` (`None`: no checkpoint yet),
+/// checking the chunk count and checksum.
+pub(crate) fn read_meta_blob(store: &mut dyn StateStore, key: &str) -> Result<Option<Vec<u8>>> {
     let ns = store.namespace(META_NAMESPACE)?;
-    let Some(head) = store.get(ns, b"checkpoint")? else { return Ok(None) };
+    let Some(head) = store.get(ns, key.as_bytes())? else { return Ok(None) };
     if head.len() != 12 {
         return Err(Error::Checkpoint(format!(
             "metadata header has {} bytes, expected 12",
@@ -204,22 +229,14 @@ fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
     let mut bytes = Vec::new();
     for i in 0..n {
         let c = store
-            .get(ns, format!("checkpoint/{i}").as_bytes())?
+            .get(ns, format!("{key}/{i}").as_bytes())?
             .ok_or_else(|| Error::Checkpoint(format!("metadata chunk {i} of {n} is missing")))?;
         bytes.extend_from_slice(&c);
     }
     if crc32c::crc32c(&bytes) != crc {
         return Err(Error::Checkpoint("metadata checksum mismatch".into()));
     }
-    let meta: CheckpointMeta = postcard::from_bytes(&bytes)
-        .map_err(|e| Error::Checkpoint(format!("cannot decode checkpoint metadata: {e}")))?;
-    if meta.version != META_VERSION {
-        return Err(Error::Checkpoint(format!(
-            "metadata version {} is not supported (this build reads {META_VERSION})",
-            meta.version
-        )));
-    }
-    Ok(Some(meta))
+    Ok(Some(bytes))
 }
 
 /// Opens the source: `resume_at` is `None` for a fresh start.

@@ -24,6 +24,7 @@
 //! | [`reservoir`] | the event reservoir: compressed, checksummed chunks in segment files, read by cursors with prefetch |
 //! | [`runtime`] | per-event window maintenance over the reservoir and the state store; exactness under lateness |
 //! | [`job`] | source -> runtime -> sink, latency histogram, checkpoints and resume |
+//! | [`session`] | one query over events pushed from memory (the Python package's driver), checkpoints and resume |
 //! | [`bench`] | Railgun Q1 benchmark runs |
 //!
 //! Aggregation state lives in a `spillway_store::StateStore` (hashlog by default), one
@@ -38,6 +39,7 @@ pub mod job;
 pub mod plan;
 pub mod reservoir;
 pub mod runtime;
+pub mod session;
 pub mod source;
 pub mod sql;
 pub mod value;

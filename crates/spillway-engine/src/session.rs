@@ -1,0 +1,391 @@
+//! A session: one query over events the caller pushes from memory (no source or sink
+//! files), with checkpoints and resume. The Python package (`crates/spillway-py`) drives
+//! it; [`crate::job::run_job`] is the file-to-file driver over the same [`Runtime`].
+//!
+//! ```
+//! use spillway_engine::session::{Session, SessionConfig};
+//! use spillway_engine::runtime::Outcome;
+//! use spillway_engine::value::{DataType, Field, Schema, TimeUnit, Value};
+//!
+//! let schema = Schema::new(
+//!     vec![
+//!         Field { name: "ts".into(), ty: DataType::Int },
+//!         Field { name: "card".into(), ty: DataType::Int },
+//!     ],
+//!     "ts",
+//!     TimeUnit::S,
+//! )
+//! .unwrap();
+//! let q = "SELECT card, COUNT(*) OVER (PARTITION BY card ORDER BY ts \
+//!          RANGE BETWEEN INTERVAL '10' SECOND PRECEDING AND CURRENT ROW) AS n FROM t";
+//! let mut s = Session::open(&SessionConfig::new(q), schema).unwrap();
+//! let mut out = Vec::new();
+//! for (ts, card) in [(0, 1), (5, 1), (20, 1)] {
+//!     assert_eq!(s.process(ts, vec![Value::Int(ts), Value::Int(card)], &mut out).unwrap(), Outcome::Emitted);
+//! }
+//! assert_eq!(out, vec![Value::Int(1), Value::Int(1)]); // the event at 20 is alone in [10, 20]
+//! ```
+//!
+//! ## Checkpoints
+//! With [`SessionConfig::dir`], [`Session::checkpoint`] makes one atomic checkpoint the
+//! way a job does: it syncs the reservoir, writes the runtime snapshot, the reservoir
+//! position, the schema and the next sequence number into the store's `meta` namespace
+//! (key `session`, the job's chunked and checksummed layout) and checkpoints the store;
+//! only then are reservoir segments behind every cursor released. [`Session::open`] on a
+//! directory holding such a checkpoint continues from it, so pushing the rest of the
+//! events gives exactly the results of an uninterrupted session. A directory with state
+//! but no completed checkpoint is cleared and started over (nothing it held was
+//! checkpointed); one holding a `spillway run` job's checkpoint is refused.
+
+use std::path::PathBuf;
+
+use spillway_store::{NamespaceSpec, StoreKind, StoreOptions};
+
+use crate::error::{Error, Result};
+use crate::job::{read_meta_blob, write_meta_blob, JOB_META_KEY};
+use crate::plan::{OutputSource, Plan};
+use crate::reservoir::{Compression, Position, Reservoir, ReservoirOptions};
+use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot};
+use crate::sql::parse_query;
+use crate::value::{DataType, Event, Row, Schema, Value};
+
+/// Key of a session's checkpoint metadata in the `meta` namespace.
+const SESSION_META_KEY: &str = "session";
+/// Version of the session checkpoint metadata layout.
+const SESSION_META_VERSION: u32 = 1;
+/// Without checkpoints, reservoir segments behind every cursor are released every this
+/// many events (as a job without `--checkpoint-dir` does).
+const RELEASE_EVERY: u64 = 65_536;
+
+/// How to run a session.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// The SQL text.
+    pub query: String,
+    /// State store backend (default hashlog).
+    pub store: StoreKind,
+    /// Memory budget of the store, in bytes (default 256 MiB).
+    pub memory_budget: u64,
+    /// Expected number of partition keys, a store sizing hint (default none).
+    pub expected_keys: Option<u64>,
+    /// Allowed lateness in the time column's unit (default 0).
+    pub allowed_lateness: i64,
+    /// Reservoir chunk compression (default LZ4).
+    pub compression: Compression,
+    /// Directory of the store, reservoir and checkpoints (default `None`: a temporary
+    /// directory removed when the session is dropped; no checkpoints).
+    pub dir: Option<PathBuf>,
+}
+
+impl SessionConfig {
+    /// A configuration with the defaults listed on each field.
+    pub fn new(query: impl Into<String>) -> SessionConfig {
+        SessionConfig {
+            query: query.into(),
+            store: StoreKind::HashLog,
+            memory_budget: 256 << 20,
+            expected_keys: None,
+            allowed_lateness: 0,
+            compression: Compression::Lz4,
+            dir: None,
+        }
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SessionMeta {
+    version: u32,
+    identity: String,
+    schema: Schema,
+    runtime: RuntimeSnapshot,
+    reservoir: Position,
+    next_seq: u64,
+}
+
+/// One query over pushed events. See the module docs.
+pub struct Session {
+    runtime: Runtime,
+    schema: Schema,
+    columns: Vec<(String, DataType)>,
+    identity: String,
+    next_seq: u64,
+    checkpoints: bool,
+    resumed: bool,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Session {
+    /// Parses and plans the query against `schema` and opens the store and reservoir,
+    /// continuing from the checkpoint in [`SessionConfig::dir`] if it holds one.
+    pub fn open(cfg: &SessionConfig, schema: Schema) -> Result<Session> {
+        let query = parse_query(&cfg.query, &schema)?;
+        let plan = Plan::build(&query, &schema)?;
+        let columns = output_types(&plan, &schema)?;
+        let (base, tmp) = match &cfg.dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                let t = tempfile::Builder::new().prefix("spillway-session-").tempdir().map_err(
+                    |e| Error::Config(format!("cannot create a temporary directory: {e}")),
+                )?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let state_dir = base.join("state");
+        let res_dir = base.join("reservoir");
+        let mut store_opts = StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget);
+        if let Some(k) = cfg.expected_keys {
+            store_opts = store_opts.expected_keys(k);
+        }
+        for ns in Runtime::namespaces(&plan) {
+            store_opts = store_opts.namespace(NamespaceSpec::list(ns));
+        }
+        let res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
+        let identity = format!(
+            "query={:?};lateness={};store={};schema={:?}",
+            cfg.query,
+            cfg.allowed_lateness,
+            cfg.store.name(),
+            schema
+        );
+        let had_state = state_dir.exists();
+        let mut store = cfg.store.open(store_opts.clone())?;
+        let meta = if had_state {
+            if read_meta_blob(store.as_mut(), JOB_META_KEY)?.is_some() {
+                return Err(Error::Config(format!(
+                    "{} holds a `spillway run` job's checkpoints, not a session's; choose another directory",
+                    base.display()
+                )));
+            }
+            match read_meta_blob(store.as_mut(), SESSION_META_KEY)? {
+                Some(bytes) => Some(decode_meta(&bytes)?),
+                None => None,
+            }
+        } else {
+            None
+        };
+        let (runtime, next_seq, resumed) = match meta {
+            Some(meta) => {
+                if meta.identity != identity {
+                    return Err(Error::Checkpoint(format!(
+                        "{} was written by a session with another query, schema, lateness or store; reopen it with the same ones or choose another directory",
+                        base.display()
+                    )));
+                }
+                let reservoir = Reservoir::recover(res_opts, &schema, &meta.reservoir)?;
+                let rt =
+                    Runtime::new(plan, store, reservoir, cfg.allowed_lateness, Some(meta.runtime))?;
+                (rt, meta.next_seq, true)
+            }
+            None => {
+                if had_state || res_dir.exists() {
+                    // State from a session that never completed a checkpoint: start over.
+                    drop(store);
+                    for d in [&state_dir, &res_dir] {
+                        if d.exists() {
+                            std::fs::remove_dir_all(d).map_err(|e| {
+                                Error::Config(format!("cannot clear {}: {e}", d.display()))
+                            })?;
+                        }
+                    }
+                    store = cfg.store.open(store_opts)?;
+                }
+                let reservoir = Reservoir::create(res_opts, &schema)?;
+                (Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?, 0, false)
+            }
+        };
+        Ok(Session {
+            runtime,
+            schema,
+            columns,
+            identity,
+            next_seq,
+            checkpoints: cfg.dir.is_some(),
+            resumed,
+            _tmp: tmp,
+        })
+    }
+
+    /// The input schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Output columns (the SELECT list) and their types. A `SUM` over ints typed
+    /// [`DataType::Int`] may still give a [`Value::Float`] when it leaves the i64 range.
+    pub fn columns(&self) -> &[(String, DataType)] {
+        &self.columns
+    }
+
+    /// True when [`Session::open`] continued from a checkpoint.
+    pub fn resumed(&self) -> bool {
+        self.resumed
+    }
+
+    /// Events given to this session so far, including those before a resume.
+    pub fn events(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Runtime counters (across resumes).
+    pub fn counters(&self) -> Counters {
+        self.runtime.counters()
+    }
+
+    /// Processes the next event: `row` holds one value per schema field (its time field
+    /// equal to `time`). On [`Outcome::Emitted`], `out` holds the output row; an event
+    /// later than the allowed lateness comes back as [`Outcome::TooLate`].
+    pub fn process(&mut self, time: i64, row: Row, out: &mut Vec<Value>) -> Result<Outcome> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let outcome = self.runtime.process(Event { time, seq, row }, out)?;
+        if !self.checkpoints && self.next_seq % RELEASE_EVERY == 0 {
+            self.runtime.release_reservoir()?;
+        }
+        Ok(outcome)
+    }
+
+    /// Makes an atomic checkpoint (see the module docs). Needs [`SessionConfig::dir`].
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if !self.checkpoints {
+            return Err(Error::Config(
+                "checkpoint() needs a checkpoint directory (the session runs in a temporary one)"
+                    .into(),
+            ));
+        }
+        let reservoir = self.runtime.reservoir_mut().sync()?;
+        let meta = SessionMeta {
+            version: SESSION_META_VERSION,
+            identity: self.identity.clone(),
+            schema: self.schema.clone(),
+            runtime: self.runtime.snapshot(),
+            reservoir,
+            next_seq: self.next_seq,
+        };
+        let bytes = postcard::to_stdvec(&meta)
+            .map_err(|e| Error::Checkpoint(format!("cannot encode session metadata: {e}")))?;
+        write_meta_blob(self.runtime.store_mut(), SESSION_META_KEY, &bytes)?;
+        self.runtime.store_mut().checkpoint()?;
+        self.runtime.release_reservoir()?;
+        Ok(())
+    }
+}
+
+fn decode_meta(bytes: &[u8]) -> Result<SessionMeta> {
+    let meta: SessionMeta = postcard::from_bytes(bytes)
+        .map_err(|e| Error::Checkpoint(format!("cannot decode session metadata: {e}")))?;
+    if meta.version != SESSION_META_VERSION {
+        return Err(Error::Checkpoint(format!(
+            "session metadata version {} is not supported (this build reads {SESSION_META_VERSION})",
+            meta.version
+        )));
+    }
+    Ok(meta)
+}
+
+/// The type of each output column: an input field's type, or the aggregate's result type.
+pub fn output_types(plan: &Plan, schema: &Schema) -> Result<Vec<(String, DataType)>> {
+    plan.outputs
+        .iter()
+        .map(|(name, src)| {
+            let ty = match *src {
+                OutputSource::Field(i) => schema.fields()[i].ty,
+                OutputSource::Metric { group, agg } => {
+                    let (kind, _, arg) = &plan.groups[group].aggs[agg];
+                    kind.result_type(*arg).map_err(|m| Error::Plan(crate::plan::PlanError(m)))?
+                }
+            };
+            Ok((name.clone(), ty))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{Field, TimeUnit};
+
+    fn schema() -> Schema {
+        Schema::new(
+            vec![
+                Field { name: "ts".into(), ty: DataType::Int },
+                Field { name: "card".into(), ty: DataType::Int },
+                Field { name: "amount".into(), ty: DataType::Float },
+            ],
+            "ts",
+            TimeUnit::S,
+        )
+        .unwrap()
+    }
+
+    const Q: &str = "SELECT card, COUNT(*) OVER w AS n, SUM(amount) OVER w AS s, \
+        AVG(amount) OVER w AS a FROM t \
+        WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '30' SECOND PRECEDING AND CURRENT ROW)";
+
+    fn events(n: i64) -> Vec<(i64, Row)> {
+        (0..n)
+            .map(|i| {
+                let ts = i * 3 + (i % 7);
+                (ts, vec![Value::Int(ts), Value::Int(i % 5), Value::Float((i % 13) as f64 + 0.25)])
+            })
+            .collect()
+    }
+
+    fn run(s: &mut Session, evs: &[(i64, Row)]) -> Vec<Vec<Value>> {
+        let mut rows = Vec::new();
+        let mut out = Vec::new();
+        for (t, r) in evs {
+            if s.process(*t, r.clone(), &mut out).unwrap() == Outcome::Emitted {
+                rows.push(out.clone());
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn output_types_follow_the_aggregates() {
+        let s = Session::open(&SessionConfig::new(Q), schema()).unwrap();
+        let tys: Vec<DataType> = s.columns().iter().map(|c| c.1).collect();
+        assert_eq!(tys, [DataType::Int, DataType::Int, DataType::Float, DataType::Float]);
+    }
+
+    #[test]
+    fn checkpoint_and_resume_equal_an_uninterrupted_session() {
+        let evs = events(3000);
+        let whole = run(&mut Session::open(&SessionConfig::new(Q), schema()).unwrap(), &evs);
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = SessionConfig::new(Q);
+        cfg.dir = Some(dir.path().to_path_buf());
+        let mut s = Session::open(&cfg, schema()).unwrap();
+        assert!(!s.resumed());
+        let mut got = run(&mut s, &evs[..1700]);
+        s.checkpoint().unwrap();
+        // Events after the checkpoint are lost with the session and pushed again.
+        run(&mut s, &evs[1700..1900]);
+        drop(s);
+        let mut s = Session::open(&cfg, schema()).unwrap();
+        assert!(s.resumed());
+        assert_eq!(s.events(), 1700);
+        got.extend(run(&mut s, &evs[1700..]));
+        assert_eq!(got, whole);
+    }
+
+    #[test]
+    fn resume_with_another_query_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = SessionConfig::new(Q);
+        cfg.dir = Some(dir.path().to_path_buf());
+        let mut s = Session::open(&cfg, schema()).unwrap();
+        run(&mut s, &events(10));
+        s.checkpoint().unwrap();
+        drop(s);
+        cfg.query = Q.replace("30", "40");
+        let e = Session::open(&cfg, schema()).err().expect("refused");
+        assert!(e.to_string().contains("another query"), "{e}");
+    }
+
+    #[test]
+    fn checkpoint_without_a_directory_is_an_error() {
+        let mut s = Session::open(&SessionConfig::new(Q), schema()).unwrap();
+        assert!(matches!(s.checkpoint(), Err(Error::Config(_))));
+    }
+}

@@ -1,0 +1,118 @@
+"""Errors are Python exceptions with the engine's messages."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import spillway
+
+from conftest import transactions
+
+OK = """SELECT COUNT(*) OVER (PARTITION BY customer ORDER BY ts
+   RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) AS n FROM t"""
+
+
+def test_exception_hierarchy():
+    for e in [spillway.QueryError, spillway.InputError, spillway.ConfigError,
+              spillway.StoreError, spillway.CheckpointError]:
+        assert issubclass(e, spillway.SpillwayError)
+    assert issubclass(spillway.SpillwayError, Exception)
+
+
+def test_bad_sql_points_at_line_and_column():
+    with pytest.raises(spillway.QueryError, match="SQL syntax error.*[Ll]ine"):
+        spillway.run("SELECT COUNT(* OVER w FROM t", transactions(10))
+    q = "SELECT tx_id,\n  COUNT(*) OVER (PARTITION BY customer ORDER BY ts ROWS BETWEEN 5 PRECEDING AND CURRENT ROW) AS n FROM t"
+    with pytest.raises(spillway.QueryError, match=r"line 2, column 3: ROWS frame"):
+        spillway.run(q, transactions(10))
+
+
+def test_unknown_column():
+    with pytest.raises(spillway.QueryError, match=r"line 1, column \d+: unknown column `amt`; available columns: tx_id, ts, customer, amount"):
+        spillway.run(OK.replace("COUNT(*)", "SUM(amt)"), transactions(10))
+
+
+def test_missing_time_column():
+    with pytest.raises(spillway.InputError, match="time column `ts` is not in the input"):
+        spillway.run(OK, transactions(10).rename(columns={"ts": "when"}))
+
+
+def test_sum_of_a_string_column_is_a_type_error():
+    df = transactions(10).assign(amount=lambda d: d["amount"].astype(str) + "EUR")
+    with pytest.raises(spillway.QueryError, match="numeric"):
+        spillway.run(OK.replace("COUNT(*)", "SUM(amount)"), df)
+
+
+def test_non_numeric_value_names_the_row():
+    df = transactions(1500)
+    df["amount"] = df["amount"].astype(object)
+    df.loc[1234, "amount"] = "12,5"
+    with pytest.raises(spillway.InputError, match=r'DataFrame row 1234, column "amount": expected float, found "12,5"'):
+        spillway.run(OK.replace("COUNT(*)", "SUM(amount)"), df)
+
+
+def test_fractional_value_in_an_int_column():
+    df = transactions(20).astype({"customer": float})
+    df.loc[7, "customer"] = 2.5
+    with pytest.raises(spillway.InputError, match=r'DataFrame row 7, column "customer": expected int, found "2.5"'):
+        spillway.run(OK, df, schema={"customer": "int"})
+
+
+def test_null_event_time():
+    df = transactions(20).astype({"ts": "Int64"})
+    df.loc[5, "ts"] = pd.NA
+    with pytest.raises(spillway.InputError, match=r'DataFrame row 5, column "ts": expected int \(the event time\), found NULL'):
+        spillway.run(OK, df)
+
+
+def test_empty_frame_gives_an_empty_typed_result():
+    df = transactions(0)
+    out = spillway.run(OK.replace("SELECT", "SELECT tx_id,"), df)
+    assert len(out) == 0 and list(out.columns) == ["tx_id", "n"]
+    assert out["n"].dtype == np.int64
+
+
+def test_frame_without_columns():
+    with pytest.raises(spillway.InputError, match="time column `ts` is not in the input"):
+        spillway.run(OK, pd.DataFrame())
+
+
+def test_bad_options():
+    with pytest.raises(spillway.ConfigError, match="unknown store"):
+        spillway.run(OK, transactions(10), store="nope")
+    with pytest.raises(spillway.ConfigError, match="bad duration"):
+        spillway.run(OK, transactions(10), allowed_lateness="5 parsecs")
+    with pytest.raises(spillway.ConfigError, match="unknown time unit"):
+        spillway.run(OK, transactions(10), time_unit="h")
+    with pytest.raises(TypeError):
+        spillway.run(OK, [1, 2, 3])
+
+
+def test_file_input_matches_frame_and_reports_lines(tmp_path):
+    df = transactions(1500)
+    p = tmp_path / "tx.csv"
+    df.to_csv(p, index=False)
+    q = OK.replace("SELECT", "SELECT tx_id, amount,")
+    pd.testing.assert_frame_equal(spillway.run(q, p), spillway.run(q, df))
+    lines = p.read_text().splitlines()
+    lines[1201] = lines[1201].rsplit(",", 1)[0] + ",abc"  # after the 1000 inference rows
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(spillway.InputError, match=r'tx.csv line 1202, column "amount": expected float, found "abc"'):
+        spillway.run(q, p)
+
+
+def test_explain():
+    text = spillway.explain(OK)
+    assert "Source (time column `ts`, unit s)" in text and "customer" in text
+    text2 = spillway.explain(OK, data=transactions(10))
+    assert "customer" in text2
+    with pytest.raises(spillway.QueryError):
+        spillway.explain("SELECT nonsense FROM", {"ts": "int"})
+
+
+def test_json_lines_input(tmp_path):
+    df = transactions(300)
+    p = tmp_path / "tx.jsonl"
+    df.to_json(p, orient="records", lines=True)
+    q = OK.replace("SELECT", "SELECT tx_id, customer,")
+    pd.testing.assert_frame_equal(spillway.run(q, p), spillway.run(q, df))
