@@ -19,8 +19,13 @@ use spillway_bench::workload::run::{
 };
 use spillway_bench::workload::ycsb::{Workload, YcsbConfig};
 
-fn parse_ycsb(s: &str) -> Result<Workload, String> {
-    Workload::parse(s).ok_or_else(|| format!("unknown YCSB workload `{s}`; use a, b, c, d, e or f"))
+fn parse_ycsb(s: &str) -> Result<Option<Workload>, String> {
+    if s == "none" {
+        return Ok(None);
+    }
+    Workload::parse(s)
+        .map(Some)
+        .ok_or_else(|| format!("unknown YCSB workload `{s}`; use a, b, c, d, e, f or none"))
 }
 use spillway_bench::workload::OperatorKind;
 use spillway_store::StoreKind;
@@ -257,9 +262,14 @@ pub struct SuiteArgs {
     /// YCSB record count and op count
     #[arg(long, default_value = "200k", value_parser = parse_count, value_name = "N")]
     ycsb_ops: u64,
-    /// YCSB core workloads to include, comma-separated letters (a-f)
+    /// Streaming workloads to run, comma-separated operator names (e.g.
+    /// join.interval,sliding.all.holistic) [default: all 15]
+    #[arg(long, value_delimiter = ',', value_parser = parse_operator, value_name = "LIST")]
+    operators: Option<Vec<OperatorKind>>,
+
+    /// YCSB core workloads to include, comma-separated letters (a-f); `none` for none
     #[arg(long, default_value = "a,d,f", value_delimiter = ',', value_parser = parse_ycsb, value_name = "LIST")]
-    ycsb: Vec<Workload>,
+    ycsb: Vec<Option<Workload>>,
     /// Memory budget of every store
     #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
     memory_budget: u64,
@@ -274,10 +284,19 @@ pub struct SuiteArgs {
     json: Option<PathBuf>,
 }
 
+fn parse_operator(s: &str) -> std::result::Result<OperatorKind, String> {
+    OperatorKind::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = OperatorKind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown operator {s:?}; expected one of {}", names.join(", "))
+    })
+}
+
 /// `spillway bench suite`.
 pub fn suite(a: SuiteArgs) -> Result<()> {
     let stores = a.stores.clone().unwrap_or_else(spillway_bench::store_bench::available_stores);
-    let total = (OperatorKind::ALL.len() + a.ycsb.len()) as u64;
+    let operators = a.operators.clone().unwrap_or_else(|| OperatorKind::ALL.to_vec());
+    let ycsb: Vec<Workload> = a.ycsb.iter().flatten().copied().collect();
+    let total = (operators.len() + ycsb.len()) as u64;
     let pb = if std::io::stderr().is_terminal() {
         ProgressBar::new(total)
     } else {
@@ -289,7 +308,7 @@ pub fn suite(a: SuiteArgs) -> Result<()> {
     );
     let mut results = Vec::new();
     let mut traces = Vec::new();
-    for kind in OperatorKind::ALL {
+    for &kind in &operators {
         pb.set_message(kind.name());
         let exp = suite_experiment(kind, a.events, a.value_bytes, a.seed)?;
         let (r, series) = run_experiment_with_series(
@@ -304,7 +323,7 @@ pub fn suite(a: SuiteArgs) -> Result<()> {
         traces.extend(series);
         pb.inc(1);
     }
-    for &w in &a.ycsb {
+    for &w in &ycsb {
         pb.set_message(format!("ycsb {}", w.name()));
         let mut cfg = YcsbConfig::new(w);
         cfg.record_count = a.ycsb_ops;

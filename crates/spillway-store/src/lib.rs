@@ -473,14 +473,14 @@ impl StoreKind {
             StoreKind::Mem => Box::new(MemStore::open(opts)?),
             StoreKind::TimeLog => Box::new(TimeLogStore::open(opts, TimeLogOptions::default())?),
             StoreKind::AppendLog => {
-                let mut h = HashLogOptions::default();
+                let mut h = HashLogOptions::for_budget(opts.memory_budget);
                 if let Some(k) = opts.expected_keys {
                     h = h.expected_keys(k.min(opts.memory_budget / 64));
                 }
                 Box::new(AppendLogStore::open(opts, AppendLogOptions::default().hashlog(h))?)
             }
             StoreKind::HashLog => {
-                let mut h = HashLogOptions::default();
+                let mut h = HashLogOptions::for_budget(opts.memory_budget);
                 if let Some(k) = opts.expected_keys {
                     // A hint, not a demand: presize the index (64-byte buckets of about
                     // 4 keys) to at most a quarter of the budget; it doubles from there.

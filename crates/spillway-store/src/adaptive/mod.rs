@@ -19,7 +19,9 @@
 //!   [`decide_every`](AdaptiveOptions::decide_every) operations of a namespace, if
 //!   another layout is cheaper than its current one by more than the
 //!   [`hysteresis`](AdaptiveOptions::hysteresis), the namespace starts migrating there.
-//!   One namespace migrates at a time.
+//!   One namespace migrates at a time. A range read that had to walk an unordered
+//!   layout decides at once and, during a migration, moves up to 4096 entries right
+//!   after it (a walk costs about as much, and each walk until the end costs it again).
 //! - **Migration in bounded steps.** While namespace N migrates from A to B, every
 //!   operation on the store is followed by one step that walks A with
 //!   [`StateStore::scan_step`] for at most [`step_entries`](AdaptiveOptions::step_entries)
@@ -35,7 +37,7 @@
 //!   price the observer charges them, which moves a range-read namespace to the time
 //!   layout).
 //! - **Memory.** The budget is split among the three parts by weights that depend on
-//!   the declared hints only (so every open splits it alike): 4 for each layout some
+//!   the declared hints only (so every open splits it alike): 2 for each layout some
 //!   namespace's hint names, 1 for the others (reserved for migrations; a part holds
 //!   no memory until opened). The hash part's page size is
 //!   chosen from its share (1/16 of it, between 64 KiB and 4 MiB, or
@@ -78,6 +80,9 @@ use crate::{
 };
 
 const FORMAT_VERSION: u32 = 1;
+/// Entries a migration moves right after a range read that walked its unordered
+/// source (see `AdaptiveStore::after_walk`).
+const WALK_BOOST: u64 = 4096;
 const STORE_NAME: &str = "adaptive";
 
 /// The layouts an adaptive store can keep a namespace in.
@@ -252,6 +257,10 @@ pub struct AdaptiveStore {
     last_checkpoint_micros: u64,
     move_buf: Vec<(Vec<u8>, Vec<u8>)>,
     scratch: Vec<u8>,
+    /// Decisions that looked at list merges (see [`Self::decide`]).
+    decisions: u64,
+    /// Whether the state seemed to fit in memory at the last look.
+    in_memory: bool,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -347,7 +356,7 @@ impl AdaptiveStore {
         // whatever migrations happened in between.
         let mut weight = [1u64; 3];
         for spec in &opts.namespaces {
-            weight[Layout::for_hint(spec.hint).index()] = 4;
+            weight[Layout::for_hint(spec.hint).index()] = 2;
         }
         let total: u64 = weight.iter().sum();
         let part_budget = weight.map(|w| opts.memory_budget / total * w);
@@ -369,6 +378,8 @@ impl AdaptiveStore {
             last_checkpoint_micros: 0,
             move_buf: Vec::new(),
             scratch: Vec::new(),
+            decisions: 0,
+            in_memory: true,
         };
         // Parts named by the checkpoint are opened at exactly its part checkpoints;
         // parts some namespace needs are opened now too (empty if not named).
@@ -379,8 +390,10 @@ impl AdaptiveStore {
                 needed[m.to.index()] = true;
             }
         }
+        // With dynamic choice every part may be needed: open them all now, so a
+        // migration does not pause for a part's directory creation and fsyncs.
         for l in Layout::ALL {
-            if needed[l.index()] || part_seq[l.index()] > 0 {
+            if needed[l.index()] || part_seq[l.index()] > 0 || store.aopts.dynamic {
                 store.open_part(l, part_seq[l.index()])?;
             }
         }
@@ -402,13 +415,12 @@ impl AdaptiveStore {
 
     fn hashlog_options(&self, l: Layout) -> HashLogOptions {
         let share = self.part_budget[l.index()];
-        let page = self.aopts.page_size.unwrap_or_else(|| {
-            let p = (share / 16).clamp(64 << 10, 4 << 20);
-            1usize << (63 - p.leading_zeros())
-        });
-        let mut h = HashLogOptions::default()
-            .page_size(page)
-            .segment_size((page as u64 * 16).min(64 << 20));
+        let mut h = match self.aopts.page_size {
+            Some(page) => HashLogOptions::default()
+                .page_size(page)
+                .segment_size((page as u64 * 16).min(64 << 20)),
+            None => HashLogOptions::for_budget(share),
+        };
         if let Some(k) = self.opts.expected_keys {
             h = h.expected_keys(k.min(share / 64));
         }
@@ -428,9 +440,12 @@ impl AdaptiveStore {
                 crate::AppendLogOptions::default().hashlog(self.hashlog_options(l)),
                 self.fs.clone(),
             )?),
+            // The namespaces declare no time field, so the time part keeps each one in a
+            // single partition: one sorted run per namespace (range reads touch one
+            // memtable and its segments instead of every time partition).
             Layout::Time => Box::new(crate::TimeLogStore::open_with_fs(
                 o,
-                crate::TimeLogOptions::default(),
+                crate::TimeLogOptions::default().partition_span(u64::MAX).memtable_fraction(0.75),
                 self.fs.clone(),
             )?),
         };
@@ -533,13 +548,46 @@ impl AdaptiveStore {
         Ok(())
     }
 
+    /// After a range read that had to walk an unordered layout (O(namespace)): decide
+    /// at once instead of waiting for `decide_every` operations, and if the namespace
+    /// is migrating, move up to [`WALK_BOOST`] entries now. A walk already cost about
+    /// as much as moving that many entries, and every walk until the migration ends
+    /// costs it again, so finishing sooner pays for itself; the pause stays bounded.
+    fn after_walk(&mut self, i: usize) -> Result<()> {
+        if self.aopts.dynamic && self.ns[i].observer.since_decision >= 16 {
+            self.decide(i)?;
+        }
+        if self.migrating == Some(i) {
+            let before = self.ns[i].moved;
+            while self.migrating == Some(i) && self.ns[i].moved - before < WALK_BOOST {
+                let r = self.migrate_step(i);
+                self.poison(r)?;
+            }
+        }
+        Ok(())
+    }
+
     fn decide(&mut self, i: usize) -> Result<()> {
         self.ns[i].observer.since_decision = 0;
         if self.migrating.is_some() {
             return Ok(());
         }
+        let layout = self.ns[i].layout;
+        // In memory: the part's resident bytes stay well below the hash part's share
+        // (a hybrid log that fits in its mutable region appends lists in place).
+        // Only list merges depend on it, and stats() costs a directory listing: it is
+        // refreshed every 64th decision.
+        if self.ns[i].observer.list_merges > 0.0 {
+            if self.decisions % 64 == 0 {
+                let s = self.part(layout).stats();
+                self.in_memory = (s.bytes_in_memory as f64)
+                    < 0.7 * self.part_budget[Layout::Hash.index()] as f64;
+            }
+            self.decisions += 1;
+        }
+        let in_memory = self.in_memory;
         let st = &self.ns[i];
-        match st.observer.recommend(st.layout, self.aopts.hysteresis) {
+        match st.observer.recommend(layout, self.aopts.hysteresis, in_memory) {
             Some(to) => self.start_migration(i, to),
             None => Ok(()),
         }
@@ -652,13 +700,22 @@ impl AdaptiveStore {
                     true
                 })?;
             } else {
-                part.scan_prefix(ns, b"", &mut |k, v| {
-                    walked += 1;
-                    if in_bounds(k, start, end) {
-                        all.push((k.to_vec(), v.to_vec()));
+                // A resumable walk reads in-memory pages in place (a prefix scan would
+                // copy every page of the log).
+                let mut token: Option<Vec<u8>> = None;
+                loop {
+                    let next = part.scan_step(ns, token.as_deref(), usize::MAX, &mut |k, v| {
+                        walked += 1;
+                        if in_bounds(k, start, end) {
+                            all.push((k.to_vec(), v.to_vec()));
+                        }
+                        true
+                    })?;
+                    match next {
+                        Some(t) => token = Some(t),
+                        None => break,
                     }
-                    true
-                })?;
+                }
             }
         }
         if walked > 0 {
@@ -825,11 +882,13 @@ impl StateStore for AdaptiveStore {
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
         let i = self.ns_index(ns)?;
+        let mut walked = false;
         let n = match self.route(i) {
             (l, None) if self.part(l).is_ordered(ns) => {
                 self.part(l).scan_ordered(ns, start, end, dir, limit, visit)?
             }
             _ => {
+                walked = true;
                 let all = self.collect_sorted(i, start, end)?;
                 let mut n = 0;
                 let mut step = |(k, v): &(Vec<u8>, Vec<u8>)| {
@@ -858,6 +917,9 @@ impl StateStore for AdaptiveStore {
             }
         };
         self.ns[i].observer.see(Seen::Range(n));
+        if walked {
+            self.after_walk(i)?;
+        }
         self.after_op(i)?;
         Ok(n)
     }

@@ -18,7 +18,8 @@
 //! |---|---|---|---|
 //! | get of a value of `v` bytes | 60 + v/8 | 120 + v/8 | 400 + v/8 |
 //! | put | 90 + v/8 | 150 + v/8 | 500 + v/8 |
-//! | merge into a list holding `L` bytes | 90 + L/16 (the list is re-copied when its record left the mutable region) | 140 | 600 + L/8 (read, append, write) |
+//! | merge into a list holding `L` bytes, state in memory | 70 + L/32 (in place; a copy of the list at each doubling and when its record leaves the mutable region) | 200 (head + chunk: three index lookups) | 600 + L/8 (read, append, write) |
+//! | the same, state larger than memory | 90 + L/16 (the list is re-copied when its record left the mutable region) | 200 | 600 + L/8 |
 //! | merge with a function | 90 | 150 | 600 |
 //! | delete | 60 | 120 | 400 |
 //! | rmw | 100 | 160 | 700 |
@@ -26,7 +27,11 @@
 //! | next (an entry of a range read) | 30 | 30 | 60 |
 //!
 //! `L` is estimated as the bytes merged per list between clears: merged bytes divided
-//! by (deletes + puts + 1), halved (a list is on average half full). `n` is the size of
+//! by (deletes + puts + 1), halved (a list is on average half full). Whether the state
+//! is "in memory" is decided by the store from its part's resident bytes against its
+//! share of the budget (see `AdaptiveStore`): while a hybrid log fits in its mutable
+//! region a list is appended in place, and only past it does every append risk a copy
+//! of the whole list. `n` is the size of
 //! the namespace seen by the last full walk (the unordered layouts serve range reads by
 //! walking the namespace), or the net count of keys written.
 
@@ -146,7 +151,7 @@ impl Observer {
 
     /// Estimated cost (ns) of the counted operations in each layout, indexed by
     /// [`Layout::index`].
-    pub(crate) fn costs(&self) -> [f64; 3] {
+    pub(crate) fn costs(&self, in_memory: bool) -> [f64; 3] {
         let per = |total: f64, n: f64| if n > 0.0 { total / n } else { 0.0 };
         let write_ops = self.puts + self.list_merges + self.fn_merges;
         let v_read = per(self.read_bytes, self.gets);
@@ -158,9 +163,11 @@ impl Observer {
         for layout in Layout::ALL {
             let (get, put, merge_list, merge_fn, delete, rmw, seek, next) = match layout {
                 Layout::Hash => {
-                    (60.0, 90.0, 90.0 + list_bytes / 16.0, 90.0, 60.0, 100.0, 40.0 * n, 30.0)
+                    let merge =
+                        if in_memory { 70.0 + list_bytes / 32.0 } else { 90.0 + list_bytes / 16.0 };
+                    (60.0, 90.0, merge, 90.0, 60.0, 100.0, 40.0 * n, 30.0)
                 }
-                Layout::List => (120.0, 150.0, 140.0, 150.0, 120.0, 160.0, 40.0 * n, 30.0),
+                Layout::List => (120.0, 150.0, 200.0, 150.0, 120.0, 160.0, 40.0 * n, 30.0),
                 Layout::Time => {
                     (400.0, 500.0, 600.0 + list_bytes / 8.0, 600.0, 400.0, 700.0, 1500.0, 60.0)
                 }
@@ -179,11 +186,16 @@ impl Observer {
 
     /// The layout to move to, if one is cheaper than `current` by more than
     /// `hysteresis` (a fraction of the current cost) and enough operations were seen.
-    pub(crate) fn recommend(&self, current: Layout, hysteresis: f64) -> Option<Layout> {
+    pub(crate) fn recommend(
+        &self,
+        current: Layout,
+        hysteresis: f64,
+        in_memory: bool,
+    ) -> Option<Layout> {
         if self.ops() < 64.0 {
             return None;
         }
-        let costs = self.costs();
+        let costs = self.costs(in_memory);
         let (best, best_cost) = Layout::ALL
             .into_iter()
             .map(|l| (l, costs[l.index()]))
@@ -204,8 +216,8 @@ mod tests {
             o.see(Seen::Get(8));
             o.see(Seen::Put(8));
         }
-        assert_eq!(o.recommend(Layout::Hash, 0.3), None);
-        assert_eq!(o.recommend(Layout::Time, 0.3), Some(Layout::Hash));
+        assert_eq!(o.recommend(Layout::Hash, 0.3, true), None);
+        assert_eq!(o.recommend(Layout::Time, 0.3, true), Some(Layout::Hash));
     }
 
     #[test]
@@ -217,20 +229,30 @@ mod tests {
             o.see(Seen::Put(100));
             o.see(Seen::Range(3));
         }
-        assert_eq!(o.recommend(Layout::Hash, 0.3), Some(Layout::Time));
+        assert_eq!(o.recommend(Layout::Hash, 0.3, true), Some(Layout::Time));
     }
 
     #[test]
-    fn long_lists_move_to_list() {
-        let mut o = Observer::new(1 << 20);
+    fn long_lists_move_to_list_short_ones_in_memory_to_hash() {
+        let mut long = Observer::new(1 << 20);
         for i in 0..100_000 {
-            o.see(Seen::ListMerge(100));
+            long.see(Seen::ListMerge(100));
             if i % 10_000 == 0 {
-                o.see(Seen::Get(500_000));
-                o.see(Seen::Delete);
+                long.see(Seen::Get(500_000));
+                long.see(Seen::Delete);
             }
         }
-        assert_eq!(o.recommend(Layout::Hash, 0.3), Some(Layout::List));
+        assert_eq!(long.recommend(Layout::Hash, 0.3, false), Some(Layout::List));
+        assert_eq!(long.recommend(Layout::Hash, 0.3, true), Some(Layout::List));
+        let mut short = Observer::new(1 << 20);
+        for _ in 0..10_000 {
+            short.see(Seen::ListMerge(100));
+            short.see(Seen::ListMerge(100));
+            short.see(Seen::Get(200));
+            short.see(Seen::Delete);
+        }
+        assert_eq!(short.recommend(Layout::List, 0.3, true), Some(Layout::Hash));
+        assert_eq!(short.recommend(Layout::Hash, 0.3, true), None);
     }
 
     #[test]

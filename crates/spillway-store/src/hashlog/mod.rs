@@ -146,6 +146,15 @@ impl Default for HashLogOptions {
 }
 
 impl HashLogOptions {
+    /// Options sized for a memory budget: pages of 1/16 of it (a power of two between
+    /// 64 KiB and the 4 MiB default; a page bounds a value), segments of 16 pages (at
+    /// most 64 MiB), so that small budgets still hold the index and a few pages.
+    pub fn for_budget(budget: u64) -> Self {
+        let p = (budget / 16).clamp(64 << 10, 4 << 20);
+        let page = 1usize << (63 - p.leading_zeros());
+        HashLogOptions::default().page_size(page).segment_size((page as u64 * 16).min(64 << 20))
+    }
+
     /// Log page size in bytes, a power of two from 4 KiB to 1 GiB. Default 4 MiB. It
     /// bounds the largest record; it applies to new stores (a recovered store keeps
     /// the page size it was created with).
