@@ -38,7 +38,8 @@
 //!   layout).
 //! - **Memory.** The budget is split among the three parts by weights that depend on
 //!   the declared hints only (so every open splits it alike): 2 for each layout some
-//!   namespace's hint names, 1 for the others (reserved for migrations; a part holds
+//!   namespace's hint names and always 2 for the hash layout (the observer's usual
+//!   target for point-like and short-list state), 1 for the others (reserved for migrations; a part holds
 //!   no memory until opened). The hash part's page size is
 //!   chosen from its share (1/16 of it, between 64 KiB and 4 MiB, or
 //!   [`page_size`](AdaptiveOptions::page_size)), which also bounds its values.
@@ -354,7 +355,9 @@ impl AdaptiveStore {
         }
         // Shares depend on the declared hints only, so they are the same at every open
         // whatever migrations happened in between.
-        let mut weight = [1u64; 3];
+        // The hash layout is where the observer sends point-like and short-list state
+        // whatever its hint, so it always gets a full share.
+        let mut weight = [2u64, 1, 1];
         for spec in &opts.namespaces {
             weight[Layout::for_hint(spec.hint).index()] = 2;
         }
