@@ -38,8 +38,10 @@
 //!   layout).
 //! - **Memory.** The budget is split among the three parts by weights that depend on
 //!   the declared hints only (so every open splits it alike): 2 for each layout some
-//!   namespace's hint names and always 2 for the hash layout (the observer's usual
-//!   target for point-like and short-list state), 1 for the others (reserved for migrations; a part holds
+//!   namespace's hint names and always 4 for the hash layout (the observer's usual
+//!   target for point-like and short-list state; hashlog in memory slows down sharply
+//!   once its log outgrows its share, e.g. 2x on sliding.all.holistic at 102 of 256
+//!   MiB), 1 for the others (reserved for migrations; a part holds
 //!   no memory until opened). The hash part's page size is
 //!   chosen from its share (1/16 of it, between 64 KiB and 4 MiB, or
 //!   [`page_size`](AdaptiveOptions::page_size)), which also bounds its values.
@@ -357,7 +359,7 @@ impl AdaptiveStore {
         // whatever migrations happened in between.
         // The hash layout is where the observer sends point-like and short-list state
         // whatever its hint, so it always gets a full share.
-        let mut weight = [2u64, 1, 1];
+        let mut weight = [4u64, 1, 1];
         for spec in &opts.namespaces {
             weight[Layout::for_hint(spec.hint).index()] = 2;
         }
@@ -448,7 +450,7 @@ impl AdaptiveStore {
             // memtable and its segments instead of every time partition).
             Layout::Time => Box::new(crate::TimeLogStore::open_with_fs(
                 o,
-                crate::TimeLogOptions::default().partition_span(u64::MAX).memtable_fraction(0.75),
+                crate::TimeLogOptions::default().partition_span(u64::MAX).memtable_fraction(0.85),
                 self.fs.clone(),
             )?),
         };
