@@ -18,7 +18,7 @@
 //! |---|---|---|---|
 //! | get of a value of `v` bytes | 60 + v/8 | 120 + v/8 | 400 + v/8 |
 //! | put | 90 + v/8 | 150 + v/8 | 500 + v/8 |
-//! | merge into a list holding `L` bytes, state in memory | 70 + L/128 (in place; a copy of the list at each doubling and when its record leaves the mutable region) | 200 (head + chunk: three index lookups) | 600 + L/8 (read, append, write) |
+//! | merge into a list holding `L` bytes, state in memory | 70 + L/32 (in place; a copy of the list at each doubling and when its record leaves the mutable region) | 200 (head + chunk: three index lookups) | 600 + L/8 (read, append, write) |
 //! | the same, state larger than memory | 90 + L/16 (the list is re-copied when its record left the mutable region) | 200 | 600 + L/8 |
 //! | merge with a function | 90 | 150 | 600 |
 //! | delete | 60 | 120 | 400 |
@@ -164,7 +164,7 @@ impl Observer {
             let (get, put, merge_list, merge_fn, delete, rmw, seek, next) = match layout {
                 Layout::Hash => {
                     let merge = if in_memory {
-                        70.0 + list_bytes / 128.0
+                        70.0 + list_bytes / 32.0
                     } else {
                         90.0 + list_bytes / 16.0
                     };
