@@ -163,11 +163,8 @@ impl Observer {
         for layout in Layout::ALL {
             let (get, put, merge_list, merge_fn, delete, rmw, seek, next) = match layout {
                 Layout::Hash => {
-                    let merge = if in_memory {
-                        70.0 + list_bytes / 32.0
-                    } else {
-                        90.0 + list_bytes / 16.0
-                    };
+                    let merge =
+                        if in_memory { 70.0 + list_bytes / 32.0 } else { 90.0 + list_bytes / 16.0 };
                     (60.0, 90.0, merge, 90.0, 60.0, 100.0, 40.0 * n, 30.0)
                 }
                 Layout::List => (120.0, 150.0, 200.0, 150.0, 120.0, 160.0, 40.0 * n, 30.0),
