@@ -119,6 +119,42 @@ pub fn half_open(start: Bound<&[u8]>, end: Bound<&[u8]>) -> (Option<Vec<u8>>, Op
     (lower, upper)
 }
 
+/// Visits `entries` (in key order) in direction `dir`, at most `limit` of them, until
+/// `visit` returns `false`; returns how many it visited. The tail of every
+/// [`StateStore::scan_ordered`] served from an in-memory ordered collection.
+pub(crate) fn visit_ordered<'a>(
+    entries: impl DoubleEndedIterator<Item = (&'a [u8], &'a [u8])>,
+    dir: Direction,
+    limit: usize,
+    visit: &mut crate::Visitor<'_>,
+) -> usize {
+    let mut n = 0;
+    if limit == 0 {
+        return 0;
+    }
+    let mut step = |(k, v): (&[u8], &[u8])| {
+        n += 1;
+        visit(k, v) && n < limit
+    };
+    match dir {
+        Direction::Forward => {
+            for e in entries {
+                if !step(e) {
+                    break;
+                }
+            }
+        }
+        Direction::Reverse => {
+            for e in entries.rev() {
+                if !step(e) {
+                    break;
+                }
+            }
+        }
+    }
+    n
+}
+
 impl Cursor {
     /// Opens a cursor over the keys of `ns` within `start..end` and positions it on the
     /// first of them in direction `dir` (the smallest key for forward cursors, the

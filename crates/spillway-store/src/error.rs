@@ -219,6 +219,17 @@ impl std::error::Error for Error {
 
 /// `Ok` unless `poisoned` holds the cause of an earlier failure, which it returns as
 /// [`Error::Poisoned`]: the check every store makes before a write.
+/// Passes `r` through; an error that [poisons](Error::poisons) marks the store as
+/// poisoned with its message (the first such error is kept).
+pub(crate) fn poison_on<T>(poisoned: &mut Option<String>, r: Result<T>) -> Result<T> {
+    if let Err(e) = &r {
+        if e.poisons() && poisoned.is_none() {
+            *poisoned = Some(e.to_string());
+        }
+    }
+    r
+}
+
 pub(crate) fn writable(poisoned: &Option<String>) -> Result<()> {
     match poisoned {
         Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),

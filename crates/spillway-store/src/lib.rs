@@ -211,12 +211,8 @@ pub trait StateStore: Send {
                     all.push((k.to_vec(), v.to_vec()));
                     true
                 })?;
-                for (k, v) in all.iter().rev() {
-                    n += 1;
-                    if !visit(k, v) || n >= limit {
-                        break;
-                    }
-                }
+                let entries = all.iter().map(|(k, v)| (&k[..], &v[..]));
+                n = cursor::visit_ordered(entries, Direction::Reverse, limit, visit);
             }
         }
         Ok(n)

@@ -115,6 +115,34 @@ impl Manifest {
     }
 }
 
+/// After checkpoint `seq` was published: keeps it and the one before it, deleting every
+/// older manifest and then, through `also`, the store's files of that checkpoint. The
+/// one policy of every store ("keep the last two checkpoints").
+pub(crate) fn drop_older_checkpoints(
+    fs: &dyn Fs,
+    dir: &Path,
+    seq: u64,
+    mut also: impl FnMut(u64) -> Result<()>,
+) -> Result<()> {
+    for old in list_manifests(fs, dir)? {
+        if old + 1 < seq {
+            remove_quiet(fs, dir, &manifest_name(old))?;
+            also(old)?;
+        }
+    }
+    Ok(())
+}
+
+/// At open with [`StoreOptions::recover_at`]: deletes the manifests among `retained`
+/// that are newer than the recovered checkpoint `seq` (0: none), so the next
+/// checkpoint's number is free.
+pub(crate) fn discard_newer(fs: &dyn Fs, dir: &Path, retained: &[u64], seq: u64) -> Result<()> {
+    for &newer in retained.iter().filter(|s| **s > seq) {
+        remove_quiet(fs, dir, &manifest_name(newer))?;
+    }
+    Ok(())
+}
+
 pub(crate) fn manifest_name(seq: u64) -> String {
     format!("MANIFEST-{seq:016}")
 }

@@ -143,10 +143,7 @@ impl MemStore {
         if let Some(seq) = store.opts.checkpoint_to_recover(&retained)? {
             store.recover(seq)?;
         }
-        // Checkpoints newer than the recovered one are discarded (recover_at).
-        for newer in retained.into_iter().filter(|s| *s > store.seq) {
-            manifest::remove_quiet(&*store.fs, &store.opts.dir, &manifest::manifest_name(newer))?;
-        }
+        manifest::discard_newer(&*store.fs, &store.opts.dir, &retained, store.seq)?;
         Ok(store)
     }
 
@@ -261,14 +258,9 @@ impl MemStore {
         let mut m = Manifest::new(seq, "mem", &self.opts);
         m.set("snapshot", &name);
         manifest::write_manifest(&*self.fs, &dir, &m)?;
-        // Keep this checkpoint and the one before it; drop older ones.
-        for old in manifest::list_manifests(&*self.fs, &dir)? {
-            if old + 1 < seq {
-                manifest::remove_quiet(&*self.fs, &dir, &manifest::manifest_name(old))?;
-                manifest::remove_quiet(&*self.fs, &dir, &format!("snapshot-{old:016}.mem"))?;
-            }
-        }
-        Ok(())
+        manifest::drop_older_checkpoints(&*self.fs, &dir, seq, |old| {
+            manifest::remove_quiet(&*self.fs, &dir, &format!("snapshot-{old:016}.mem"))
+        })
     }
 }
 
@@ -428,32 +420,8 @@ impl StateStore for MemStore {
         if !crate::bounds_nonempty(start, end) {
             return Ok(0);
         }
-        let mut n = 0;
-        let range = m.range::<[u8], _>((start, end));
-        let range = range.map(|(k, v)| (&k[..], &v[..]));
-        let mut step = |(k, v): (&[u8], &[u8])| -> bool {
-            n += 1;
-            visit(k, v) && n < limit
-        };
-        if limit > 0 {
-            match dir {
-                Direction::Forward => {
-                    for e in range {
-                        if !step(e) {
-                            break;
-                        }
-                    }
-                }
-                Direction::Reverse => {
-                    for e in range.rev() {
-                        if !step(e) {
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        Ok(n)
+        let range = m.range::<[u8], _>((start, end)).map(|(k, v)| (&k[..], &v[..]));
+        Ok(crate::cursor::visit_ordered(range, dir, limit, visit))
     }
 
     fn delete_range(&mut self, ns: Ns, start: &[u8], end: &[u8]) -> Result<u64> {

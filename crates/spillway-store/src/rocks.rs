@@ -488,14 +488,9 @@ impl RocksStore {
         let mut m = Manifest::new(seq, STORE_NAME, &self.opts);
         m.set("checkpoint", &name);
         manifest::write_manifest(&fs, &dir, &m)?;
-        // Keep this checkpoint and the one before it; drop older ones, manifest first.
-        for old in manifest::list_manifests(&fs, &dir)? {
-            if old + 1 < seq {
-                manifest::remove_quiet(&fs, &dir, &manifest::manifest_name(old))?;
-                remove_any(&join(&dir, &ckpt_name(old)))?;
-            }
-        }
-        Ok(())
+        manifest::drop_older_checkpoints(&fs, &dir, seq, |old| {
+            remove_any(&join(&dir, &ckpt_name(old)))
+        })
     }
 
     /// Reads the value, calls `f`, applies its decision.

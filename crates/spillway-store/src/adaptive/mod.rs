@@ -351,10 +351,7 @@ impl AdaptiveStore {
                 }
             }
         }
-        // Checkpoints newer than the recovered one are discarded (recover_at).
-        for newer in retained.iter().filter(|s| Some(**s) > recovered) {
-            manifest::remove_quiet(&*fs, &dir, &manifest::manifest_name(*newer))?;
-        }
+        manifest::discard_newer(&*fs, &dir, &retained, recovered.unwrap_or(0))?;
         // Shares depend on the declared hints only, so they are the same at every open
         // whatever migrations happened in between.
         // The hash layout is where the observer sends point-like and short-list state
@@ -421,9 +418,7 @@ impl AdaptiveStore {
     fn hashlog_options(&self, l: Layout) -> HashLogOptions {
         let share = self.part_budget[l.index()];
         let mut h = match self.aopts.page_size {
-            Some(page) => HashLogOptions::default()
-                .page_size(page)
-                .segment_size((page as u64 * 16).min(64 << 20)),
+            Some(page) => HashLogOptions::with_pages(page),
             None => HashLogOptions::for_budget(share),
         };
         if let Some(k) = self.opts.expected_keys {
@@ -514,12 +509,7 @@ impl AdaptiveStore {
     }
 
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        if let Err(e) = &r {
-            if e.poisons() && self.poisoned.is_none() {
-                self.poisoned = Some(e.to_string());
-            }
-        }
-        r
+        crate::error::poison_on(&mut self.poisoned, r)
     }
 
     fn part(&mut self, l: Layout) -> &mut dyn StateStore {
@@ -755,13 +745,8 @@ impl AdaptiveStore {
             m.set(&format!("ns.{i}"), v);
         }
         manifest::write_manifest(&*self.fs, &dir, &m)?;
-        // Keep this checkpoint and the one before it (the parts keep theirs too).
-        for old in manifest::list_manifests(&*self.fs, &dir)? {
-            if old + 1 < seq {
-                manifest::remove_quiet(&*self.fs, &dir, &manifest::manifest_name(old))?;
-            }
-        }
-        Ok(())
+        // The parts keep their own last two checkpoints.
+        manifest::drop_older_checkpoints(&*self.fs, &dir, seq, |_| Ok(()))
     }
 }
 
@@ -895,30 +880,8 @@ impl StateStore for AdaptiveStore {
             _ => {
                 walked = true;
                 let all = self.collect_sorted(i, start, end)?;
-                let mut n = 0;
-                let mut step = |(k, v): &(Vec<u8>, Vec<u8>)| {
-                    n += 1;
-                    visit(k, v) && n < limit
-                };
-                if limit > 0 {
-                    match dir {
-                        Direction::Forward => {
-                            for e in &all {
-                                if !step(e) {
-                                    break;
-                                }
-                            }
-                        }
-                        Direction::Reverse => {
-                            for e in all.iter().rev() {
-                                if !step(e) {
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                }
-                n
+                let entries = all.iter().map(|(k, v)| (&k[..], &v[..]));
+                crate::cursor::visit_ordered(entries, dir, limit, visit)
             }
         };
         self.ns[i].observer.see(Seen::Range(n));

@@ -151,7 +151,11 @@ impl HashLogOptions {
     /// most 64 MiB), so that small budgets still hold the index and a few pages.
     pub fn for_budget(budget: u64) -> Self {
         let p = (budget / 16).clamp(64 << 10, 4 << 20);
-        let page = 1usize << (63 - p.leading_zeros());
+        Self::with_pages(1usize << (63 - p.leading_zeros()))
+    }
+
+    /// Options with pages of `page` bytes and segments of 16 pages (at most 64 MiB).
+    pub fn with_pages(page: usize) -> Self {
         HashLogOptions::default().page_size(page).segment_size((page as u64 * 16).min(64 << 20))
     }
 
@@ -430,12 +434,7 @@ impl HashLogStore {
     }
 
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        if let Err(e) = &r {
-            if e.poisons() && self.poisoned.is_none() {
-                self.poisoned = Some(e.to_string());
-            }
-        }
-        r
+        crate::error::poison_on(&mut self.poisoned, r)
     }
 
     fn ns_id(&self, ns: Ns) -> Result<u16> {

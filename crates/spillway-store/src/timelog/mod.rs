@@ -235,12 +235,7 @@ impl TimeLogStore {
     }
 
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        if let Err(e) = &r {
-            if e.poisons() && self.poisoned.is_none() {
-                self.poisoned = Some(e.to_string());
-            }
-        }
-        r
+        crate::error::poison_on(&mut self.poisoned, r)
     }
 
     fn ns_ok(&self, ns: Ns) -> Result<usize> {
