@@ -328,13 +328,7 @@ pub fn run_job(
             if cfg.resume {
                 // Killed before the first checkpoint: start over from scratch.
                 drop(store);
-                for d in [&state_dir, &res_dir] {
-                    if d.exists() {
-                        std::fs::remove_dir_all(d).map_err(|e| {
-                            Error::Config(format!("cannot clear {}: {e}", d.display()))
-                        })?;
-                    }
-                }
+                clear_dirs(&[&state_dir, &res_dir])?;
                 store = cfg.store.open(store_opts)?;
                 if side_path.exists() {
                     let _ = std::fs::remove_file(&side_path);
@@ -462,5 +456,17 @@ fn checkpoint(
     write_meta(runtime.store_mut(), &meta)?;
     runtime.store_mut().checkpoint()?;
     runtime.release_reservoir()?;
+    Ok(())
+}
+
+/// Removes the directories that exist among `dirs` (state of a run or session that
+/// never completed a checkpoint, so it starts over).
+pub(crate) fn clear_dirs(dirs: &[&std::path::Path]) -> Result<()> {
+    for d in dirs {
+        if d.exists() {
+            std::fs::remove_dir_all(d)
+                .map_err(|e| Error::Config(format!("cannot clear {}: {e}", d.display())))?;
+        }
+    }
     Ok(())
 }

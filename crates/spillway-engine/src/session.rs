@@ -39,7 +39,7 @@
 
 use std::path::PathBuf;
 
-use spillway_store::{NamespaceSpec, StoreKind, StoreOptions};
+use spillway_store::{StoreKind, StoreOptions};
 
 use crate::error::{Error, Result};
 use crate::job::{read_meta_blob, write_meta_blob, JOB_META_KEY};
@@ -136,8 +136,8 @@ impl Session {
         if let Some(k) = cfg.expected_keys {
             store_opts = store_opts.expected_keys(k);
         }
-        for ns in Runtime::namespaces(&plan) {
-            store_opts = store_opts.namespace(NamespaceSpec::list(ns));
+        for spec in Runtime::namespace_specs(&plan) {
+            store_opts = store_opts.namespace(spec);
         }
         let res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
         let identity = format!(
@@ -180,13 +180,7 @@ impl Session {
                 if had_state || res_dir.exists() {
                     // State from a session that never completed a checkpoint: start over.
                     drop(store);
-                    for d in [&state_dir, &res_dir] {
-                        if d.exists() {
-                            std::fs::remove_dir_all(d).map_err(|e| {
-                                Error::Config(format!("cannot clear {}: {e}", d.display()))
-                            })?;
-                        }
-                    }
+                    crate::job::clear_dirs(&[&state_dir, &res_dir])?;
                     store = cfg.store.open(store_opts)?;
                 }
                 let reservoir = Reservoir::create(res_opts, &schema)?;
