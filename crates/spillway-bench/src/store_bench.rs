@@ -16,6 +16,13 @@
 //! recording the previous latency. Throughput is ops divided by the wall time of the
 //! measured phase.
 //!
+//! With `--batch N` (N > 1) the store is called once per N ops through the batched
+//! operations ([`StateStore::multi_rmw`], [`StateStore::multi_get_with`], and
+//! [`StateStore::prefetch`] before `readwrite`'s get/put pairs; see [`drive`]); the
+//! clock is read once per batch and every op of a batch is recorded with the batch's
+//! time, since none of them is complete before the batch is. The key sequence is the
+//! same for every batch size.
+//!
 //! After the measured phase the harness reads the whole store back (not timed) and
 //! checks it: the counters of `rmw-*` and `readwrite` sum to the number of ops, and
 //! `get` found every key with its value. A mismatch is an error, not a result.
@@ -223,6 +230,9 @@ pub struct StoreBenchConfig {
     pub quiet: bool,
     /// Read each store back after its run and check its contents. Default true.
     pub verify: bool,
+    /// Ops per store call, each size run in turn: 1 is one call per op; larger sizes
+    /// use the batched operations (see [`drive`]). Default `[1]`.
+    pub batches: Vec<usize>,
 }
 
 impl Default for StoreBenchConfig {
@@ -239,6 +249,7 @@ impl Default for StoreBenchConfig {
             dir: None,
             quiet: false,
             verify: true,
+            batches: vec![1],
         }
     }
 }
@@ -262,6 +273,11 @@ impl StoreBenchConfig {
     pub fn validate(&self) -> Result<()> {
         ensure!(!self.stores.is_empty(), "no stores selected; name at least one with --stores");
         ensure!(!self.workloads.is_empty(), "no workloads selected");
+        ensure!(
+            !self.batches.is_empty() && self.batches.iter().all(|b| (1..=1 << 16).contains(b)),
+            "--batch sizes must be between 1 and 65536, got {:?}",
+            self.batches
+        );
         check_available(&self.stores)?;
         for (i, s) in self.stores.iter().enumerate() {
             ensure!(!self.stores[..i].contains(s), "store {} is listed twice", s.name());
@@ -294,6 +310,9 @@ pub struct BenchResult {
     pub value_size: usize,
     /// Measured ops.
     pub ops: u64,
+    /// Ops per store call (1: one call per op; more: the batched operations).
+    #[serde(default = "one")]
+    pub batch: usize,
     /// Wall seconds of the measured phase.
     pub seconds: f64,
     /// `ops / seconds`.
@@ -310,6 +329,10 @@ pub struct BenchResult {
     pub memory_budget_bytes: u64,
     /// Peak resident set of the process during the run (`VmHWM`), 0 if unknown.
     pub peak_rss_bytes: u64,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A (store, workload) pair that could not run, and why (a mem store whose state
@@ -374,6 +397,7 @@ impl BenchReport {
         let header = [
             "store",
             "workload",
+            "batch",
             "ops",
             "seconds",
             "Mops/s",
@@ -385,13 +409,14 @@ impl BenchReport {
             "peak RSS MiB",
         ];
         let mib = |b: u64| format!("{:.0}", b as f64 / f64::from(1u32 << 20));
-        let rows: Vec<[String; 11]> = self
+        let rows: Vec<[String; 12]> = self
             .results
             .iter()
             .map(|r| {
                 [
                     r.store.clone(),
                     r.workload.clone(),
+                    r.batch.to_string(),
                     r.ops.to_string(),
                     format!("{:.2}", r.seconds),
                     format!("{:.3}", r.ops_per_sec / 1e6),
@@ -437,25 +462,27 @@ impl BenchReport {
         out
     }
 
-    /// For each workload with more than one store: the throughput of every store
-    /// relative to the last one (the baseline), e.g. `rmw-uniform: hashlog/rocksdb =
-    /// 31.2x throughput`.
+    /// For each workload (and batch size) with more than one store: the throughput of
+    /// every store relative to the last one (the baseline), e.g. `rmw-uniform:
+    /// hashlog/rocksdb = 31.2x throughput`; batched runs say their batch size.
     pub fn ratios(&self) -> Vec<String> {
-        let mut workloads: Vec<&str> = Vec::new();
+        let mut groups: Vec<(&str, usize)> = Vec::new();
         for r in &self.results {
-            if !workloads.contains(&r.workload.as_str()) {
-                workloads.push(&r.workload);
+            if !groups.contains(&(r.workload.as_str(), r.batch)) {
+                groups.push((&r.workload, r.batch));
             }
         }
         let mut out = Vec::new();
-        for w in workloads {
-            let rows: Vec<&BenchResult> = self.results.iter().filter(|r| r.workload == w).collect();
+        for (w, b) in groups {
+            let rows: Vec<&BenchResult> =
+                self.results.iter().filter(|r| r.workload == w && r.batch == b).collect();
             let Some((base, others)) = rows.split_last() else {
                 continue;
             };
+            let label = if b == 1 { w.to_string() } else { format!("{w} (batch {b})") };
             for r in others {
                 out.push(format!(
-                    "{w}: {}/{} = {:.1}x throughput",
+                    "{label}: {}/{} = {:.1}x throughput",
                     r.store,
                     base.store,
                     r.ops_per_sec / base.ops_per_sec
@@ -499,29 +526,38 @@ pub fn get_value(key: u64, value_size: usize, out: &mut Vec<u8>) {
     out.extend(b.iter().cycle().take(value_size));
 }
 
-/// Runs `ops` ops, each timed back to back into a histogram (see the module docs).
+/// Runs `ops` ops in calls of `batch` ops each (the last call may be shorter), each
+/// call timed back to back into a histogram (see the module docs). `op(n)` runs the
+/// next `n` ops. With a batch of one an op's latency is its own; in a batch every op
+/// completes when its batch does, so each is recorded with the batch's time.
 #[inline]
 fn measure(
     ops: u64,
+    batch: usize,
     pb: &ProgressBar,
     pb_offset: u64,
-    mut op: impl FnMut() -> Result<()>,
+    mut op: impl FnMut(usize) -> Result<()>,
 ) -> Result<(Duration, Histogram<u64>)> {
     // quanta reads the TSC (about 7 ns here) where the OS clock costs about 25 ns a
     // call on this VM; it falls back to the OS clock where the TSC is not reliable.
-    // One read per operation: an operation's latency runs from the end of the
-    // previous one to its own end.
+    // One read per call: a call's latency runs from the end of the previous one to
+    // its own end.
     let clock = quanta::Clock::new();
     let mut hist = new_histogram();
     let start = clock.raw();
     let mut prev = start;
-    for i in 0..ops {
-        op()?;
+    let mut done = 0u64;
+    let mut next_progress = PROGRESS_EVERY;
+    while done < ops {
+        let n = (ops - done).min(batch as u64) as usize;
+        op(n)?;
         let now = clock.raw();
-        hist.saturating_record(clock.delta_as_nanos(prev, now));
+        let _ = hist.record_n(clock.delta_as_nanos(prev, now).max(1), n as u64);
         prev = now;
-        if i % PROGRESS_EVERY == PROGRESS_EVERY - 1 {
-            pb.set_position(pb_offset + i + 1);
+        done += n as u64;
+        if done >= next_progress {
+            pb.set_position(pb_offset + done);
+            next_progress = done + PROGRESS_EVERY;
         }
     }
     Ok((clock.delta(start, prev), hist))
@@ -531,47 +567,63 @@ fn counter(v: Option<&[u8]>) -> u64 {
     v.and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, u64::from_le_bytes)
 }
 
-/// Loads (for `get`) and runs the measured phase of `workload` on `store`. The key
-/// sequence depends only on `seed` and `workload`.
+fn incr(old: Option<&[u8]>, out: &mut Vec<u8>) -> Rmw {
+    out.extend_from_slice(&counter(old).wrapping_add(1).to_le_bytes());
+    Rmw::Put
+}
+
+/// Loads (for `get`) and runs the measured phase of `workload` on `store`, `batch` ops
+/// per store call: with `batch > 1` the rmw workloads call
+/// [`StateStore::multi_rmw`], `get` calls [`StateStore::multi_get_with`], and
+/// `readwrite` announces the batch's ids with [`StateStore::prefetch`] and then runs
+/// its get and put per id (its put depends on its get). The key sequence depends only
+/// on `seed` and `workload`, never on the batch size.
 pub fn drive(
     store: &mut dyn StateStore,
     workload: Workload,
     sizes: Sizes,
     seed: u64,
+    batch: usize,
     pb: &ProgressBar,
 ) -> Result<Measurement> {
+    ensure!(batch >= 1, "the batch size must be at least 1");
     let ns = store.namespace(NAMESPACE)?;
     let mut rng =
         SmallRng::seed_from_u64(seed ^ (workload as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let keys = sizes.keys;
     let ops = sizes.ops;
     let mut hits = 0;
+    let zipf = (workload == Workload::RmwZipf).then(|| ScrambledZipfian::new(keys, YCSB_THETA));
+    let mut next_key = move || match &zipf {
+        Some(z) => z.sample(&mut rng),
+        None => rng.random_range(0..keys),
+    };
+    // The batch's keys, encoded once (big-endian u64, the benchmarks' key format).
+    let mut ids = vec![0u64; batch];
+    let mut kbuf = vec![[0u8; 8]; batch];
     let (elapsed, latency_ns) = match workload {
         Workload::RmwUniform | Workload::RmwZipf => {
-            let zipf =
-                (workload == Workload::RmwZipf).then(|| ScrambledZipfian::new(keys, YCSB_THETA));
-            let mut incr = |old: Option<&[u8]>, out: &mut Vec<u8>| {
-                out.extend_from_slice(&counter(old).wrapping_add(1).to_le_bytes());
-                Rmw::Put
-            };
             pb.set_length(ops);
-            match zipf {
-                Some(z) => measure(ops, pb, 0, || {
-                    let k = z.sample(&mut rng).to_be_bytes();
+            if batch == 1 {
+                measure(ops, 1, pb, 0, |_| {
+                    let k = next_key().to_be_bytes();
                     Ok(store.rmw(ns, &k, &mut incr)?)
-                })?,
-                None => measure(ops, pb, 0, || {
-                    let k = rng.random_range(0..keys).to_be_bytes();
-                    Ok(store.rmw(ns, &k, &mut incr)?)
-                })?,
+                })?
+            } else {
+                measure(ops, batch, pb, 0, |n| {
+                    for k in &mut kbuf[..n] {
+                        *k = next_key().to_be_bytes();
+                    }
+                    let refs: Vec<&[u8]> = kbuf[..n].iter().map(|k| &k[..]).collect();
+                    Ok(store.multi_rmw(ns, &refs, &mut |_, old, out| incr(old, out))?)
+                })?
             }
         }
         Workload::ReadWrite => {
             pb.set_length(ops);
             let mut buf = Vec::with_capacity(READWRITE_VALUE_LEN);
             let mut rec = [b'p'; READWRITE_VALUE_LEN];
-            measure(ops, pb, 0, || {
-                let id = rng.random_range(0..keys);
+            let mut one = |store: &mut dyn StateStore, id: u64| -> Result<()> {
                 let k = id.to_be_bytes();
                 let count = if store.get_into(ns, &k, &mut buf)? {
                     ensure!(
@@ -586,6 +638,17 @@ pub fn drive(
                 rec[..8].copy_from_slice(&id.to_le_bytes());
                 rec[8..16].copy_from_slice(&(count + 1).to_le_bytes());
                 Ok(store.put(ns, &k, &rec)?)
+            };
+            measure(ops, batch, pb, 0, |n| {
+                for (id, k) in ids[..n].iter_mut().zip(&mut kbuf) {
+                    *id = next_key();
+                    *k = id.to_be_bytes();
+                }
+                if n > 1 {
+                    let refs: Vec<(Ns, &[u8])> = kbuf[..n].iter().map(|k| (ns, &k[..])).collect();
+                    store.prefetch(&refs);
+                }
+                ids[..n].iter().try_for_each(|&id| one(&mut *store, id))
             })?
         }
         Workload::Get => {
@@ -603,13 +666,27 @@ pub fn drive(
             pb.set_message("get");
             let mut out = Vec::with_capacity(sizes.value_size);
             let value_size = sizes.value_size;
-            measure(ops, pb, keys, || {
-                let k = rng.random_range(0..keys).to_be_bytes();
-                if store.get_into(ns, &k, &mut out)? && out.len() == value_size {
-                    hits += 1;
-                }
-                Ok(())
-            })?
+            if batch == 1 {
+                measure(ops, 1, pb, keys, |_| {
+                    let k = next_key().to_be_bytes();
+                    if store.get_into(ns, &k, &mut out)? && out.len() == value_size {
+                        hits += 1;
+                    }
+                    Ok(())
+                })?
+            } else {
+                measure(ops, batch, pb, keys, |n| {
+                    for k in &mut kbuf[..n] {
+                        *k = next_key().to_be_bytes();
+                    }
+                    let refs: Vec<&[u8]> = kbuf[..n].iter().map(|k| &k[..]).collect();
+                    Ok(store.multi_get_with(ns, &refs, &mut |_, v| {
+                        if v.is_some_and(|v| v.len() == value_size) {
+                            hits += 1;
+                        }
+                    })?)
+                })?
+            }
         }
     };
     pb.set_position(pb.length().unwrap_or(0));
@@ -737,18 +814,20 @@ fn summary(r: &BenchResult, st: &StoreStats) -> String {
 
 /// Runs one store on one workload in a fresh directory `dir` (created; left for the
 /// caller to remove). Returns the result and the store's final stats.
+#[allow(clippy::too_many_arguments)] // one run's full description, each argument plain
 pub fn run_one(
     kind: StoreKind,
     workload: Workload,
     sizes: Sizes,
     seed: u64,
+    batch: usize,
     dir: &Path,
     verify_after: bool,
     pb: &ProgressBar,
 ) -> Result<(BenchResult, StoreStats)> {
     machine::reset_peak_rss();
     let mut store = open_store(kind, dir, sizes.memory_budget)?;
-    let m = drive(store.as_mut(), workload, sizes, seed, pb)?;
+    let m = drive(store.as_mut(), workload, sizes, seed, batch, pb)?;
     let peak_rss_bytes = machine::peak_rss_bytes();
     if verify_after {
         pb.set_message("check");
@@ -764,6 +843,7 @@ pub fn run_one(
         keys: sizes.keys,
         value_size: sizes.value_size,
         ops: m.ops,
+        batch,
         seconds,
         ops_per_sec: if seconds > 0.0 { m.ops as f64 / seconds } else { 0.0 },
         p50_us: us(0.5),
@@ -794,12 +874,18 @@ pub fn run(cfg: &StoreBenchConfig) -> Result<BenchReport> {
         .tempdir_in(&parent)
         .with_context(|| format!("creating a run directory in {}", parent.display()))?;
     let mut report = BenchReport::default();
-    for &workload in &cfg.workloads {
+    let runs = cfg.workloads.iter().flat_map(|&w| cfg.batches.iter().map(move |&b| (w, b)));
+    for (workload, batch) in runs {
         let sizes = cfg.sizes(workload);
         for (i, &kind) in cfg.stores.iter().enumerate() {
-            let dir = root.path().join(format!("{workload}-{i}-{}", kind.name()));
-            let pb = progress_bar(cfg.quiet, format!("{} {workload}", kind.name()));
-            let outcome = run_one(kind, workload, sizes, cfg.seed, &dir, cfg.verify, &pb);
+            let dir = root.path().join(format!("{workload}-{batch}-{i}-{}", kind.name()));
+            let label = if batch == 1 {
+                format!("{} {workload}", kind.name())
+            } else {
+                format!("{} {workload} batch {batch}", kind.name())
+            };
+            let pb = progress_bar(cfg.quiet, label);
+            let outcome = run_one(kind, workload, sizes, cfg.seed, batch, &dir, cfg.verify, &pb);
             pb.finish_and_clear();
             // Free the disk space before the next run; a failure here only wastes space.
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -904,7 +990,7 @@ mod tests {
                 let sizes =
                     Sizes { value_size: w.fixed_value_size().unwrap_or(24), ..tiny(500, 3000) };
                 let mut store = open_store(kind, dir.path(), sizes.memory_budget).unwrap();
-                let m = drive(store.as_mut(), w, sizes, 7, &ProgressBar::hidden()).unwrap();
+                let m = drive(store.as_mut(), w, sizes, 7, 1, &ProgressBar::hidden()).unwrap();
                 assert_eq!(m.ops, 3000);
                 assert_eq!(m.latency_ns.len(), 3000, "one latency per op");
                 verify(store.as_mut(), w, sizes, &m).unwrap();
@@ -952,8 +1038,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sizes = tiny(100, 1000);
         let mut store = open_store(StoreKind::Mem, dir.path(), sizes.memory_budget).unwrap();
-        let m =
-            drive(store.as_mut(), Workload::RmwUniform, sizes, 1, &ProgressBar::hidden()).unwrap();
+        let m = drive(store.as_mut(), Workload::RmwUniform, sizes, 1, 1, &ProgressBar::hidden())
+            .unwrap();
         let ns = store.namespace(NAMESPACE).unwrap();
         store.delete(ns, &3u64.to_be_bytes()).unwrap();
         store.put(ns, &4u64.to_be_bytes(), &0u64.to_le_bytes()).unwrap();
@@ -976,10 +1062,13 @@ mod tests {
             dir: Some(base.path().to_path_buf()),
             quiet: true,
             verify: true,
+            // Batched runs are verified like the others: every counter update landed.
+            batches: vec![1, 7],
         };
         let report = run(&cfg).unwrap();
         assert!(report.skipped.is_empty(), "{:?}", report.skipped);
-        assert_eq!(report.results.len(), 8);
+        assert_eq!(report.results.len(), 16);
+        assert_eq!(report.results.iter().filter(|r| r.batch == 7).count(), 8);
         for r in &report.results {
             assert_eq!(r.ops, 20_000);
             assert!(r.ops_per_sec > 0.0 && r.seconds > 0.0);
@@ -987,16 +1076,18 @@ mod tests {
             assert_eq!(r.memory_budget_bytes, 64 << 20);
         }
         let ratios = report.ratios();
-        assert_eq!(ratios.len(), 4);
+        assert_eq!(ratios.len(), 8);
         assert!(ratios[0].starts_with("rmw-uniform: hashlog/mem = "), "{ratios:?}");
+        assert!(ratios[1].starts_with("rmw-uniform (batch 7): hashlog/mem = "), "{ratios:?}");
         let table = report.table();
-        assert_eq!(table.lines().count(), 9, "{table}");
+        assert_eq!(table.lines().count(), 17, "{table}");
         assert!(table.starts_with("store"), "{table}");
         let json: serde_json::Value = serde_json::from_str(&report.to_json(None).unwrap()).unwrap();
-        assert_eq!(json["results"].as_array().unwrap().len(), 8);
+        assert_eq!(json["results"].as_array().unwrap().len(), 16);
         for field in [
             "store",
             "workload",
+            "batch",
             "ops",
             "seconds",
             "ops_per_sec",

@@ -480,6 +480,11 @@ pub struct EngineBenchArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
 
+    /// Events read ahead and announced to the store at a time, so it can prefetch their
+    /// state (the job's default); 1 processes events one at a time with no announcement
+    #[arg(long, default_value_t = spillway_engine::job::BATCH_EVENTS, value_name = "N")]
+    batch: usize,
+
     /// Write the results as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -507,6 +512,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
             memory_budget: a.memory_budget,
             expected_keys: Some(a.cards),
             pregenerate: !a.stream,
+            batch: a.batch.max(1),
         })
     };
     let mut rows: Vec<(Q1Result, u64)> = Vec::new();
@@ -547,6 +553,8 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                         &a.memory_budget.to_string(),
                         "--seed",
                         &a.seed.to_string(),
+                        "--batch",
+                        &a.batch.to_string(),
                     ])
                     .arg("--child-json")
                     .arg(tmp.path());

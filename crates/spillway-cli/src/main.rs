@@ -213,6 +213,12 @@ struct StoreArgs {
     /// Skip reading each store back to check its contents after its run
     #[arg(long)]
     no_verify: bool,
+
+    /// Ops per store call, comma-separated sizes each run in turn (e.g. 1,32): 1 calls
+    /// the store once per op; larger sizes use the batched operations (multi_rmw,
+    /// multi_get, prefetch) that overlap the cache misses of a batch [default: 1]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", default_value = "1")]
+    batch: Vec<usize>,
 }
 
 fn bench_store(args: StoreArgs) -> Result<()> {
@@ -233,6 +239,7 @@ fn bench_store(args: StoreArgs) -> Result<()> {
         dir: args.dir,
         quiet: args.quiet,
         verify: !args.no_verify,
+        batches: args.batch,
     };
     let report = store_bench::run(&cfg)?;
     print!("{}", report.table());

@@ -210,12 +210,14 @@ pub fn workload(a: WorkloadArgs) -> Result<()> {
             a.dir.as_deref(),
         )?;
         println!(
-            "replay overhead: {} ops; no-op store {:.3} s, MemStore {:.3} s; MemStore's own time {:.3} s; harness overhead = {:.1}% of it",
+            "replay overhead: {} ops, trace decoded on a reader thread; replay thread busy {:.3} s with a no-op store (waited {:.3} s for the reader), {:.3} s with MemStore (waited {:.3} s); MemStore's own time {:.3} s; harness overhead = {:.1}% of it",
             o.ops,
-            o.null_seconds,
-            o.mem_seconds,
-            o.mem_seconds - o.null_seconds,
-            100.0 * o.null_seconds / (o.mem_seconds - o.null_seconds).max(1e-9)
+            o.harness_seconds(),
+            o.null_wait_seconds,
+            o.mem_seconds - o.mem_wait_seconds,
+            o.mem_wait_seconds,
+            o.store_seconds(),
+            100.0 * o.fraction()
         );
     }
     Ok(())

@@ -24,10 +24,12 @@ use crate::reservoir::{Compression, Position, Reservoir, ReservoirOptions};
 use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot, META_NAMESPACE};
 use crate::source::{schema_columns, Sink, Source, SourcePosition};
 use crate::sql::parse_query;
-use crate::value::Schema;
+use crate::value::{Event, Schema};
 
 /// Metadata chunk size in the store (below every backend's value limit).
 const META_CHUNK: usize = 32 * 1024;
+/// Events read ahead and announced to the store at a time ([`Runtime::prefetch`]).
+pub const BATCH_EVENTS: usize = 64;
 /// Version of the checkpoint metadata layout.
 const META_VERSION: u32 = 1;
 
@@ -353,47 +355,84 @@ pub fn run_job(
     let mut events_this_run = 0u64;
     let mut checkpoints = 0u64;
     let mut next_progress = started + std::time::Duration::from_millis(100);
+    // Events are read in batches of up to BATCH_EVENTS so the store can prefetch their
+    // state (Runtime::prefetch); each is then processed on its own, exactly as one at a
+    // time. A batch never reads past a checkpoint (the checkpoint records the source
+    // position after its last event), and an input error is reported after the events
+    // read before it are processed, as without batching. An event's latency runs from
+    // just before it was read to just after its result was written.
+    let mut batch: Vec<Event> = Vec::with_capacity(BATCH_EVENTS);
+    let mut read_at: Vec<u64> = Vec::with_capacity(BATCH_EVENTS);
+    let checkpointing = cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_some();
     loop {
-        let t0 = clock.raw();
-        let Some(event) = source.next_event()? else { break };
-        events_this_run += 1;
-        match runtime.process(event, &mut out)? {
-            Outcome::Emitted => {
-                if let Some(s) = sink.as_mut() {
-                    s.write_row(&out)?;
+        let mut want = BATCH_EVENTS as u64;
+        if checkpointing {
+            let done = (start_events + events_this_run) % cfg.checkpoint_every;
+            want = want.min(cfg.checkpoint_every - done);
+        }
+        let mut input_error = None;
+        let mut end = false;
+        while (batch.len() as u64) < want {
+            let t0 = clock.raw();
+            match source.next_event() {
+                Ok(Some(e)) => {
+                    batch.push(e);
+                    read_at.push(t0);
                 }
-            }
-            Outcome::Filtered => {}
-            Outcome::TooLate(e) => {
-                if side.is_none() {
-                    side = Some(Sink::create_side_output(&side_path, &schema)?);
+                Ok(None) => {
+                    end = true;
+                    break;
                 }
-                if let Some(s) = side.as_mut() {
-                    s.write_event(&e)?;
+                Err(e) => {
+                    input_error = Some(e);
+                    break;
                 }
             }
         }
-        let ns = clock.delta_as_nanos(t0, clock.raw());
-        let _ = hist.record(ns.max(1));
-        if cfg.checkpoint_every > 0
-            && cfg.checkpoint_dir.is_some()
-            && (start_events + events_this_run) % cfg.checkpoint_every == 0
-        {
-            checkpoint(&mut runtime, &mut *source, &mut sink, &mut side, &schema, &ident)?;
-            checkpoints += 1;
-        } else if cfg.checkpoint_dir.is_none() && events_this_run % 65_536 == 0 {
-            runtime.release_reservoir()?;
-        }
-        if events_this_run % 4096 == 0 {
-            let now = std::time::Instant::now();
-            if now >= next_progress {
-                next_progress = now + std::time::Duration::from_millis(100);
-                progress(&Progress {
-                    events: start_events + events_this_run,
-                    seconds: started.elapsed().as_secs_f64(),
-                    latency_ns: &hist,
-                });
+        runtime.prefetch(&batch);
+        for (event, t0) in batch.drain(..).zip(read_at.drain(..)) {
+            events_this_run += 1;
+            match runtime.process(event, &mut out)? {
+                Outcome::Emitted => {
+                    if let Some(s) = sink.as_mut() {
+                        s.write_row(&out)?;
+                    }
+                }
+                Outcome::Filtered => {}
+                Outcome::TooLate(e) => {
+                    if side.is_none() {
+                        side = Some(Sink::create_side_output(&side_path, &schema)?);
+                    }
+                    if let Some(s) = side.as_mut() {
+                        s.write_event(&e)?;
+                    }
+                }
             }
+            let ns = clock.delta_as_nanos(t0, clock.raw());
+            let _ = hist.record(ns.max(1));
+            if checkpointing && (start_events + events_this_run) % cfg.checkpoint_every == 0 {
+                checkpoint(&mut runtime, &mut *source, &mut sink, &mut side, &schema, &ident)?;
+                checkpoints += 1;
+            } else if cfg.checkpoint_dir.is_none() && events_this_run % 65_536 == 0 {
+                runtime.release_reservoir()?;
+            }
+            if events_this_run % 4096 == 0 {
+                let now = std::time::Instant::now();
+                if now >= next_progress {
+                    next_progress = now + std::time::Duration::from_millis(100);
+                    progress(&Progress {
+                        events: start_events + events_this_run,
+                        seconds: started.elapsed().as_secs_f64(),
+                        latency_ns: &hist,
+                    });
+                }
+            }
+        }
+        if let Some(e) = input_error {
+            return Err(e.into());
+        }
+        if end {
+            break;
         }
     }
     if let Some(s) = sink.as_mut() {

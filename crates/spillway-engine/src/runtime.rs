@@ -256,6 +256,10 @@ pub struct Runtime {
     state: StateSide,
     counters: Counters,
     scratch: Vec<u8>,
+    /// Partition keys of the batch given to [`Runtime::prefetch`], back to back.
+    prefetch_keys: Vec<u8>,
+    /// (namespace, end in `prefetch_keys`) per key of that batch.
+    prefetch_ends: Vec<(Ns, usize)>,
 }
 
 impl Runtime {
@@ -328,6 +332,8 @@ impl Runtime {
             },
             counters,
             scratch: Vec::new(),
+            prefetch_keys: Vec::new(),
+            prefetch_ends: Vec::new(),
         })
     }
 
@@ -413,6 +419,43 @@ impl Runtime {
                 .collect(),
             counters: self.counters(),
         }
+    }
+
+    /// Announces the events about to be [`process`](Self::process)ed (a batch of
+    /// events already read, in order): the store is asked to [prefetch] the
+    /// aggregation state of each event's partition in every group-by, so the cache
+    /// misses of the batch overlap instead of following one another. A hint only:
+    /// results are exactly those of processing the events without it. The state of
+    /// the events leaving windows is not announced (they are decoded from the
+    /// reservoir only as the exit cursors reach them).
+    ///
+    /// [prefetch]: spillway_store::StateStore::prefetch
+    pub fn prefetch(&mut self, events: &[Event]) {
+        if events.len() < 2 {
+            return;
+        }
+        self.prefetch_keys.clear();
+        self.prefetch_ends.clear();
+        let mut key = std::mem::take(&mut self.state.key);
+        for e in events {
+            for (gi, g) in self.plan.groups.iter().enumerate() {
+                encode_partition(&g.partition_by, &e.row, &mut key);
+                self.prefetch_keys.extend_from_slice(&key);
+                self.prefetch_ends.push((self.state.ns[gi], self.prefetch_keys.len()));
+            }
+        }
+        self.state.key = key;
+        let mut start = 0;
+        let keys: Vec<(Ns, &[u8])> = self
+            .prefetch_ends
+            .iter()
+            .map(|&(ns, end)| {
+                let k = &self.prefetch_keys[start..end];
+                start = end;
+                (ns, k)
+            })
+            .collect();
+        self.state.store.prefetch(&keys);
     }
 
     /// Processes one event. On [`Outcome::Emitted`], `out` holds the output row (one

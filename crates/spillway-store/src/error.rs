@@ -221,6 +221,7 @@ impl std::error::Error for Error {
 /// [`Error::Poisoned`]: the check every store makes before a write.
 /// Passes `r` through; an error that [poisons](Error::poisons) marks the store as
 /// poisoned with its message (the first such error is kept).
+#[inline]
 pub(crate) fn poison_on<T>(poisoned: &mut Option<String>, r: Result<T>) -> Result<T> {
     if let Err(e) = &r {
         if e.poisons() && poisoned.is_none() {

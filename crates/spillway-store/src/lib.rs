@@ -43,6 +43,7 @@ pub mod stats;
 pub mod timelog;
 
 mod blockfile;
+mod hot;
 mod manifest;
 
 use std::ops::Bound;
@@ -79,6 +80,41 @@ pub enum Rmw {
 /// The closure of [`StateStore::rmw`]: receives the current value (if any) and an empty
 /// buffer for the new one.
 pub type RmwFn<'a> = dyn FnMut(Option<&[u8]>, &mut Vec<u8>) -> Rmw + 'a;
+
+/// The closure of the batched read-modify-writes ([`StateStore::multi_rmw`],
+/// [`StateStore::apply_batch`]): receives the operation's position in the batch, the
+/// current value (if any) and an empty buffer for the new one.
+pub type MultiRmwFn<'a> = dyn FnMut(usize, Option<&[u8]>, &mut Vec<u8>) -> Rmw + 'a;
+
+/// The visitor of [`StateStore::multi_get_with`]: receives the key's position in the
+/// batch and its value where the store holds it (no copy), or `None` if absent.
+pub type MultiGetFn<'a> = dyn FnMut(usize, Option<&[u8]>) + 'a;
+
+/// What one operation of a mixed batch ([`StateStore::apply_batch`]) does to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchKind<'a> {
+    /// Read the value: the batch's closure sees it (its `Rmw` answer is ignored).
+    Get,
+    /// Set the value.
+    Put(&'a [u8]),
+    /// Merge an operand ([`StateStore::merge`]).
+    Merge(&'a [u8]),
+    /// Remove the key.
+    Delete,
+    /// Read-modify-write through the batch's closure ([`StateStore::rmw`]).
+    Rmw,
+}
+
+/// One operation of a mixed batch: a namespace, a key and what to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchOp<'a> {
+    /// The namespace.
+    pub ns: Ns,
+    /// The key.
+    pub key: &'a [u8],
+    /// The operation.
+    pub kind: BatchKind<'a>,
+}
 
 /// The visitor of scans: receives each key and value; returns `false` to stop.
 pub type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
@@ -135,9 +171,77 @@ pub trait StateStore: Send {
         Ok(self.get_into(ns, key, &mut out)?.then_some(out))
     }
 
-    /// Reads several keys of one namespace.
+    /// Reads several keys of one namespace (see [`multi_get_with`](Self::multi_get_with),
+    /// which avoids the copies).
     fn multi_get(&mut self, ns: Ns, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|k| self.get(ns, k)).collect()
+        let mut out = Vec::with_capacity(keys.len());
+        self.multi_get_with(ns, keys, &mut |_, v| out.push(v.map(<[u8]>::to_vec)))?;
+        Ok(out)
+    }
+
+    /// Hint: the caller is about to operate on these keys. A store may start loading
+    /// what the operations will touch (hashlog: the index buckets, then the records)
+    /// so that the cache misses of a batch overlap instead of following one another.
+    /// It changes no state and no result; the default does nothing.
+    fn prefetch(&mut self, keys: &[(Ns, &[u8])]) {
+        let _ = keys;
+    }
+
+    /// Reads several keys of one namespace, calling `f(i, value)` for `keys[i]` in
+    /// order with the value where the store holds it. Equivalent to one
+    /// [`get_into`](Self::get_into) per key; stores with [`prefetch`](Self::prefetch)
+    /// overlap the batch's cache misses.
+    fn multi_get_with(&mut self, ns: Ns, keys: &[&[u8]], f: &mut MultiGetFn<'_>) -> Result<()> {
+        if keys.len() > 1 {
+            self.prefetch(&keys.iter().map(|k| (ns, *k)).collect::<Vec<_>>());
+        }
+        let mut buf = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let found = self.get_into(ns, k, &mut buf)?;
+            f(i, found.then_some(&buf[..]));
+        }
+        Ok(())
+    }
+
+    /// Read-modify-write of several keys of one namespace, in order: exactly what one
+    /// [`rmw`](Self::rmw) per key would do (a key that appears twice sees its first
+    /// update), with `f(i, old, out)` deciding for `keys[i]`. Stores with
+    /// [`prefetch`](Self::prefetch) overlap the batch's cache misses. On an error the
+    /// operations before the failing one have been applied.
+    fn multi_rmw(&mut self, ns: Ns, keys: &[&[u8]], f: &mut MultiRmwFn<'_>) -> Result<()> {
+        if keys.len() > 1 {
+            self.prefetch(&keys.iter().map(|k| (ns, *k)).collect::<Vec<_>>());
+        }
+        for (i, k) in keys.iter().enumerate() {
+            self.rmw(ns, k, &mut |old, out| f(i, old, out))?;
+        }
+        Ok(())
+    }
+
+    /// A mixed batch of operations over any namespaces, applied in order: exactly what
+    /// the single operations would do one after the other. `f` serves the `Get` and
+    /// `Rmw` operations as in [`multi_get_with`](Self::multi_get_with) and
+    /// [`multi_rmw`](Self::multi_rmw). On an error the operations before the failing
+    /// one have been applied.
+    fn apply_batch(&mut self, ops: &[BatchOp<'_>], f: &mut MultiRmwFn<'_>) -> Result<()> {
+        if ops.len() > 1 {
+            self.prefetch(&ops.iter().map(|o| (o.ns, o.key)).collect::<Vec<_>>());
+        }
+        let (mut buf, mut unused) = (Vec::new(), Vec::new());
+        for (i, op) in ops.iter().enumerate() {
+            match op.kind {
+                BatchKind::Get => {
+                    let found = self.get_into(op.ns, op.key, &mut buf)?;
+                    f(i, found.then_some(&buf[..]), &mut unused);
+                    unused.clear();
+                }
+                BatchKind::Put(v) => self.put(op.ns, op.key, v)?,
+                BatchKind::Merge(v) => self.merge(op.ns, op.key, v)?,
+                BatchKind::Delete => self.delete(op.ns, op.key)?,
+                BatchKind::Rmw => self.rmw(op.ns, op.key, &mut |old, out| f(i, old, out))?,
+            }
+        }
+        Ok(())
     }
 
     /// Sets the value of `key`.

@@ -556,7 +556,14 @@ impl StateStore for RocksStore {
         self.finish(r)
     }
 
-    fn multi_get(&mut self, ns: Ns, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+    /// RocksDB's own batched `MultiGet` (one call for the batch, values pinned, not
+    /// copied).
+    fn multi_get_with(
+        &mut self,
+        ns: Ns,
+        keys: &[&[u8]],
+        f: &mut crate::MultiGetFn<'_>,
+    ) -> Result<()> {
         self.ns_ok(ns)?;
         self.stats.gets += keys.len() as u64;
         let r = {
@@ -564,8 +571,11 @@ impl StateStore for RocksStore {
             self.db
                 .batched_multi_get_cf_opt(cf, keys, false, &self.read_opts)
                 .into_iter()
-                .map(|v| v.map(|v| v.map(|v| v.to_vec())).map_err(Fail::Read))
-                .collect()
+                .enumerate()
+                .try_for_each(|(i, v)| {
+                    f(i, v.map_err(Fail::Read)?.as_deref());
+                    Ok(())
+                })
         };
         self.finish(r)
     }

@@ -7,7 +7,7 @@ mod common;
 
 use std::ops::Bound;
 
-use common::{check_all, open, step, Kind, Model, Op, KV, LIST, ORD};
+use common::{check_all, open, step, BOp, Kind, Model, Op, KV, LIST, ORD};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -59,6 +59,22 @@ fn op(max: usize) -> impl Strategy<Value = Op> {
         6 => (list_ns(), key(), value(max / 4)).prop_map(|(i, k, v)| Op::Merge(i, k, v)),
         4 => (ns(), key()).prop_map(|(i, k)| Op::Delete(i, k)),
         5 => (ns(), key(), 0u64..10).prop_map(|(i, k, n)| Op::Rmw(i, k, n)),
+        2 => (ns(), proptest::collection::vec((key(), 0u64..10), 0..40))
+            .prop_map(|(i, items)| Op::MultiRmw(i, items)),
+        2 => proptest::collection::vec(
+            (
+                ns(),
+                key(),
+                prop_oneof![
+                    Just(BOp::Get),
+                    proptest::collection::vec(any::<u8>(), 0..64).prop_map(BOp::Put),
+                    Just(BOp::Delete),
+                    (0u64..10).prop_map(BOp::Rmw),
+                ],
+            ),
+            0..40,
+        )
+        .prop_map(Op::Batch),
         2 => (ns(), proptest::collection::vec(0u8..4, 0..2)).prop_map(|(i, mut p)| {
             if let Some(first) = p.first_mut() {
                 *first = b'a' + *first % 3;

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 
 use super::{TraceError, TraceRecord};
+use crate::workload::replay::OpBatch;
 use crate::workload::{OpKind, OpSink, StateOp};
 
 /// File magic.
@@ -392,9 +393,35 @@ impl<R: Read> TraceReader<R> {
         Ok(())
     }
 
-    /// Reads the next block (filling `pending`) or the end marker. Returns false at a
-    /// valid end.
-    fn read_block(&mut self) -> Result<bool, TraceError> {
+    /// Decodes the next block's records straight into `batch` (no allocation per
+    /// record) and returns whether more may follow (false after the valid end marker).
+    /// Records the iterator has already decoded go first. The replay's reader thread
+    /// uses this ([`crate::workload::replay::fill_from_trace`]).
+    pub fn fill_batch(&mut self, batch: &mut OpBatch) -> Result<bool, TraceError> {
+        if !self.pending.is_empty() {
+            for r in self.pending.drain(..) {
+                batch.push(r.input_event, r.op.kind, &r.op.key, &r.op.value);
+            }
+            return Ok(!self.done);
+        }
+        if self.done {
+            return Ok(false);
+        }
+        match self.read_block(Some(batch)) {
+            Ok(more) => {
+                self.done = !more;
+                Ok(more)
+            }
+            Err(e) => {
+                self.done = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads the next block (into `batch`, or else into `pending`) or the end marker.
+    /// Returns false at a valid end.
+    fn read_block(&mut self, batch: Option<&mut OpBatch>) -> Result<bool, TraceError> {
         let start = self.offset;
         let mut h = [0u8; BLOCK_HEADER_LEN];
         if self.read_full(&mut h[..1])? == 0 {
@@ -464,15 +491,52 @@ impl<R: Read> TraceReader<R> {
         } else {
             stored
         };
-        self.decode_block(&raw, count, payload_off)?;
+        match batch {
+            Some(b) => {
+                let mut filler = Vec::new();
+                self.decode_block(&raw, count, payload_off, |ev, kind, key, value| {
+                    let value = match value {
+                        Ok(v) => v,
+                        Err(n) => {
+                            filler.resize(n, FILLER);
+                            &filler[..n]
+                        }
+                    };
+                    b.push(ev, kind, key, value);
+                })?;
+            }
+            None => {
+                let mut out = VecDeque::with_capacity(count as usize);
+                self.decode_block(&raw, count, payload_off, |ev, kind, key, value| {
+                    let value = match value {
+                        Ok(v) => v.to_vec(),
+                        Err(n) => vec![FILLER; n],
+                    };
+                    out.push_back(TraceRecord {
+                        input_event: ev,
+                        op: StateOp { kind, key: key.to_vec(), value },
+                    });
+                })?;
+                self.pending = out;
+            }
+        }
         self.blocks += 1;
         Ok(true)
     }
 
-    fn decode_block(&mut self, raw: &[u8], count: u32, off: u64) -> Result<(), TraceError> {
+    /// Checks and decodes the `count` records of a block's payload, calling `visit`
+    /// with each one's input event, kind, key and value (`Err(n)`: a filler value of
+    /// `n` bytes). Nothing is committed (event counters) unless the whole block is
+    /// valid.
+    fn decode_block(
+        &mut self,
+        raw: &[u8],
+        count: u32,
+        off: u64,
+        mut visit: impl FnMut(u64, OpKind, &[u8], Result<&[u8], usize>),
+    ) -> Result<(), TraceError> {
         let mut pos = 0usize;
         let mut last = self.last_event;
-        let mut out = VecDeque::with_capacity(count as usize);
         let bad =
             |what: &str, pos: usize| corrupt(off, format!("record payload byte {pos}: {what}"));
         for _ in 0..count {
@@ -492,18 +556,17 @@ impl<R: Read> TraceReader<R> {
                 if vlen == 0 || vlen > MAX_BLOCK_BYTES as u64 {
                     return Err(bad("bad filler value length", pos));
                 }
-                vec![FILLER; vlen as usize]
+                Err(vlen as usize)
             } else {
-                take(raw, &mut pos, vlen).ok_or_else(|| bad("value past block end", pos))?
+                Ok(take(raw, &mut pos, vlen).ok_or_else(|| bad("value past block end", pos))?)
             };
-            out.push_back(TraceRecord { input_event: last, op: StateOp { kind, key, value } });
+            visit(last, kind, key, value);
         }
         if pos != raw.len() {
             return Err(bad("bytes after the last record", pos));
         }
         self.last_event = last;
         self.records += u64::from(count);
-        self.pending = out;
         Ok(())
     }
 
@@ -556,10 +619,10 @@ fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
     None
 }
 
-fn take(buf: &[u8], pos: &mut usize, len: u64) -> Option<Vec<u8>> {
+fn take<'a>(buf: &'a [u8], pos: &mut usize, len: u64) -> Option<&'a [u8]> {
     let len = usize::try_from(len).ok()?;
     let end = pos.checked_add(len)?;
-    let v = buf.get(*pos..end)?.to_vec();
+    let v = buf.get(*pos..end)?;
     *pos = end;
     Some(v)
 }
@@ -574,7 +637,7 @@ impl<R: Read> Iterator for TraceReader<R> {
             if self.done {
                 return None;
             }
-            match self.read_block() {
+            match self.read_block(None) {
                 Ok(true) => {}
                 Ok(false) => {
                     self.done = true;

@@ -58,6 +58,18 @@
 //!   digits; longer values saturate), one overall and one per [`OpKind`]; reports give
 //!   microseconds.
 //!
+//! # Sampled latency
+//! With [`ReplayConfig::latency_every`] `n > 1` (closed loop), only about one op in `n`
+//! is timed: after each timed op the next one is drawn `1..2n` ops later (uniform, so
+//! `n` on average) from a fixed-seed xorshift generator, so the timed ops fall on
+//! every position of a periodic op pattern rather than on one phase of it. The other
+//! ops run with no clock read and no histogram record; they are counted in
+//! [`ReplayReport::ops`] and the per-kind op counts, and throughput is always all
+//! measured ops over the wall time. The suite uses `n = 16` for the in-memory stores,
+//! whose ops take tens of nanoseconds, where two clock reads and two histogram records
+//! per op (about 25 ns) would be measured as a large part of the op. Open-loop replays
+//! time every op (their latency is measured from each op's intended start).
+//!
 //! # Several operators
 //! [`replay_parallel`] runs each job on its own thread with its own store (shared
 //! nothing, as Flink runs one state backend per task). [`replay_shared`] runs several op
@@ -106,6 +118,76 @@ pub fn store_options(dir: impl AsRef<Path>) -> StoreOptions {
 /// with several layouts picks the operator's.
 pub fn store_options_for(dir: impl AsRef<Path>, hint: AccessHint) -> StoreOptions {
     StoreOptions::new(dir).namespace(namespace_spec().hint(hint))
+}
+
+/// An op by reference: what [`Replayer::apply_ref`] takes, and what an [`OpBatch`]
+/// holds without one allocation per op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpRef<'a> {
+    /// What the operator does.
+    pub kind: OpKind,
+    /// State key.
+    pub key: &'a [u8],
+    /// Value written (put) or operand appended (merge).
+    pub value: &'a [u8],
+}
+
+/// Ops packed back to back in one buffer (a reader thread fills it, the replay thread
+/// applies it): no allocation per op, and the replay thread reads them sequentially.
+#[derive(Clone, Debug, Default)]
+pub struct OpBatch {
+    events: Vec<u64>,
+    kinds: Vec<OpKind>,
+    /// End of each op's key and of its value in `bytes` (the key starts where the
+    /// previous value ended).
+    ends: Vec<(usize, usize)>,
+    bytes: Vec<u8>,
+}
+
+impl OpBatch {
+    /// Appends an op.
+    pub fn push(&mut self, input_event: u64, kind: OpKind, key: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        let k = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.events.push(input_event);
+        self.kinds.push(kind);
+        self.ends.push((k, self.bytes.len()));
+    }
+
+    /// Ops held.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Whether the batch holds no op.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Bytes of keys and values held.
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Removes every op, keeping the memory.
+    pub fn clear(&mut self) {
+        self.events.clear();
+        self.kinds.clear();
+        self.ends.clear();
+        self.bytes.clear();
+    }
+
+    /// Op `i` and its input event.
+    #[inline]
+    pub fn get(&self, i: usize) -> (u64, OpRef<'_>) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
+        let (k, v) = self.ends[i];
+        (
+            self.events[i],
+            OpRef { kind: self.kinds[i], key: &self.bytes[start..k], value: &self.bytes[k..v] },
+        )
+    }
 }
 
 /// Any error of an op source, boxed.
@@ -161,6 +243,9 @@ pub struct ReplayConfig {
     /// Store errors tolerated (counted in [`ReplayReport::errors`], op not measured)
     /// before the replay fails. Default 0: the first error fails it.
     pub max_errors: u64,
+    /// Closed loop: time one op in this many on average (>= 1; default 1, every op).
+    /// See the module docs, "Sampled latency".
+    pub latency_every: u32,
 }
 
 impl Default for ReplayConfig {
@@ -172,6 +257,7 @@ impl Default for ReplayConfig {
             seek_prefix_len: 8,
             unordered_seek_limit: 1024,
             max_errors: 0,
+            latency_every: 1,
         }
     }
 }
@@ -190,6 +276,12 @@ impl ReplayConfig {
         if self.seek_batch == 0 {
             return Err(ReplayError::Config {
                 field: "seek_batch",
+                detail: "must be at least 1".into(),
+            });
+        }
+        if self.latency_every == 0 {
+            return Err(ReplayError::Config {
+                field: "latency_every",
                 detail: "must be at least 1".into(),
             });
         }
@@ -250,6 +342,11 @@ pub struct ReplayReport {
     /// end, with the migrations that led there (e.g. `"timelog (1 migration)"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<String>,
+    /// One op in this many was timed into the latency histograms (1: every op).
+    pub latency_every: u32,
+    /// Seconds the replay thread waited for the op source (a reader thread decoding the
+    /// trace, [`replay_pipelined`]); 0 when the source ran on the replay thread.
+    pub source_wait_seconds: f64,
 }
 
 /// How a store with several layouts reports where [`NAMESPACE`] lives.
@@ -452,6 +549,16 @@ pub struct Replayer<'s> {
     t0: Option<u64>,
     /// Raw clock value of the end of the last measured op.
     last_end: u64,
+    /// Whether ops ran untimed since `last_end` was read (sampled latency).
+    end_stale: bool,
+    /// Measured ops per kind (the histograms hold only the timed ones).
+    kind_ops: [u64; KINDS],
+    /// Ops until the next timed one (sampled latency).
+    sample_in: u32,
+    /// State of the xorshift generator drawing the gaps between timed ops.
+    sample_rng: u64,
+    /// Seconds spent waiting for the op source.
+    source_wait: f64,
     read_buf: Vec<u8>,
     cursor: Cursor,
     seek_scans: u64,
@@ -510,6 +617,11 @@ impl<'s> Replayer<'s> {
             errors: 0,
             t0: None,
             last_end: 0,
+            end_stale: false,
+            kind_ops: [0; KINDS],
+            sample_in: 1,
+            sample_rng: 0x9E37_79B9_7F4A_7C15,
+            source_wait: 0.0,
             read_buf: Vec::new(),
             cursor: Cursor::default(),
             seek_scans: 0,
@@ -539,6 +651,12 @@ impl<'s> Replayer<'s> {
 
     /// Applies one op and, past the warm-up, measures it.
     pub fn apply(&mut self, input_event: u64, op: &StateOp) -> Result<(), ReplayError> {
+        self.apply_ref(input_event, OpRef { kind: op.kind, key: &op.key, value: &op.value })
+    }
+
+    /// [`apply`](Self::apply) of an op given by reference (from an [`OpBatch`]).
+    #[inline]
+    pub fn apply_ref(&mut self, input_event: u64, op: OpRef<'_>) -> Result<(), ReplayError> {
         let index = self.seen;
         self.seen += 1;
         if index < self.cfg.warmup_ops {
@@ -547,6 +665,24 @@ impl<'s> Replayer<'s> {
         }
         let m = index - self.cfg.warmup_ops;
         match self.cfg.pace {
+            Pace::Closed if self.cfg.latency_every > 1 && self.t0.is_some() => {
+                self.sample_in -= 1;
+                if self.sample_in == 0 {
+                    self.sample_in = self.next_gap();
+                    let start = self.clock.raw();
+                    let ok = self.apply_counted(index, input_event, op)?;
+                    let end = self.clock.raw();
+                    self.last_end = end;
+                    self.end_stale = false;
+                    if ok {
+                        self.record(op.kind, self.clock.delta_as_nanos(start, end));
+                    }
+                } else if self.apply_counted(index, input_event, op)? {
+                    self.measured += 1;
+                    self.kind_ops[op.kind as usize] += 1;
+                    self.end_stale = true;
+                }
+            }
             Pace::Closed => {
                 let start = self.clock.raw();
                 self.t0.get_or_insert(start);
@@ -593,18 +729,34 @@ impl<'s> Replayer<'s> {
         }
     }
 
+    /// Gap to the next timed op: uniform in `1..2n` (mean `n`), from a xorshift64*
+    /// generator with a fixed seed, so the timed ops are spread over the op mix
+    /// instead of falling on a fixed phase of a periodic pattern.
+    fn next_gap(&mut self) -> u32 {
+        let mut x = self.sample_rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.sample_rng = x;
+        let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
+        let span = 2 * u64::from(self.cfg.latency_every) - 1;
+        1 + (r % span) as u32
+    }
+
     fn record(&mut self, kind: OpKind, ns: u64) {
         self.measured += 1;
+        self.kind_ops[kind as usize] += 1;
         self.all.saturating_record(ns);
         self.per_kind[kind as usize].saturating_record(ns);
     }
 
     /// Applies `op`; a tolerated store error returns `Ok(false)`.
+    #[inline]
     fn apply_counted(
         &mut self,
         index: u64,
         input_event: u64,
-        op: &StateOp,
+        op: OpRef<'_>,
     ) -> Result<bool, ReplayError> {
         match self.apply_op(op) {
             Ok(Ok(())) => Ok(true),
@@ -621,7 +773,7 @@ impl<'s> Replayer<'s> {
                         op_index: index,
                         input_event,
                         kind: op.kind,
-                        key: op.key.clone(),
+                        key: op.key.to_vec(),
                         source,
                     })
                 }
@@ -630,7 +782,8 @@ impl<'s> Replayer<'s> {
     }
 
     /// Applies `op`; `Err(())` if the shared store's lock is poisoned.
-    fn apply_op(&mut self, op: &StateOp) -> Result<spillway_store::Result<()>, ()> {
+    #[inline]
+    fn apply_op(&mut self, op: OpRef<'_>) -> Result<spillway_store::Result<()>, ()> {
         let Replayer { target, ordered, cfg, read_buf, cursor, seek_scans, .. } = self;
         match target {
             Target::Store { store, ns } => {
@@ -643,7 +796,7 @@ impl<'s> Replayer<'s> {
                 Ok(apply_to(&mut **guard, *ns, *ordered, cfg, op, read_buf, cursor, seek_scans))
             }
             Target::Null => {
-                black_box((op.kind, op.key.as_slice(), op.value.as_slice()));
+                black_box((op.kind, op.key, op.value));
                 Ok(Ok(()))
             }
         }
@@ -651,17 +804,18 @@ impl<'s> Replayer<'s> {
 
     /// The report of everything measured so far.
     pub fn report(&self) -> ReplayReport {
+        let end = if self.end_stale { self.clock.raw() } else { self.last_end };
         let seconds = match self.t0 {
-            Some(t0) if self.measured > 0 => self.clock.delta(t0, self.last_end).as_secs_f64(),
+            Some(t0) if self.measured > 0 => self.clock.delta(t0, end).as_secs_f64(),
             _ => 0.0,
         };
         let per_kind = OpKind::ALL
             .into_iter()
             .filter_map(|k| {
                 let h = &self.per_kind[k as usize];
-                (!h.is_empty()).then(|| {
+                (self.kind_ops[k as usize] > 0).then(|| {
                     let r = KindReport {
-                        ops: h.len(),
+                        ops: self.kind_ops[k as usize],
                         p50_us: us(h, 0.5),
                         p99_us: us(h, 0.99),
                         p999_us: us(h, 0.999),
@@ -694,6 +848,11 @@ impl<'s> Replayer<'s> {
                 }
                 Target::Null => None,
             },
+            latency_every: match self.cfg.pace {
+                Pace::Closed => self.cfg.latency_every,
+                Pace::Open { .. } => 1,
+            },
+            source_wait_seconds: self.source_wait,
         }
     }
 
@@ -722,35 +881,36 @@ impl OpSink for Replayer<'_> {
 
 /// One op against a store (see the module docs for the mapping).
 #[allow(clippy::too_many_arguments)]
+#[inline]
 fn apply_to(
     store: &mut dyn StateStore,
     ns: Ns,
     ordered: bool,
     cfg: &ReplayConfig,
-    op: &StateOp,
+    op: OpRef<'_>,
     read_buf: &mut Vec<u8>,
     cursor: &mut Cursor,
     seek_scans: &mut u64,
 ) -> spillway_store::Result<()> {
     match op.kind {
         OpKind::Get => {
-            black_box(store.get_into(ns, &op.key, read_buf)?);
+            black_box(store.get_into(ns, op.key, read_buf)?);
         }
-        OpKind::Put => store.put(ns, &op.key, &op.value)?,
-        OpKind::Merge => store.merge(ns, &op.key, &op.value)?,
-        OpKind::Delete => store.delete(ns, &op.key)?,
+        OpKind::Put => store.put(ns, op.key, op.value)?,
+        OpKind::Merge => store.merge(ns, op.key, op.value)?,
+        OpKind::Delete => store.delete(ns, op.key)?,
         OpKind::Scan => {
             let mut bytes = 0usize;
-            store.scan_prefix(ns, &op.key, &mut |k, v| {
+            store.scan_prefix(ns, op.key, &mut |k, v| {
                 bytes += k.len() + v.len();
                 true
             })?;
             black_box(bytes);
         }
-        OpKind::Seek => seek(store, ns, ordered, cfg, &op.key, cursor, seek_scans)?,
+        OpKind::Seek => seek(store, ns, ordered, cfg, op.key, cursor, seek_scans)?,
         OpKind::Next => {
             if !cursor.open {
-                seek(store, ns, ordered, cfg, &op.key, cursor, seek_scans)?;
+                seek(store, ns, ordered, cfg, op.key, cursor, seek_scans)?;
             } else if let Some(c) = cursor.native.as_mut() {
                 let before = c.reads();
                 c.next(store)?;
@@ -814,6 +974,131 @@ where
         r.apply(input_event, &op)?;
     }
     Ok(())
+}
+
+/// Ops a reader thread hands over at a time ([`replay_pipelined`]).
+const PIPE_BATCH: usize = 4096;
+
+/// What the reader thread of [`drive_pipelined`] runs: fills the (cleared) batch with
+/// the next ops and says whether more may follow.
+pub type BatchFill<'a> = Box<dyn FnMut(&mut OpBatch) -> Result<bool, BoxError> + Send + 'a>;
+
+/// A [`BatchFill`] over an iterator of `(input_event, op)` pairs, [`PIPE_BATCH`] ops
+/// per batch.
+pub fn fill_from_iter<'a, I, E>(ops: I) -> BatchFill<'a>
+where
+    I: Iterator<Item = Result<(u64, StateOp), E>> + Send + 'a,
+    E: Into<BoxError>,
+{
+    let mut ops = ops;
+    Box::new(move |batch: &mut OpBatch| {
+        while batch.len() < PIPE_BATCH {
+            match ops.next() {
+                Some(item) => {
+                    let (n, op) = item.map_err(Into::into)?;
+                    batch.push(n, op.kind, &op.key, &op.value);
+                }
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    })
+}
+
+/// A [`BatchFill`] decoding a binary trace block by block straight into the batches
+/// ([`TraceReader::fill_batch`](crate::trace::binary::TraceReader::fill_batch)).
+pub fn fill_from_trace<'a, R: std::io::Read + Send + 'a>(
+    mut reader: crate::trace::binary::TraceReader<R>,
+) -> BatchFill<'a> {
+    Box::new(move |batch: &mut OpBatch| {
+        while batch.len() < PIPE_BATCH {
+            if !reader.fill_batch(batch)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
+}
+
+/// Feeds every op to `r`, with the ops produced (a trace decoded) by `fill` on a reader
+/// thread of its own and handed over in [`OpBatch`]es through a bounded channel;
+/// replayed batches go back to the reader to be refilled, so the replay thread neither
+/// decodes nor allocates. Time the replay thread waits for a batch is added to
+/// [`ReplayReport::source_wait_seconds`].
+fn drive_pipelined(r: &mut Replayer<'_>, fill: BatchFill<'_>) -> Result<(), ReplayError> {
+    use std::sync::mpsc::{channel, sync_channel, TryRecvError};
+    std::thread::scope(|scope| {
+        // Created inside the scope so that an early return drops the receiver and the
+        // reader's next send fails instead of blocking the scope's join.
+        let (tx, rx) = sync_channel::<Result<OpBatch, BoxError>>(4);
+        let (back_tx, back_rx) = channel::<OpBatch>();
+        scope.spawn(move || {
+            let mut fill = fill;
+            loop {
+                let mut batch = back_rx.try_recv().unwrap_or_default();
+                batch.clear();
+                let (more, failed) = match fill(&mut batch) {
+                    Ok(more) => (more, None),
+                    Err(e) => (false, Some(e)),
+                };
+                if !batch.is_empty() && tx.send(Ok(batch)).is_err() {
+                    return;
+                }
+                if let Some(e) = failed {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                if !more {
+                    return;
+                }
+            }
+        });
+        loop {
+            let item = match rx.try_recv() {
+                Ok(b) => b,
+                Err(TryRecvError::Disconnected) => return Ok(()),
+                Err(TryRecvError::Empty) => {
+                    let t = std::time::Instant::now();
+                    let b = rx.recv();
+                    r.source_wait += t.elapsed().as_secs_f64();
+                    match b {
+                        Ok(b) => b,
+                        Err(_) => return Ok(()),
+                    }
+                }
+            };
+            let batch =
+                item.map_err(|source| ReplayError::Source { op_index: r.ops_seen(), source })?;
+            for i in 0..batch.len() {
+                let (input_event, op) = batch.get(i);
+                r.apply_ref(input_event, op)?;
+            }
+            let _ = back_tx.send(batch);
+        }
+    })
+}
+
+/// [`replay`] with the op source on a reader thread of its own (see
+/// `drive_pipelined`): for traces, whose decoding would otherwise be timed with the
+/// store on the replay thread.
+pub fn replay_pipelined(
+    store: &mut dyn StateStore,
+    fill: BatchFill<'_>,
+    cfg: &ReplayConfig,
+) -> Result<ReplayReport, ReplayError> {
+    let mut r = Replayer::new(store, cfg.clone())?;
+    drive_pipelined(&mut r, fill)?;
+    Ok(r.finish())
+}
+
+/// [`replay_null`] with the op source on a reader thread (see [`replay_pipelined`]).
+pub fn replay_null_pipelined(
+    fill: BatchFill<'_>,
+    cfg: &ReplayConfig,
+) -> Result<ReplayReport, ReplayError> {
+    let mut r = Replayer::null(cfg.clone())?;
+    drive_pipelined(&mut r, fill)?;
+    Ok(r.finish())
 }
 
 /// Replays `ops` (`(input_event, op)` pairs) against `store` in the namespace

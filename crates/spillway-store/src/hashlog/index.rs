@@ -86,6 +86,7 @@ impl HashIndex {
         overflow: Vec<Bucket>,
         count: u64,
     ) -> Self {
+        crate::hot::advise_huge_pages(&main);
         HashIndex { b0, bits, main, overflow, count, draining: None }
     }
 
@@ -110,6 +111,14 @@ impl HashIndex {
             }
         }
         (false, (h & ((1u64 << self.bits) - 1)) as u32)
+    }
+
+    /// Starts loading the home bucket of hash `h` into the cache (a batch hashes its
+    /// keys and prefetches their buckets before probing any of them).
+    #[inline]
+    pub(crate) fn prefetch(&self, h: u64) {
+        let (old, b) = self.home(h);
+        crate::hot::prefetch(self.bucket(old, false, b));
     }
 
     #[inline]
@@ -271,6 +280,7 @@ impl HashIndex {
         self.draining = Some(Draining { main, overflow, bits: self.bits, moved: 0 });
         self.bits += 1;
         self.main = vec![[0; 8]; 1 << self.bits];
+        crate::hot::advise_huge_pages(&self.main);
     }
 
     /// Whether a doubling is under way.

@@ -255,6 +255,21 @@ pub enum Op {
     Walk(usize, usize, Option<usize>),
     Checkpoint,
     Reopen,
+    /// `multi_rmw` of counter increments (as [`Op::Rmw`]) over keys of one namespace;
+    /// a key may repeat.
+    MultiRmw(usize, Vec<(Vec<u8>, u64)>),
+    /// `apply_batch` of mixed operations over any namespaces.
+    Batch(Vec<(usize, Vec<u8>, BOp)>),
+}
+
+/// One operation of [`Op::Batch`].
+#[derive(Clone, Debug)]
+pub enum BOp {
+    Get,
+    Put(Vec<u8>),
+    Delete,
+    /// A counter increment as in [`Op::Rmw`].
+    Rmw(u64),
 }
 
 /// The model: what every store must return.
@@ -415,6 +430,75 @@ pub fn step(
             let n = nsof(&**store, *i);
             store.delete(n, k).unwrap_or_else(|e| panic!("{kind:?} delete: {e}"));
             apply_to_model(model, op);
+        }
+        Op::MultiRmw(i, items) => {
+            let n = nsof(&**store, *i);
+            let keys: Vec<&[u8]> = items.iter().map(|(k, _)| k.as_slice()).collect();
+            let mut seen: Vec<Option<Option<Vec<u8>>>> = vec![None; items.len()];
+            store
+                .multi_rmw(n, &keys, &mut |j, old, out| {
+                    seen[j] = Some(old.map(<[u8]>::to_vec));
+                    let (r, v) = rmw_counter(old, items[j].1);
+                    if let Some(v) = v {
+                        out.extend_from_slice(&v);
+                    }
+                    r
+                })
+                .unwrap_or_else(|e| panic!("{kind:?} multi_rmw: {e}"));
+            for (j, (k, by)) in items.iter().enumerate() {
+                assert_eq!(
+                    seen[j],
+                    Some(model.live.get(&(*i, k.clone())).cloned()),
+                    "{kind:?} multi_rmw item {j} saw old value"
+                );
+                apply_to_model(model, &Op::Rmw(*i, k.clone(), *by));
+            }
+        }
+        Op::Batch(items) => {
+            let ops: Vec<spillway_store::BatchOp<'_>> = items
+                .iter()
+                .map(|(i, k, b)| spillway_store::BatchOp {
+                    ns: nsof(&**store, *i),
+                    key: k,
+                    kind: match b {
+                        BOp::Get => spillway_store::BatchKind::Get,
+                        BOp::Put(v) => spillway_store::BatchKind::Put(v),
+                        BOp::Delete => spillway_store::BatchKind::Delete,
+                        BOp::Rmw(_) => spillway_store::BatchKind::Rmw,
+                    },
+                })
+                .collect();
+            let mut seen: Vec<Option<Option<Vec<u8>>>> = vec![None; items.len()];
+            store
+                .apply_batch(&ops, &mut |j, old, out| {
+                    seen[j] = Some(old.map(<[u8]>::to_vec));
+                    match items[j].2 {
+                        BOp::Rmw(by) => {
+                            let (r, v) = rmw_counter(old, by);
+                            if let Some(v) = v {
+                                out.extend_from_slice(&v);
+                            }
+                            r
+                        }
+                        _ => Rmw::Keep,
+                    }
+                })
+                .unwrap_or_else(|e| panic!("{kind:?} apply_batch: {e}"));
+            for (j, (i, k, b)) in items.iter().enumerate() {
+                let want = model.live.get(&(*i, k.clone())).cloned();
+                match b {
+                    BOp::Get | BOp::Rmw(_) => {
+                        assert_eq!(seen[j], Some(want), "{kind:?} batch item {j} ({b:?}) read");
+                    }
+                    _ => assert_eq!(seen[j], None, "{kind:?} batch item {j} ({b:?}) called f"),
+                }
+                match b {
+                    BOp::Get => {}
+                    BOp::Put(v) => apply_to_model(model, &Op::Put(*i, k.clone(), v.clone())),
+                    BOp::Delete => apply_to_model(model, &Op::Delete(*i, k.clone())),
+                    BOp::Rmw(by) => apply_to_model(model, &Op::Rmw(*i, k.clone(), *by)),
+                }
+            }
         }
         Op::Rmw(i, k, by) => {
             let n = nsof(&**store, *i);
