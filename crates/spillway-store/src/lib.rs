@@ -23,7 +23,10 @@
 //!   exactly the state of the last completed checkpoint, or fails with a clear error.
 //! - Memory is a budget in bytes given at open ([`StoreOptions::memory_budget`]); the
 //!   store keeps its resident state within it, and [`StoreStats`] shows it.
-//! - After an I/O or corruption error a store is poisoned and refuses further writes.
+//! - After an I/O or corruption error a store is poisoned and refuses further writes
+//!   and reads ([`Error::Poisoned`]) until it is reopened. (Appendlog refuses writes
+//!   only after a damaged list it detects itself, so other lists stay readable; its
+//!   hybrid log refuses both after an I/O error.)
 //!
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
 //! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size).

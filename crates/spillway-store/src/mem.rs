@@ -282,6 +282,7 @@ impl StateStore for MemStore {
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        crate::error::readable(&self.poisoned)?;
         self.ns_ok(ns)?;
         self.stats.gets += 1;
         out.clear();
@@ -363,6 +364,7 @@ impl StateStore for MemStore {
     }
 
     fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        crate::error::readable(&self.poisoned)?;
         self.ns_ok(ns)?;
         self.stats.scans += 1;
         match &self.maps[ns.index()] {
@@ -407,6 +409,7 @@ impl StateStore for MemStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
+        crate::error::readable(&self.poisoned)?;
         self.ns_ok(ns)?;
         let NsMap::Tree(m) = &self.maps[ns.index()] else {
             return Err(Error::Unsupported {

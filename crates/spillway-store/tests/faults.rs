@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{check_all, open, open_with_fs, Kind, Model, Op, KV, LIST};
+use common::{check_all, open, open_with_fs, Kind, Model, Op, KV, LIST, ORD};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use spillway_store::io::{Fault, FaultFs};
@@ -70,6 +70,21 @@ fn fault_case(kind: Kind, fault: Fault, seed: u64) {
         matches!(again, Err(Error::Poisoned { .. })),
         "{kind:?} {fault:?}: write after failure: {again:?}"
     );
+    // So does every read: after a failed write or flush the store's memory may not
+    // match its index (a scan after a failed page flush used to index past the frames).
+    for i in [KV, LIST, ORD] {
+        let ns = common::ns(&*store, i);
+        let get = store.get(ns, b"key0001");
+        assert!(
+            matches!(get, Err(Error::Poisoned { .. })),
+            "{kind:?} {fault:?}: get after failure: {get:?}"
+        );
+        let scan = store.scan_prefix(ns, b"", &mut |_, _| true);
+        assert!(
+            matches!(scan, Err(Error::Poisoned { .. })),
+            "{kind:?} {fault:?}: scan after failure: {scan:?}"
+        );
+    }
     drop(store);
 
     // Reopen on the real file system: the last completed checkpoint, exactly. A
@@ -180,8 +195,12 @@ fn read_damaged(kind: Kind, dir: &Path, model: &Model, what: &str) -> usize {
         match store.get(n, k) {
             Ok(got) => assert_eq!(got.as_ref(), Some(v), "{kind:?} {what}: wrong value for {k:?}"),
             Err(e) => {
+                // After the first corruption error the store refuses further reads.
                 assert!(
-                    matches!(e, Error::Corrupt { .. } | Error::ShortIo { .. }),
+                    matches!(
+                        e,
+                        Error::Corrupt { .. } | Error::ShortIo { .. } | Error::Poisoned { .. }
+                    ),
                     "{kind:?} {what}: {e}"
                 );
                 errors += 1;
@@ -397,6 +416,8 @@ fn timelog_corruption_errors_name_file_and_offset() {
                     assert_eq!(*offset, 16, "the first block starts after the header");
                     assert!(e.to_string().contains(&*seg.to_string_lossy()), "{e}");
                 }
+                // The first corruption poisoned the store: later reads are refused.
+                Error::Poisoned { .. } => {}
                 other => panic!("expected Corrupt, got {other}"),
             }
         }

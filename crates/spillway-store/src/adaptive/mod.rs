@@ -768,6 +768,7 @@ impl StateStore for AdaptiveStore {
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        crate::error::readable(&self.poisoned)?;
         let i = self.ns_index(ns)?;
         let found = match self.route(i) {
             (l, None) => self.part(l).get_into(ns, key, out)?,
@@ -871,6 +872,7 @@ impl StateStore for AdaptiveStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
+        crate::error::readable(&self.poisoned)?;
         let i = self.ns_index(ns)?;
         let mut walked = false;
         let n = match self.route(i) {
@@ -932,6 +934,7 @@ impl StateStore for AdaptiveStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<Option<Vec<u8>>> {
+        crate::error::readable(&self.poisoned)?;
         let i = self.ns_index(ns)?;
         match self.route(i) {
             (l, None) => self.part(l).scan_step(ns, from, limit, visit),

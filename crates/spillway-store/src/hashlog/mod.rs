@@ -72,7 +72,8 @@
 //! 5. Delete manifests and snapshots older than the previous checkpoint, then segment
 //!    files wholly below the `begin` of every retained checkpoint.
 //!
-//! Any I/O error poisons the store: it refuses further writes until reopened.
+//! Any I/O error poisons the store: it refuses further reads and writes until reopened
+//! (after a failed page flush its frames no longer match the log's bounds).
 //!
 //! # Recovery and what it assumes of the disk
 //! Opening loads the newest `MANIFEST-<seq>` and its index snapshot, sets the tail to
@@ -919,6 +920,7 @@ impl StateStore for HashLogStore {
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_id(ns)?;
         self.stats.gets += 1;
         out.clear();
@@ -1030,6 +1032,7 @@ impl StateStore for HashLogStore {
     }
 
     fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_id(ns)?;
         self.stats.scans += 1;
         let r = self.walk(ns, prefix, visit);
@@ -1043,6 +1046,7 @@ impl StateStore for HashLogStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<Option<Vec<u8>>> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_id(ns)?;
         let from = match from {
             None => 0,
@@ -1197,6 +1201,7 @@ impl HashLogStore {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_id(ns)?;
         self.stats.gets += 1;
         let r = self.find(ns, key, hash(ns, key));
