@@ -4,7 +4,7 @@
 //! FORMAT (all integers little-endian):
 //! ```text
 //! header  : magic [8] | version u32 | reserved u32 (0)               16 bytes
-//! frame   : len u32 (< 0xFFFF_FFFF, <= 64 MiB) | crc32c(payload) u32 | payload [len]
+//! frame   : len u32 (< 0xFFFF_FFFF, <= MAX_FRAME = 64 MiB) | crc32c(payload) u32 | payload [len]
 //! trailer : 0xFFFF_FFFF u32 | crc32c(frames u64 | payload_bytes u64) u32
 //! ```
 //! A file without its trailer, with a frame running past the end, or with any checksum
@@ -18,7 +18,10 @@ use crate::io::{read_exact_at, write_all_at, FileHandle, Fs};
 
 const HEADER: usize = 16;
 const END: u32 = u32::MAX;
-const MAX_FRAME: usize = 64 << 20;
+/// Largest frame payload, in bytes: writers refuse a larger one with
+/// [`Error::ValueTooLarge`] (stores bound their records so they never ask), and readers
+/// report a frame header claiming more as corrupt before allocating for it.
+pub(crate) const MAX_FRAME: usize = 64 << 20;
 const WRITE_BUF: usize = 1 << 20;
 
 /// Streams frames into a new file.
@@ -43,7 +46,9 @@ impl BlockWriter {
     }
 
     pub(crate) fn frame(&mut self, payload: &[u8]) -> Result<()> {
-        assert!(payload.len() <= MAX_FRAME, "frame of {} bytes exceeds 64 MiB", payload.len());
+        if payload.len() > MAX_FRAME {
+            return Err(Error::ValueTooLarge { len: payload.len(), max: MAX_FRAME });
+        }
         self.buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
         self.buf.extend_from_slice(payload);

@@ -29,7 +29,9 @@
 //!   hybrid log refuses both after an I/O error.)
 //!
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
-//! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size).
+//! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size, mem an
+//! entry's key plus value by [`mem::MAX_ENTRY_LEN`], one snapshot frame). Every limit
+//! is checked when the value is written, with a typed error.
 
 pub mod adaptive;
 pub mod appendlog;
@@ -65,7 +67,8 @@ pub use timelog::{TimeLogOptions, TimeLogStore};
 
 /// Longest key any store accepts, in bytes.
 pub const MAX_KEY_LEN: usize = 32 * 1024;
-/// Longest value any store accepts, in bytes (hashlog: also bounded by its page size).
+/// Longest value any store accepts, in bytes (hashlog: also bounded by its page size;
+/// mem: key plus value by [`mem::MAX_ENTRY_LEN`]).
 pub const MAX_VALUE_LEN: usize = 256 * 1024 * 1024;
 
 /// What a read-modify-write closure asks the store to do.

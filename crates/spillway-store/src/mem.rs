@@ -5,13 +5,18 @@
 //!
 //! FORMAT: `snapshot-<seq>.mem` is a [block file](crate::blockfile) (magic `SWMEMSNP`,
 //! version 1) whose frames hold records `ns u16 | key_len u32 | value_len u32 | key |
-//! value`, batched up to 1 MiB per frame. The manifest `MANIFEST-<seq>` names it under
+//! value`, batched up to 1 MiB per frame (a block-file frame holds at most 64 MiB, so
+//! an entry's key and value together are at most [`MAX_ENTRY_LEN`] bytes). The manifest `MANIFEST-<seq>` names it under
 //! `snapshot=`. Checkpoint protocol: write the snapshot under a temporary name, fsync,
 //! rename; then publish the manifest the same way; then delete snapshots and manifests
 //! older than the previous one. Recovery loads the newest manifest's snapshot.
 //!
 //! Memory: the store counts key and value bytes plus a fixed per-entry overhead of
 //! [`ENTRY_OVERHEAD`] bytes and refuses writes that would exceed its budget.
+//!
+//! Limits: keys up to [`MAX_KEY_LEN`](crate::MAX_KEY_LEN), and key plus value up to
+//! [`MAX_ENTRY_LEN`] (so that every entry fits one snapshot frame), checked when the
+//! value is written ([`Error::ValueTooLarge`]), never first at the checkpoint.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -20,7 +25,7 @@ use std::time::Instant;
 
 use hashbrown::HashMap;
 
-use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor};
+use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor, MAX_FRAME};
 use crate::error::{Error, Result};
 use crate::io::{join, Fs, StdFs};
 use crate::manifest::{self, Manifest};
@@ -34,6 +39,12 @@ const FORMAT_VERSION: u32 = 1;
 /// Bytes charged per entry on top of its key and value (hash slot, two heap headers).
 pub const ENTRY_OVERHEAD: u64 = 64;
 const FRAME_TARGET: usize = 1 << 20;
+/// Bytes of a snapshot record before its key: namespace u16, key and value lengths.
+const RECORD_HDR: usize = 10;
+/// Longest key plus value of one entry, in bytes (64 MiB less a snapshot record
+/// header): an entry is one record of a snapshot frame. Larger values, and list
+/// merges that would grow past it, are refused with [`Error::ValueTooLarge`].
+pub const MAX_ENTRY_LEN: usize = crate::blockfile::MAX_FRAME - RECORD_HDR;
 
 /// One namespace's map: hashed, or ordered when the namespace asks for range reads.
 enum NsMap {
@@ -107,6 +118,11 @@ pub struct MemStore {
 
 fn entry_cost(key: usize, value: usize) -> u64 {
     (key + value) as u64 + ENTRY_OVERHEAD
+}
+
+/// Largest value an entry with a key of `klen` bytes may hold.
+fn max_value(klen: usize) -> usize {
+    MAX_ENTRY_LEN.saturating_sub(klen).min(MAX_VALUE_LEN)
 }
 
 impl MemStore {
@@ -191,7 +207,7 @@ impl MemStore {
     }
 
     fn set(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
-        check_value(value.len(), MAX_VALUE_LEN)?;
+        check_value(value.len(), max_value(key.len()))?;
         let map = &mut self.maps[ns.index()];
         match map.get_mut(key) {
             Some(v) => {
@@ -239,6 +255,11 @@ impl MemStore {
         let mut frame = Vec::with_capacity(FRAME_TARGET + 1024);
         for (ns, map) in self.maps.iter().enumerate() {
             for (k, v) in map.iter() {
+                // Writes bound an entry to MAX_ENTRY_LEN, so a record always fits a frame.
+                if frame.len() + RECORD_HDR + k.len() + v.len() > MAX_FRAME {
+                    w.frame(&frame)?;
+                    frame.clear();
+                }
                 frame.extend_from_slice(&(ns as u16).to_le_bytes());
                 frame.extend_from_slice(&(k.len() as u32).to_le_bytes());
                 frame.extend_from_slice(&(v.len() as u32).to_le_bytes());
@@ -312,7 +333,7 @@ impl StateStore for MemStore {
         if let crate::MergeOp::ListAppend = op {
             if let Some(v) = self.maps[ns.index()].get_mut(key) {
                 let add = crate::list::framed_len(operand);
-                check_value(v.len() + add, MAX_VALUE_LEN)?;
+                check_value(v.len() + add, max_value(key.len()))?;
                 let needed = self.bytes + add as u64;
                 if needed > self.opts.memory_budget {
                     return Err(Error::BudgetTooSmall {

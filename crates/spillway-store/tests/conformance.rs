@@ -678,3 +678,43 @@ fn appendlog_round_robin_appends_do_not_recopy_chunks() {
     assert!(written < 64 * appended, "{written} bytes written for {appended} appended");
     assert!(written * 3 < hashlog_written, "appendlog {written}, hashlog {hashlog_written}");
 }
+
+/// Values exactly at each store's limit are accepted, checkpointed and read back; one
+/// byte more is refused with `ValueTooLarge` when written (mem used to accept up to
+/// 256 MiB and then panic in its checkpoint on a frame over 64 MiB).
+#[test]
+fn values_at_each_limit() {
+    use spillway_store::Error;
+    let limits = [
+        (Kind::Mem, spillway_store::mem::MAX_ENTRY_LEN - 1),
+        // 64 KiB pages: page header 32, record header 24, slack 8, key 1, 8-aligned.
+        (Kind::HashLogTiny, (65536 - 32 - 24 - 8 - 1) & !7),
+    ];
+    for (kind, max) in limits {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = open(kind, dir.path()).expect("open");
+        let n = store.namespace("kv").expect("ns");
+        let lists = store.namespace("lists").expect("ns");
+        let value: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        store.put(n, b"k", &value).unwrap_or_else(|e| panic!("{kind:?}: value at the limit: {e}"));
+        let over = store.put(n, b"j", &vec![1u8; max + 1]);
+        assert!(matches!(over, Err(Error::ValueTooLarge { .. })), "{kind:?}: {over:?}");
+        // A list merge that would grow past the limit is refused, the list unchanged.
+        store.merge(lists, b"k", &vec![2u8; max - 4]).expect("list at the limit");
+        let grown = store.merge(lists, b"k", b"");
+        assert!(matches!(grown, Err(Error::ValueTooLarge { .. })), "{kind:?}: {grown:?}");
+        let big_key = vec![3u8; spillway_store::MAX_KEY_LEN];
+        store.put(n, &big_key, b"v").expect("key at the limit");
+        let key_over = store.put(n, &[big_key.as_slice(), b"x"].concat(), b"v");
+        assert!(matches!(key_over, Err(Error::KeyTooLarge { .. })), "{kind:?}: {key_over:?}");
+        store.checkpoint().unwrap_or_else(|e| panic!("{kind:?}: checkpoint at the limit: {e}"));
+        drop(store);
+        let mut store = open(kind, dir.path()).expect("reopen");
+        let n = store.namespace("kv").expect("ns");
+        let lists = store.namespace("lists").expect("ns");
+        assert!(store.get(n, b"k").expect("get") == Some(value), "{kind:?}: value at the limit");
+        assert_eq!(store.get(lists, b"k").expect("get").map(|v| v.len()), Some(max), "{kind:?}");
+        assert_eq!(store.get(n, &big_key).expect("get").as_deref(), Some(&b"v"[..]), "{kind:?}");
+        assert_eq!(store.get(n, b"j").expect("get"), None, "{kind:?}");
+    }
+}
