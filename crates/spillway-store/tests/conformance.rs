@@ -718,3 +718,52 @@ fn values_at_each_limit() {
         assert_eq!(store.get(n, b"j").expect("get"), None, "{kind:?}");
     }
 }
+
+/// Open segment files stay under the documented cap of 64 however long the log: a log
+/// of hundreds of one-page segments reads back correctly (before and after a
+/// checkpoint and reopen) with at most 64 of them open, counted by the store and by
+/// the process's file descriptors.
+#[test]
+fn hashlog_open_segments_stay_capped() {
+    use spillway_store::{HashLogOptions, HashLogStore, StateStore};
+    const CAP: usize = 64;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open_fds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .map(|rd| {
+                rd.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                    .filter(|p| p.starts_with(dir.path()))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let hopts = || HashLogOptions::default().page_size(4096).segment_size(4096);
+    let open =
+        || HashLogStore::open(common::options(dir.path(), 1 << 20), hopts()).expect("open hashlog");
+    let mut store = open();
+    let n = store.namespace("kv").expect("ns");
+    let value = |i: u32| vec![i as u8; 300 + (i % 7) as usize];
+    let keys = 10_000u32;
+    for i in 0..keys {
+        store.put(n, format!("key{i:05}").as_bytes(), &value(i)).expect("put");
+    }
+    let segments = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg")))
+        .count();
+    assert!(segments > 4 * CAP, "only {segments} segments");
+    let read_all = |store: &mut HashLogStore| {
+        for i in (0..keys).rev() {
+            let got = store.get(n, format!("key{i:05}").as_bytes()).expect("get");
+            assert_eq!(got, Some(value(i)), "key {i}");
+            assert!(store.open_segment_files() <= CAP);
+        }
+        assert!(open_fds() <= CAP + 1, "{} files of the store open", open_fds());
+    };
+    read_all(&mut store);
+    store.checkpoint().expect("checkpoint");
+    assert!(store.open_segment_files() <= CAP);
+    drop(store);
+    let mut store = open();
+    read_all(&mut store);
+}

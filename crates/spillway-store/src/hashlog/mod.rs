@@ -1234,4 +1234,10 @@ impl HashLogStore {
     pub fn dir(&self) -> &PathBuf {
         &self.opts.dir
     }
+
+    /// Log segment files open now (at most 64, however long the log: the least
+    /// recently used is closed and reopened on demand).
+    pub fn open_segment_files(&self) -> usize {
+        self.log.open_segments()
+    }
 }
