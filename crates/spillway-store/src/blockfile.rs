@@ -86,6 +86,8 @@ pub(crate) struct BlockReader {
     path: PathBuf,
     len: u64,
     offset: u64,
+    /// File offset of the payload of the frame `next` returned last.
+    payload_at: u64,
     frames: u64,
     payload: u64,
     done: bool,
@@ -126,6 +128,7 @@ impl BlockReader {
             path: path.to_path_buf(),
             len,
             offset: HEADER as u64,
+            payload_at: HEADER as u64,
             frames: 0,
             payload: 0,
             done: false,
@@ -181,6 +184,7 @@ impl BlockReader {
         if crc32c::crc32c(out) != crc {
             return Err(Error::corrupt(&self.path, at, "frame checksum mismatch"));
         }
+        self.payload_at = at + 8;
         self.offset = at + 8 + len as u64;
         self.frames += 1;
         self.payload += len as u64;
@@ -191,6 +195,17 @@ impl BlockReader {
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
+
+    /// File offset of the payload of the frame [`next`](Self::next) returned last (of
+    /// the trailer once it returned `false`): errors about a frame's content name the
+    /// payload offset plus the position in it.
+    pub(crate) fn payload_offset(&self) -> u64 {
+        if self.done {
+            self.offset
+        } else {
+            self.payload_at
+        }
+    }
 }
 
 /// Renames `tmp` to `dst` and fsyncs their directory: the publish step of every
@@ -200,7 +215,8 @@ pub(crate) fn publish(fs: &dyn Fs, dir: &Path, tmp: &Path, dst: &Path) -> Result
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))
 }
 
-/// A cursor over a frame payload that turns short reads into corruption errors.
+/// A cursor over a frame payload that turns short reads into corruption errors naming
+/// the file offset of the field (`base` is the payload's offset in the file).
 pub(crate) struct Cursor<'a> {
     pub(crate) buf: &'a [u8],
     pub(crate) pos: usize,
@@ -217,7 +233,7 @@ impl<'a> Cursor<'a> {
         let s = self.buf.get(self.pos..self.pos + n).ok_or_else(|| {
             Error::corrupt(
                 self.path,
-                self.base,
+                self.offset(),
                 format!("record field of {n} bytes runs past its frame"),
             )
         })?;
@@ -239,5 +255,10 @@ impl<'a> Cursor<'a> {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
+    }
+
+    /// File offset of the next byte the cursor reads.
+    pub(crate) fn offset(&self) -> u64 {
+        self.base + self.pos as u64
     }
 }

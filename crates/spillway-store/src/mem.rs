@@ -167,25 +167,41 @@ impl MemStore {
         let dir = self.opts.dir.clone();
         let m = manifest::read_manifest(&*self.fs, &dir, seq)?;
         m.check_namespaces(&self.opts)?;
-        let path = join(&dir, m.get_str(&join(&dir, &manifest::manifest_name(seq)), "snapshot")?);
+        let mpath = join(&dir, &manifest::manifest_name(seq));
+        let name = m.get_str(&mpath, "snapshot")?;
+        let numbered = name.strip_prefix("snapshot-").and_then(|n| n.strip_suffix(".mem"));
+        if !numbered.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+            let what = "manifest: snapshot is not a snapshot-<seq>.mem file name";
+            return Err(Error::corrupt(&mpath, m.offset_of("snapshot"), what));
+        }
+        let path = join(&dir, name);
         let mut r = BlockReader::open(&*self.fs, &path, SNAP_MAGIC, FORMAT_VERSION)?;
         let mut frame = Vec::new();
         while r.next(&mut frame)? {
-            let mut c = Cursor::new(&frame, r.path(), 0);
+            let mut c = Cursor::new(&frame, r.path(), r.payload_offset());
             while !c.is_empty() {
+                let at = c.offset();
                 let ns = c.u16()? as usize;
                 let klen = c.u32()? as usize;
                 let vlen = c.u32()? as usize;
                 let key = c.bytes(klen)?;
                 let value = c.bytes(vlen)?;
                 if ns >= self.maps.len() {
-                    return Err(Error::corrupt(&path, 0, format!("record names namespace {ns}")));
+                    return Err(Error::corrupt(&path, at, format!("record names namespace {ns}")));
                 }
+                if klen > crate::MAX_KEY_LEN || klen + vlen > MAX_ENTRY_LEN {
+                    return Err(Error::corrupt(&path, at, "record exceeds the entry limits"));
+                }
+                if self.maps[ns].get(key).is_some() {
+                    return Err(Error::corrupt(&path, at, "key recorded twice in the snapshot"));
+                }
+                // Checked per record, so a snapshot larger than the budget is refused
+                // before it is all in memory.
+                self.check_budget(entry_cost(klen, vlen))?;
                 self.bytes += entry_cost(klen, vlen);
                 self.maps[ns].insert(key.into(), value.to_vec());
             }
         }
-        self.check_budget(0)?;
         self.seq = seq;
         Ok(())
     }

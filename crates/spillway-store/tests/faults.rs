@@ -590,3 +590,216 @@ fn appendlog_damaged_head_or_missing_chunk_is_corrupt() {
     let ns = store.namespace("lists").expect("ns");
     assert_eq!(store.get(ns, b"long").expect("get"), Some(want));
 }
+
+/// A block file split into its 16-byte header and frame payloads.
+fn read_frames(path: &Path) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let bytes = std::fs::read(path).expect("read block file");
+    let mut frames = Vec::new();
+    let mut at = 16;
+    loop {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        if len == u32::MAX {
+            break;
+        }
+        frames.push(bytes[at + 8..at + 8 + len as usize].to_vec());
+        at += 8 + len as usize;
+    }
+    (bytes[..16].to_vec(), frames)
+}
+
+/// Writes a block file with valid checksums around (possibly damaged) payloads: the
+/// damage is in the content, which only the loaders' own checks can catch.
+fn write_frames(path: &Path, header: &[u8], frames: &[Vec<u8>]) {
+    let mut out = header.to_vec();
+    let mut payload = 0u64;
+    for f in frames {
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32c::crc32c(f).to_le_bytes());
+        out.extend_from_slice(f);
+        payload += f.len() as u64;
+    }
+    let mut tail = [0u8; 16];
+    tail[..8].copy_from_slice(&(frames.len() as u64).to_le_bytes());
+    tail[8..].copy_from_slice(&payload.to_le_bytes());
+    out.extend_from_slice(&u32::MAX.to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&tail).to_le_bytes());
+    std::fs::write(path, out).expect("write block file");
+}
+
+/// File offset of frame `i`'s payload in a block file with these frames.
+fn payload_offset(frames: &[Vec<u8>], i: usize) -> u64 {
+    16 + frames[..i].iter().map(|f| 8 + f.len() as u64).sum::<u64>() + 8
+}
+
+fn newest(dir: &Path, prefix: &str, suffix: &str) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(prefix) && n.ends_with(suffix)
+        })
+        .max()
+        .expect("file present")
+}
+
+/// Opening must fail with `Corrupt` naming `path` at `offset` (and never hang, panic
+/// or return data).
+fn assert_corrupt_at(kind: Kind, dir: &Path, path: &Path, offset: u64, what: &str) {
+    match open(kind, dir) {
+        Err(Error::Corrupt { path: p, offset: o, what: w }) => {
+            assert_eq!(p, path, "{what}: {w}");
+            assert_eq!(o, offset, "{what}: {w}");
+        }
+        Err(e) => panic!("{what}: expected Corrupt, got {e}"),
+        Ok(_) => panic!("{what}: a damaged store opened"),
+    }
+}
+
+/// Damaged hashlog index snapshots (with valid checksums, so only validation can tell):
+/// an entry pointing past the log's tail or into a page header, an overflow link that
+/// loops (a probe used to loop forever), an orphaned overflow bucket, a manifest whose
+/// log range or index name is wrong. Each is `Corrupt` naming the file and the real
+/// offset of the bad bucket or manifest line (it used to say 16 for everything).
+#[test]
+fn hashlog_damaged_index_and_manifest_fixtures() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let pristine = base.path().join("pristine");
+    let model = fixture(Kind::HashLogTiny, &pristine);
+    const ADDR_MASK: u64 = (1 << 44) - 1;
+    type Damage = fn(&mut Vec<u8>, &mut Vec<Vec<u8>>) -> (usize, usize);
+    // Each damage returns (frame, byte in frame) of the record the error must name.
+    let cases: Vec<(&str, Damage)> = vec![
+        ("entry past the tail", |_, frames| {
+            let f = &mut frames[1];
+            let s = (0..7).find(|s| f[8 + 8 * s..16 + 8 * s] != [0; 8]).unwrap();
+            let e = u64::from_le_bytes(f[8 + 8 * s..16 + 8 * s].try_into().unwrap());
+            f[8 + 8 * s..16 + 8 * s].copy_from_slice(&(e | ADDR_MASK).to_le_bytes());
+            (1, 0)
+        }),
+        ("entry in page 0", |_, frames| {
+            let f = &mut frames[1];
+            let s = (0..7).find(|s| f[8 + 8 * s..16 + 8 * s] != [0; 8]).unwrap();
+            let e = u64::from_le_bytes(f[8 + 8 * s..16 + 8 * s].try_into().unwrap());
+            f[8 + 8 * s..16 + 8 * s].copy_from_slice(&((e & !ADDR_MASK) | 1).to_le_bytes());
+            (1, 0)
+        }),
+        ("overflow link loop", |_, frames| {
+            // Header: one overflow bucket; the first main bucket links to it and it
+            // links to itself.
+            let n_main = u64::from_le_bytes(frames[0][8..16].try_into().unwrap());
+            frames[0][16..24].copy_from_slice(&1u64.to_le_bytes());
+            frames[1][64..72].copy_from_slice(&1u64.to_le_bytes());
+            let last = frames.len() - 1;
+            let mut rec = n_main.to_le_bytes().to_vec();
+            rec.extend_from_slice(&[0u8; 56]);
+            rec.extend_from_slice(&1u64.to_le_bytes());
+            let at = frames[last].len();
+            frames[last].extend_from_slice(&rec);
+            (last, at)
+        }),
+        ("orphaned overflow bucket", |_, frames| {
+            let n_main = u64::from_le_bytes(frames[0][8..16].try_into().unwrap());
+            frames[0][16..24].copy_from_slice(&1u64.to_le_bytes());
+            let last = frames.len() - 1;
+            let mut rec = n_main.to_le_bytes().to_vec();
+            rec.extend_from_slice(&[0u8; 56]);
+            rec.extend_from_slice(&1u64.to_le_bytes());
+            frames[last].extend_from_slice(&rec);
+            (0, 0)
+        }),
+    ];
+    for (i, (what, damage)) in cases.into_iter().enumerate() {
+        let dir = base.path().join(format!("index{i}"));
+        copy_dir(&pristine, &dir);
+        let snap = newest(&dir, "index-", ".snap");
+        let (mut header, mut frames) = read_frames(&snap);
+        let (frame, at) = damage(&mut header, &mut frames);
+        write_frames(&snap, &header, &frames);
+        assert_corrupt_at(
+            Kind::HashLogTiny,
+            &dir,
+            &snap,
+            payload_offset(&frames, frame) + at as u64,
+            what,
+        );
+    }
+
+    // Manifests: a tail past the address space, a begin in page 0, an index file name
+    // that leaves the directory.
+    let edits: [(&str, &str, &str); 3] = [
+        ("tail", "tail=", "tail=99999999999999999"),
+        ("begin", "begin=", "begin=40"),
+        ("index", "index=", "index=../pristine/STORE"),
+    ];
+    for (i, (what, key, line)) in edits.into_iter().enumerate() {
+        let dir = base.path().join(format!("manifest{i}"));
+        copy_dir(&pristine, &dir);
+        let manifest = newest(&dir, "MANIFEST-", "");
+        let (header, mut frames) = read_frames(&manifest);
+        let text = String::from_utf8(frames[0].clone()).unwrap();
+        let at = text.find(&format!("\n{key}")).map(|p| p + 1).expect("field present");
+        let end = at + text[at..].find('\n').unwrap();
+        frames[0] = format!("{}{line}{}", &text[..at], &text[end..]).into_bytes();
+        write_frames(&manifest, &header, &frames);
+        assert_corrupt_at(
+            Kind::HashLogTiny,
+            &dir,
+            &manifest,
+            payload_offset(&frames, 0) + at as u64,
+            what,
+        );
+    }
+
+    // The pristine copy still reads back exactly.
+    assert_eq!(read_damaged(Kind::HashLogTiny, &pristine, &model, "pristine"), 0);
+}
+
+/// `expected_keys` is a hint: a huge one is refused with `BudgetTooSmall` before the
+/// index is allocated (it used to allocate first).
+#[test]
+fn hashlog_huge_expected_keys_is_refused_before_allocating() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = common::hashlog_options(Kind::HashLogTiny).expected_keys(u64::MAX);
+    let r = spillway_store::HashLogStore::open(common::options(dir.path(), 1 << 20), h);
+    assert!(matches!(r, Err(Error::BudgetTooSmall { .. })), "{:?}", r.err());
+}
+
+/// Damaged mem snapshots with valid checksums: a key recorded twice, a record naming an
+/// undeclared namespace, a snapshot name leaving the directory. `Corrupt` naming the
+/// file and the record's real offset.
+#[test]
+fn mem_damaged_snapshot_fixtures() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let pristine = base.path().join("pristine");
+    let model = fixture(Kind::Mem, &pristine);
+    for (i, what) in ["duplicate key", "unknown namespace"].into_iter().enumerate() {
+        let dir = base.path().join(format!("snap{i}"));
+        copy_dir(&pristine, &dir);
+        let snap = newest(&dir, "snapshot-", ".mem");
+        let (header, mut frames) = read_frames(&snap);
+        let f = &frames[0];
+        let klen = u32::from_le_bytes(f[2..6].try_into().unwrap()) as usize;
+        let vlen = u32::from_le_bytes(f[6..10].try_into().unwrap()) as usize;
+        let mut rec = f[..10 + klen + vlen].to_vec();
+        if i == 1 {
+            rec[..2].copy_from_slice(&7u16.to_le_bytes());
+            rec[10] ^= 0x55; // and a key that is not a duplicate
+        }
+        let at = frames[0].len();
+        frames[0].extend_from_slice(&rec);
+        write_frames(&snap, &header, &frames);
+        assert_corrupt_at(Kind::Mem, &dir, &snap, payload_offset(&frames, 0) + at as u64, what);
+    }
+    let dir = base.path().join("name");
+    copy_dir(&pristine, &dir);
+    let manifest = newest(&dir, "MANIFEST-", "");
+    let (header, mut frames) = read_frames(&manifest);
+    let text = String::from_utf8(frames[0].clone()).unwrap();
+    let at = text.find("\nsnapshot=").expect("snapshot line") + 1;
+    let end = at + text[at..].find('\n').unwrap();
+    frames[0] = format!("{}snapshot=/etc/hostname{}", &text[..at], &text[end..]).into_bytes();
+    write_frames(&manifest, &header, &frames);
+    assert_corrupt_at(Kind::Mem, &dir, &manifest, payload_offset(&frames, 0) + at as u64, "name");
+    assert_eq!(read_damaged(Kind::Mem, &pristine, &model, "pristine"), 0);
+}

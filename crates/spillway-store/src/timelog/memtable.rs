@@ -135,8 +135,9 @@ pub(crate) fn read_image(
     let mut r = BlockReader::open(fs, path, IMAGE_MAGIC, IMAGE_VERSION)?;
     let mut frame = Vec::new();
     while r.next(&mut frame)? {
-        let mut c = Cursor::new(&frame, r.path(), 0);
+        let mut c = Cursor::new(&frame, r.path(), r.payload_offset());
         while !c.is_empty() {
+            let at = c.offset();
             let ns = c.u16()?;
             let kl = c.u32()? as usize;
             let vl = c.u32()? as usize;
@@ -145,7 +146,7 @@ pub(crate) fn read_image(
             let v = c.bytes(vl)?;
             let tomb = flags == super::segment::FLAG_TOMBSTONE;
             if flags & !super::segment::FLAG_TOMBSTONE != 0 || (tomb && vl != 0) {
-                return Err(crate::Error::corrupt(r.path(), 0, "memtable image: bad flags"));
+                return Err(crate::Error::corrupt(r.path(), at, "memtable image: bad flags"));
             }
             f(ns, k, (!tomb).then_some(v))?;
         }
