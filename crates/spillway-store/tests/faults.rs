@@ -803,3 +803,63 @@ fn mem_damaged_snapshot_fixtures() {
     assert_corrupt_at(Kind::Mem, &dir, &manifest, payload_offset(&frames, 0) + at as u64, "name");
     assert_eq!(read_damaged(Kind::Mem, &pristine, &model, "pristine"), 0);
 }
+
+/// Replaces field `key`'s line of the newest manifest in `dir` with `line` (checksums
+/// recomputed); returns the manifest and the file offset of that line.
+fn edit_manifest(dir: &Path, key: &str, line: &str) -> (std::path::PathBuf, u64) {
+    let manifest = newest(dir, "MANIFEST-", "");
+    let (header, mut frames) = read_frames(&manifest);
+    let text = String::from_utf8(frames[0].clone()).expect("utf-8 manifest");
+    let at = text.find(&format!("\n{key}=")).map(|p| p + 1).expect("field present");
+    let end = at + text[at..].find('\n').expect("line end");
+    frames[0] = format!("{}{line}{}", &text[..at], &text[end..]).into_bytes();
+    write_frames(&manifest, &header, &frames);
+    (manifest, payload_offset(&frames, 0) + at as u64)
+}
+
+/// Timelog and adaptive manifests with valid checksums but bad fields: `Corrupt` naming
+/// the manifest and the offset of the bad line (timelog used to say 16, adaptive 0), and
+/// a memtable image name leaving the directory is refused.
+#[test]
+fn timelog_and_adaptive_damaged_manifest_fixtures() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let pristine = base.path().join("timelog");
+    fixture(Kind::TimeLogTiny, &pristine);
+    let edits = [
+        ("partition_span", "partition_span=0"),
+        ("memtables", "memtables=../timelog/STORE"),
+        ("segments", "segments=0:0:x"),
+        ("max_time", "max_time=soon"),
+    ];
+    for (i, (key, line)) in edits.into_iter().enumerate() {
+        let dir = base.path().join(format!("t{i}"));
+        copy_dir(&pristine, &dir);
+        let (manifest, at) = edit_manifest(&dir, key, line);
+        assert_corrupt_at(Kind::TimeLogTiny, &dir, &manifest, at, key);
+    }
+    let pristine = base.path().join("adaptive");
+    {
+        let mut store = open(Kind::AdaptiveTiny, &pristine).expect("open");
+        for i in 0..200u32 {
+            common::write(&mut store, &Op::Put(KV, i.to_le_bytes().to_vec(), vec![1; 50]))
+                .expect("put");
+        }
+        store.checkpoint().expect("checkpoint");
+    }
+    let dir = base.path().join("a0");
+    copy_dir_all(&pristine, &dir);
+    let (manifest, at) = edit_manifest(&dir, "ns.0", "ns.0=sideways");
+    assert_corrupt_at(Kind::AdaptiveTiny, &dir, &manifest, at, "adaptive ns.0");
+}
+
+fn copy_dir_all(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        if e.file_type().expect("type").is_dir() {
+            copy_dir_all(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+        }
+    }
+}

@@ -337,7 +337,9 @@ impl AdaptiveStore {
             }
             for (i, st) in ns.iter_mut().enumerate() {
                 let v = m.get_str(&mpath, &format!("ns.{i}"))?;
-                let bad = || Error::corrupt(&mpath, 0, format!("bad namespace state ns.{i}={v:?}"));
+                let at = m.offset_of(&format!("ns.{i}"));
+                let bad =
+                    || Error::corrupt(&mpath, at, format!("bad namespace state ns.{i}={v:?}"));
                 match v.split_once('>') {
                     None => st.layout = Layout::parse(v).ok_or_else(bad)?,
                     Some((from, rest)) => {
