@@ -767,3 +767,14 @@ fn hashlog_open_segments_stay_capped() {
     let mut store = open();
     read_all(&mut store);
 }
+
+/// Saved proptest failures replay: this suite's config persists them beside the source
+/// (`tests/conformance.proptest-regressions`), and the configs elsewhere in the
+/// workspace build on `ProptestConfig::default()`, which persists them too (proptest's
+/// `std` feature; `PROPTEST_DISABLE_FAILURE_PERSISTENCE` would turn that off).
+#[test]
+fn proptest_failures_are_persisted_and_replayed() {
+    assert!(config().failure_persistence.is_some());
+    assert!(ProptestConfig::default().failure_persistence.is_some());
+    assert!(ProptestConfig::with_cases(8).failure_persistence.is_some());
+}
