@@ -404,6 +404,8 @@ struct CrashState {
     /// Mutating calls left before the power is cut (`None`: never).
     cut_after: Option<u64>,
     cut: bool,
+    /// Mutating calls made so far.
+    calls: u64,
 }
 
 fn split(path: &Path) -> (PathBuf, String) {
@@ -422,6 +424,7 @@ impl CrashState {
         if self.cut {
             return Err(power_cut());
         }
+        self.calls += 1;
         if let Some(n) = self.cut_after.as_mut() {
             if *n == 0 {
                 self.cut = true;
@@ -574,6 +577,12 @@ impl CrashFs {
     /// Whether an armed power cut has happened.
     pub fn is_cut(&self) -> bool {
         self.lock().cut
+    }
+
+    /// Mutating calls made through this file system so far (the unit of
+    /// [`cut_after`](Self::cut_after)).
+    pub fn calls(&self) -> u64 {
+        self.lock().calls
     }
 
     /// Turns the files on disk into what a power loss could leave, chosen by `mode`

@@ -257,3 +257,44 @@ fn crash_of_an_untouched_directory_keeps_it() {
     fs.crash(CrashMode::DropUnsynced, 1).expect("crash");
     assert_eq!(std::fs::read(base.path().join("keep")).expect("read"), b"durable");
 }
+
+/// The power cut at every mutating call of a checkpoint in turn (the page flushes,
+/// fsyncs, snapshot writes, renames and directory fsyncs, and the cleanup after the
+/// commit), with each crash mode: recovery gives the previous checkpoint or, once the
+/// new manifest is durable, the new one; never anything else.
+#[test]
+fn every_cut_point_of_a_checkpoint() {
+    for kind in
+        [Kind::Mem, Kind::HashLogTiny, Kind::TimeLogTiny, Kind::AppendLogTiny, Kind::AdaptiveTiny]
+    {
+        let mut ops = fixed_cycle(7, 250, CrashMode::DropUnsynced).ops;
+        ops.push(Op::Checkpoint);
+        // Count the calls before and during the last checkpoint.
+        let base = tempfile::tempdir().expect("tempdir");
+        let fs = CrashFs::new(base.path()).expect("crash fs");
+        let mut store = open_with_fs(kind, &base.path().join("store"), Some(Arc::new(fs.clone())))
+            .expect("open");
+        // `cut_after` counts from after the open, as `power_loss` arms it.
+        let opened = fs.calls();
+        let (last, before) = ops.split_last().expect("ops");
+        for op in before {
+            common::write(&mut store, op).expect("write");
+        }
+        let start = fs.calls() - opened;
+        common::write(&mut store, last).expect("checkpoint");
+        let end = fs.calls() - opened;
+        drop(store);
+        assert!(end > start + 3, "{kind:?}: a checkpoint of {} calls", end - start);
+        let step = ((end - start) / 40).max(1);
+        for (i, cut) in (start..=end).step_by(step as usize).enumerate() {
+            let mode = match i % 3 {
+                0 => CrashMode::DropUnsynced,
+                1 => CrashMode::Scramble { sector: 512 },
+                _ => CrashMode::TornPrefix { sector: 4096 },
+            };
+            let cycle = Cycle { ops: ops.clone(), cut: Some(cut), mode, seed: cut };
+            power_loss(kind, &[cycle], false)
+                .unwrap_or_else(|e| panic!("{kind:?}: cut at call {cut} ({start}..{end}): {e}"));
+        }
+    }
+}
