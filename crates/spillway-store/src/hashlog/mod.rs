@@ -87,6 +87,13 @@
 //! and offset (the previous checkpoint is kept on disk; move the damaged manifest
 //! aside to fall back to it); a damaged log record or page is reported the same way
 //! when read. Data is never returned from bytes whose checksum does not match.
+//! Beyond checksums, open validates what it loads before using it: the manifest's
+//! geometry field by field, the snapshot's sizes against the budget before allocating,
+//! every index entry's address against the manifest's `[begin, tail)` (outside page
+//! headers), and the overflow links (each overflow bucket in exactly one chain from a
+//! main bucket, so no probe can loop); errors name the offset of the bad field or
+//! bucket. `tests/powerloss.rs` checks recovery against power loss through
+//! [`CrashFs`](crate::io::CrashFs).
 
 mod index;
 mod log;
