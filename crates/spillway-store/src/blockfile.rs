@@ -4,7 +4,7 @@
 //! FORMAT (all integers little-endian):
 //! ```text
 //! header  : magic [8] | version u32 | reserved u32 (0)               16 bytes
-//! frame   : len u32 (< 0xFFFF_FFFF, <= 64 MiB) | crc32c(payload) u32 | payload [len]
+//! frame   : len u32 (< 0xFFFF_FFFF, <= MAX_FRAME = 64 MiB) | crc32c(payload) u32 | payload [len]
 //! trailer : 0xFFFF_FFFF u32 | crc32c(frames u64 | payload_bytes u64) u32
 //! ```
 //! A file without its trailer, with a frame running past the end, or with any checksum
@@ -18,7 +18,10 @@ use crate::io::{read_exact_at, write_all_at, FileHandle, Fs};
 
 const HEADER: usize = 16;
 const END: u32 = u32::MAX;
-const MAX_FRAME: usize = 64 << 20;
+/// Largest frame payload, in bytes: writers refuse a larger one with
+/// [`Error::ValueTooLarge`] (stores bound their records so they never ask), and readers
+/// report a frame header claiming more as corrupt before allocating for it.
+pub(crate) const MAX_FRAME: usize = 64 << 20;
 const WRITE_BUF: usize = 1 << 20;
 
 /// Streams frames into a new file.
@@ -43,7 +46,9 @@ impl BlockWriter {
     }
 
     pub(crate) fn frame(&mut self, payload: &[u8]) -> Result<()> {
-        assert!(payload.len() <= MAX_FRAME, "frame of {} bytes exceeds 64 MiB", payload.len());
+        if payload.len() > MAX_FRAME {
+            return Err(Error::ValueTooLarge { len: payload.len(), max: MAX_FRAME });
+        }
         self.buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
         self.buf.extend_from_slice(payload);
@@ -81,6 +86,8 @@ pub(crate) struct BlockReader {
     path: PathBuf,
     len: u64,
     offset: u64,
+    /// File offset of the payload of the frame `next` returned last.
+    payload_at: u64,
     frames: u64,
     payload: u64,
     done: bool,
@@ -121,6 +128,7 @@ impl BlockReader {
             path: path.to_path_buf(),
             len,
             offset: HEADER as u64,
+            payload_at: HEADER as u64,
             frames: 0,
             payload: 0,
             done: false,
@@ -176,6 +184,7 @@ impl BlockReader {
         if crc32c::crc32c(out) != crc {
             return Err(Error::corrupt(&self.path, at, "frame checksum mismatch"));
         }
+        self.payload_at = at + 8;
         self.offset = at + 8 + len as u64;
         self.frames += 1;
         self.payload += len as u64;
@@ -186,6 +195,17 @@ impl BlockReader {
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
+
+    /// File offset of the payload of the frame [`next`](Self::next) returned last (of
+    /// the trailer once it returned `false`): errors about a frame's content name the
+    /// payload offset plus the position in it.
+    pub(crate) fn payload_offset(&self) -> u64 {
+        if self.done {
+            self.offset
+        } else {
+            self.payload_at
+        }
+    }
 }
 
 /// Renames `tmp` to `dst` and fsyncs their directory: the publish step of every
@@ -195,7 +215,8 @@ pub(crate) fn publish(fs: &dyn Fs, dir: &Path, tmp: &Path, dst: &Path) -> Result
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))
 }
 
-/// A cursor over a frame payload that turns short reads into corruption errors.
+/// A cursor over a frame payload that turns short reads into corruption errors naming
+/// the file offset of the field (`base` is the payload's offset in the file).
 pub(crate) struct Cursor<'a> {
     pub(crate) buf: &'a [u8],
     pub(crate) pos: usize,
@@ -212,7 +233,7 @@ impl<'a> Cursor<'a> {
         let s = self.buf.get(self.pos..self.pos + n).ok_or_else(|| {
             Error::corrupt(
                 self.path,
-                self.base,
+                self.offset(),
                 format!("record field of {n} bytes runs past its frame"),
             )
         })?;
@@ -234,5 +255,10 @@ impl<'a> Cursor<'a> {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
+    }
+
+    /// File offset of the next byte the cursor reads.
+    pub(crate) fn offset(&self) -> u64 {
+        self.base + self.pos as u64
     }
 }

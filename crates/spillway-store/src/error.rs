@@ -107,7 +107,8 @@ pub enum Error {
         /// What is wrong and what is allowed.
         detail: String,
     },
-    /// A previous I/O error left the store in an unknown state; it refuses writes.
+    /// A previous I/O or corruption error left the store in an unknown state; it
+    /// refuses reads and writes until reopened.
     Poisoned {
         /// The error that poisoned it.
         cause: String,
@@ -195,8 +196,8 @@ impl fmt::Display for Error {
             }
             Error::Poisoned { cause } => write!(
                 f,
-                "the store refuses writes after an earlier I/O error ({cause}); close it and \
-                 reopen it to recover the last checkpoint"
+                "the store refuses reads and writes after an earlier I/O or corruption error \
+                 ({cause}); close it and reopen it to recover the last checkpoint"
             ),
             Error::AddressSpaceExhausted => write!(
                 f,
@@ -236,4 +237,11 @@ pub(crate) fn writable(poisoned: &Option<String>) -> Result<()> {
         Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
         None => Ok(()),
     }
+}
+
+/// The check every store makes before a read: after a failed write or flush its
+/// in-memory state (page frames, memtables) may not match what its indexes say, so a
+/// poisoned store answers [`Error::Poisoned`] instead of reading it.
+pub(crate) fn readable(poisoned: &Option<String>) -> Result<()> {
+    writable(poisoned)
 }

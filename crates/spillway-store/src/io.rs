@@ -1,12 +1,14 @@
 //! The I/O seam under every file a Spillway store writes (log segments, snapshots,
 //! manifests). Production code uses [`StdFs`]; tests wrap it in [`FaultFs`] to inject
-//! failed, short and torn writes and failed fsyncs, the way redb's `StorageBackend`
-//! lets its tests build the file images a crash would leave.
+//! failed, short and torn writes and failed fsyncs, and in [`CrashFs`] to build the
+//! file images a power loss would leave (unsynced writes dropped or torn, unsynced
+//! directory entries undone), the way redb's `StorageBackend` lets its tests do both.
 //!
 //! The trait methods transfer bytes in one call and may transfer fewer than asked;
 //! callers go through [`read_exact_at`] and [`write_all_at`], which check every byte
 //! count and turn a transfer that stops early into [`Error::ShortIo`].
 
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -340,6 +342,509 @@ impl Fs for FaultFs {
     }
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         self.inner.create_dir_all(dir)
+    }
+}
+
+/// What a simulated power loss ([`CrashFs::crash`]) leaves of the writes and directory
+/// operations that were not made durable by `sync_data` / `sync_dir`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CrashMode {
+    /// Every write since a file's last `sync_data` is lost, and every directory
+    /// operation since its directory's last `sync_dir` is undone.
+    DropUnsynced,
+    /// Each `sector`-aligned piece of every unsynced write (and each unsynced
+    /// truncation) independently survives or is lost, so writes land out of order and
+    /// torn; a random prefix of each directory's unsynced operations survives.
+    Scramble {
+        /// Tearing granularity in bytes (512 or 4096).
+        sector: usize,
+    },
+    /// Each file keeps its unsynced writes in order up to a random point; the write at
+    /// that point is torn (a random subset of its sectors lands). A random prefix of
+    /// each directory's unsynced operations survives.
+    TornPrefix {
+        /// Tearing granularity in bytes (512 or 4096).
+        sector: usize,
+    },
+}
+
+/// An unsynced change to a file's contents.
+#[derive(Clone, Debug)]
+enum Pending {
+    Write { offset: u64, data: Vec<u8> },
+    SetLen(u64),
+}
+
+/// An unsynced change to a directory's entries.
+#[derive(Clone, Debug)]
+enum DirOp {
+    Create { name: String, id: u64 },
+    Remove { name: String },
+    Rename { from: String, to: String, id: u64 },
+}
+
+#[derive(Debug, Default)]
+struct CrashFile {
+    durable: Vec<u8>,
+    pending: Vec<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct CrashState {
+    next_id: u64,
+    files: HashMap<u64, CrashFile>,
+    /// The live directory entries of every tracked file, as the OS shows them now.
+    names: HashMap<PathBuf, u64>,
+    /// Per directory: the entries as of its last `sync_dir` (or when first seen).
+    durable_dirs: HashMap<PathBuf, BTreeMap<String, u64>>,
+    /// Per directory: the operations since its last `sync_dir`, in order.
+    dir_ops: HashMap<PathBuf, Vec<DirOp>>,
+    suppress_sync: bool,
+    /// Mutating calls left before the power is cut (`None`: never).
+    cut_after: Option<u64>,
+    cut: bool,
+    /// Mutating calls made so far.
+    calls: u64,
+}
+
+fn split(path: &Path) -> (PathBuf, String) {
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    (dir, name)
+}
+
+fn power_cut() -> io::Error {
+    io::Error::other("injected power cut: the device is gone until CrashFs::crash")
+}
+
+impl CrashState {
+    /// Counts one mutating call against the armed power cut.
+    fn tick(&mut self) -> io::Result<()> {
+        if self.cut {
+            return Err(power_cut());
+        }
+        self.calls += 1;
+        if let Some(n) = self.cut_after.as_mut() {
+            if *n == 0 {
+                self.cut = true;
+                return Err(power_cut());
+            }
+            *n -= 1;
+        }
+        Ok(())
+    }
+
+    fn dir_op(&mut self, dir: &Path, op: DirOp) {
+        self.durable_dirs.entry(dir.to_path_buf()).or_default();
+        self.dir_ops.entry(dir.to_path_buf()).or_default().push(op);
+    }
+
+    fn sync_file(&mut self, id: u64) {
+        if self.suppress_sync {
+            return;
+        }
+        if let Some(f) = self.files.get_mut(&id) {
+            let pending = std::mem::take(&mut f.pending);
+            for p in &pending {
+                apply(&mut f.durable, p);
+            }
+        }
+    }
+}
+
+fn apply(image: &mut Vec<u8>, p: &Pending) {
+    match p {
+        Pending::Write { offset, data } => {
+            let end = *offset as usize + data.len();
+            if image.len() < end {
+                image.resize(end, 0);
+            }
+            image[*offset as usize..end].copy_from_slice(data);
+        }
+        Pending::SetLen(len) => image.resize(*len as usize, 0),
+    }
+}
+
+/// Splits a write into pieces that end at `sector` boundaries of the file.
+fn sectors(offset: u64, data: &[u8], sector: usize) -> Vec<Pending> {
+    let sector = sector.max(1) as u64;
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < data.len() {
+        let pos = offset + at as u64;
+        let room = (sector - pos % sector) as usize;
+        let n = room.min(data.len() - at);
+        out.push(Pending::Write { offset: pos, data: data[at..at + n].to_vec() });
+        at += n;
+    }
+    out
+}
+
+/// A small deterministic generator (splitmix64) so crash images follow from a seed.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % (n as u64).max(1)) as usize
+    }
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+/// A file system that remembers what is durable, to simulate power loss.
+///
+/// It passes every call to the real file system and records, per file, the image as
+/// of its last `sync_data` and the writes and truncations since; per directory, the
+/// entries as of its last `sync_dir` and the creations, renames and removals since.
+/// [`crash`](Self::crash) then rewrites the files on disk into what a power loss
+/// could leave ([`CrashMode`]), after which a store opened over the directory must
+/// recover its last completed checkpoint. Files present when the `CrashFs` was made
+/// count as durable. Directories themselves are assumed durable once created (the
+/// stores never fsync a directory's parent).
+///
+/// [`suppress_sync`](Self::suppress_sync) turns `sync_data` and `sync_dir` into
+/// no-ops that still succeed, simulating a store that forgot its fsyncs, to show
+/// that a crash test built on this seam can fail. [`cut_after`](Self::cut_after)
+/// cuts the power after a number of mutating calls, so crashes land inside
+/// checkpoints and page flushes. Clone it to keep a handle while a store uses it.
+#[derive(Clone, Debug)]
+pub struct CrashFs {
+    inner: Arc<dyn Fs>,
+    state: Arc<Mutex<CrashState>>,
+}
+
+impl CrashFs {
+    /// Wraps the real file system, counting the files now under `root` as durable.
+    pub fn new(root: &Path) -> io::Result<Self> {
+        let fs = CrashFs { inner: Arc::new(StdFs), state: Arc::default() };
+        fs.adopt(root)?;
+        Ok(fs)
+    }
+
+    fn adopt(&self, dir: &Path) -> io::Result<()> {
+        let rd = match std::fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        self.lock().durable_dirs.entry(dir.to_path_buf()).or_default();
+        for e in rd {
+            let e = e?;
+            let path = e.path();
+            if e.file_type()?.is_dir() {
+                self.adopt(&path)?;
+                continue;
+            }
+            let bytes = std::fs::read(&path)?;
+            let mut s = self.lock();
+            let id = s.next_id;
+            s.next_id += 1;
+            s.files.insert(id, CrashFile { durable: bytes, pending: Vec::new() });
+            s.names.insert(path.clone(), id);
+            let (d, name) = split(&path);
+            s.durable_dirs.entry(d).or_default().insert(name, id);
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CrashState> {
+        self.state.lock().expect("crash state")
+    }
+
+    /// With `true`, `sync_data` and `sync_dir` succeed without making anything
+    /// durable (a store that forgot its fsyncs).
+    pub fn suppress_sync(&self, on: bool) {
+        self.lock().suppress_sync = on;
+    }
+
+    /// Cuts the power after `calls` more mutating calls (writes, truncations, fsyncs,
+    /// creations, renames, removals): that call and every later one fail, as if the
+    /// machine stopped there. `None` disarms it.
+    pub fn cut_after(&self, calls: Option<u64>) {
+        let mut s = self.lock();
+        s.cut_after = calls;
+    }
+
+    /// Whether an armed power cut has happened.
+    pub fn is_cut(&self) -> bool {
+        self.lock().cut
+    }
+
+    /// Mutating calls made through this file system so far (the unit of
+    /// [`cut_after`](Self::cut_after)).
+    pub fn calls(&self) -> u64 {
+        self.lock().calls
+    }
+
+    /// Turns the files on disk into what a power loss could leave, chosen by `mode`
+    /// and `seed`, and then counts everything as durable again (the machine has
+    /// rebooted). Close every store using this file system first.
+    pub fn crash(&self, mode: CrashMode, seed: u64) -> io::Result<()> {
+        let mut rng = SplitMix(seed);
+        let mut s = self.lock();
+        // Directory entries: the durable ones, then a prefix of the unsynced operations.
+        let mut dirs: Vec<PathBuf> = s.durable_dirs.keys().cloned().collect();
+        dirs.sort();
+        let mut result: BTreeMap<PathBuf, BTreeMap<String, u64>> = BTreeMap::new();
+        for dir in &dirs {
+            let mut entries = s.durable_dirs[dir].clone();
+            let ops = s.dir_ops.get(dir).cloned().unwrap_or_default();
+            let keep = match mode {
+                CrashMode::DropUnsynced => 0,
+                _ => rng.below(ops.len() + 1),
+            };
+            for op in &ops[..keep] {
+                match op {
+                    DirOp::Create { name, id } => {
+                        entries.insert(name.clone(), *id);
+                    }
+                    DirOp::Remove { name } => {
+                        entries.remove(name);
+                    }
+                    DirOp::Rename { from, to, id } => {
+                        entries.remove(from);
+                        entries.insert(to.clone(), *id);
+                    }
+                }
+            }
+            result.insert(dir.clone(), entries);
+        }
+        // File contents: the durable image plus what survives of the unsynced changes.
+        let mut images: HashMap<u64, Vec<u8>> = HashMap::new();
+        let mut ids: Vec<u64> = result.values().flat_map(|e| e.values().copied()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            let f = s.files.get(&id).expect("tracked file");
+            let mut image = f.durable.clone();
+            match mode {
+                CrashMode::DropUnsynced => {}
+                CrashMode::Scramble { sector } => {
+                    for p in &f.pending {
+                        match p {
+                            Pending::Write { offset, data } => {
+                                for piece in sectors(*offset, data, sector) {
+                                    if rng.coin() {
+                                        apply(&mut image, &piece);
+                                    }
+                                }
+                            }
+                            Pending::SetLen(_) => {
+                                if rng.coin() {
+                                    apply(&mut image, p);
+                                }
+                            }
+                        }
+                    }
+                }
+                CrashMode::TornPrefix { sector } => {
+                    let whole = rng.below(f.pending.len() + 1);
+                    for p in &f.pending[..whole] {
+                        apply(&mut image, p);
+                    }
+                    if let Some(Pending::Write { offset, data }) = f.pending.get(whole) {
+                        for piece in sectors(*offset, data, sector) {
+                            if rng.coin() {
+                                apply(&mut image, &piece);
+                            }
+                        }
+                    }
+                }
+            }
+            images.insert(id, image);
+        }
+        // Rewrite the tracked directories to match.
+        for (dir, entries) in &result {
+            if !dir.is_dir() {
+                continue;
+            }
+            for e in std::fs::read_dir(dir)? {
+                let e = e?;
+                if e.file_type()?.is_file() {
+                    std::fs::remove_file(e.path())?;
+                }
+            }
+            for (name, id) in entries {
+                std::fs::write(dir.join(name), &images[id])?;
+            }
+        }
+        // After the reboot everything on disk is durable.
+        s.names.clear();
+        s.files.clear();
+        s.dir_ops.clear();
+        s.durable_dirs.clear();
+        s.cut = false;
+        s.cut_after = None;
+        for (dir, entries) in result {
+            for (name, id) in &entries {
+                s.names.insert(dir.join(name), *id);
+                let image = images[id].clone();
+                s.files.insert(*id, CrashFile { durable: image, pending: Vec::new() });
+            }
+            s.durable_dirs.insert(dir, entries);
+        }
+        Ok(())
+    }
+}
+
+struct CrashHandle {
+    id: u64,
+    inner: Box<dyn FileHandle>,
+    state: Arc<Mutex<CrashState>>,
+}
+
+impl CrashHandle {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CrashState> {
+        self.state.lock().expect("crash state")
+    }
+}
+
+impl FileHandle for CrashHandle {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if self.lock().cut {
+            return Err(power_cut());
+        }
+        self.inner.read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let mut s = self.lock();
+        s.tick()?;
+        let n = self.inner.write_at(buf, offset)?;
+        if let Some(f) = s.files.get_mut(&self.id) {
+            f.pending.push(Pending::Write { offset, data: buf[..n].to_vec() });
+        }
+        Ok(n)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let mut s = self.lock();
+        s.tick()?;
+        self.inner.sync_data()?;
+        s.sync_file(self.id);
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut s = self.lock();
+        s.tick()?;
+        self.inner.set_len(len)?;
+        if let Some(f) = s.files.get_mut(&self.id) {
+            f.pending.push(Pending::SetLen(len));
+        }
+        Ok(())
+    }
+}
+
+impl Fs for CrashFs {
+    fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn FileHandle>> {
+        let mut s = self.lock();
+        if s.cut {
+            return Err(power_cut());
+        }
+        let id = match s.names.get(path) {
+            Some(id) => *id,
+            None => {
+                if create {
+                    s.tick()?;
+                }
+                let file = self.inner.open(path, create)?;
+                drop(file);
+                let id = s.next_id;
+                s.next_id += 1;
+                s.files.insert(id, CrashFile::default());
+                s.names.insert(path.to_path_buf(), id);
+                let (dir, name) = split(path);
+                s.dir_op(&dir, DirOp::Create { name, id });
+                id
+            }
+        };
+        let inner = self.inner.open(path, create)?;
+        Ok(Box::new(CrashHandle { id, inner, state: self.state.clone() }))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.tick()?;
+        self.inner.remove_file(path)?;
+        if s.names.remove(path).is_some() {
+            let (dir, name) = split(path);
+            s.dir_op(&dir, DirOp::Remove { name });
+        }
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.tick()?;
+        self.inner.rename(from, to)?;
+        let Some(id) = s.names.remove(from) else { return Ok(()) };
+        s.names.insert(to.to_path_buf(), id);
+        let (fdir, fname) = split(from);
+        let (tdir, tname) = split(to);
+        if fdir == tdir {
+            s.dir_op(&tdir, DirOp::Rename { from: fname, to: tname, id });
+        } else {
+            s.dir_op(&fdir, DirOp::Remove { name: fname });
+            s.dir_op(&tdir, DirOp::Create { name: tname, id });
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.tick()?;
+        self.inner.sync_dir(dir)?;
+        if s.suppress_sync {
+            return Ok(());
+        }
+        let ops = s.dir_ops.remove(dir).unwrap_or_default();
+        let entries = s.durable_dirs.entry(dir.to_path_buf()).or_default();
+        for op in ops {
+            match op {
+                DirOp::Create { name, id } => {
+                    entries.insert(name, id);
+                }
+                DirOp::Remove { name } => {
+                    entries.remove(&name);
+                }
+                DirOp::Rename { from, to, id } => {
+                    entries.remove(&from);
+                    entries.insert(to, id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        if self.lock().cut {
+            return Err(power_cut());
+        }
+        self.inner.list_dir(dir)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if s.cut {
+            return Err(power_cut());
+        }
+        self.inner.create_dir_all(dir)?;
+        s.durable_dirs.entry(dir.to_path_buf()).or_default();
+        Ok(())
     }
 }
 

@@ -23,10 +23,15 @@
 //!   exactly the state of the last completed checkpoint, or fails with a clear error.
 //! - Memory is a budget in bytes given at open ([`StoreOptions::memory_budget`]); the
 //!   store keeps its resident state within it, and [`StoreStats`] shows it.
-//! - After an I/O or corruption error a store is poisoned and refuses further writes.
+//! - After an I/O or corruption error a store is poisoned and refuses further writes
+//!   and reads ([`Error::Poisoned`]) until it is reopened. (Appendlog refuses writes
+//!   only after a damaged list it detects itself, so other lists stay readable; its
+//!   hybrid log refuses both after an I/O error.)
 //!
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
-//! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size).
+//! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size, mem an
+//! entry's key plus value by [`mem::MAX_ENTRY_LEN`], one snapshot frame). Every limit
+//! is checked when the value is written, with a typed error.
 
 pub mod adaptive;
 pub mod appendlog;
@@ -63,7 +68,8 @@ pub use timelog::{TimeLogOptions, TimeLogStore};
 
 /// Longest key any store accepts, in bytes.
 pub const MAX_KEY_LEN: usize = 32 * 1024;
-/// Longest value any store accepts, in bytes (hashlog: also bounded by its page size).
+/// Longest value any store accepts, in bytes (hashlog: also bounded by its page size;
+/// mem: key plus value by [`mem::MAX_ENTRY_LEN`]).
 pub const MAX_VALUE_LEN: usize = 256 * 1024 * 1024;
 
 /// What a read-modify-write closure asks the store to do.

@@ -26,6 +26,10 @@ pub(crate) struct Manifest {
     pub(crate) seq: u64,
     pub(crate) fields: BTreeMap<String, String>,
     pub(crate) namespaces: Vec<(String, String)>,
+    /// File offset of each field's line in a manifest read from disk (for errors).
+    offsets: BTreeMap<String, u64>,
+    /// File offset of the content (the frame payload) of a manifest read from disk.
+    base: u64,
 }
 
 impl Manifest {
@@ -33,28 +37,35 @@ impl Manifest {
         let mut fields = BTreeMap::new();
         fields.insert("store".to_string(), store.to_string());
         let namespaces = opts.namespaces.iter().map(|n| (n.merge.tag(), n.name.clone())).collect();
-        Manifest { seq, fields, namespaces }
+        Manifest { seq, fields, namespaces, ..Manifest::default() }
     }
 
     pub(crate) fn set(&mut self, key: &str, value: impl ToString) {
         self.fields.insert(key.to_string(), value.to_string());
     }
 
+    /// File offset of the line of field `key` (of the content if it is missing).
+    pub(crate) fn offset_of(&self, key: &str) -> u64 {
+        self.offsets.get(key).copied().unwrap_or(self.base)
+    }
+
     pub(crate) fn get_u64(&self, path: &Path, key: &str) -> Result<u64> {
-        let v = self
-            .fields
-            .get(key)
-            .ok_or_else(|| Error::corrupt(path, 0, format!("manifest lacks `{key}`")))?;
+        let v = self.fields.get(key).ok_or_else(|| {
+            Error::corrupt(path, self.offset_of(key), format!("manifest lacks `{key}`"))
+        })?;
         v.parse().map_err(|_| {
-            Error::corrupt(path, 0, format!("manifest field `{key}` = {v:?} is not a number"))
+            Error::corrupt(
+                path,
+                self.offset_of(key),
+                format!("manifest field `{key}` = {v:?} is not a number"),
+            )
         })
     }
 
     pub(crate) fn get_str(&self, path: &Path, key: &str) -> Result<&str> {
-        self.fields
-            .get(key)
-            .map(String::as_str)
-            .ok_or_else(|| Error::corrupt(path, 0, format!("manifest lacks `{key}`")))
+        self.fields.get(key).map(String::as_str).ok_or_else(|| {
+            Error::corrupt(path, self.offset_of(key), format!("manifest lacks `{key}`"))
+        })
     }
 
     fn encode(&self) -> Vec<u8> {
@@ -68,29 +79,36 @@ impl Manifest {
         s.into_bytes()
     }
 
-    fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|_| Error::corrupt(path, 16, "manifest is not UTF-8"))?;
-        let mut m = Manifest::default();
+    /// Decodes the content of a manifest whose payload starts at file offset `base`.
+    fn decode(path: &Path, bytes: &[u8], base: u64) -> Result<Self> {
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            Error::corrupt(path, base + e.valid_up_to() as u64, "manifest is not UTF-8")
+        })?;
+        let mut m = Manifest { base, ..Manifest::default() };
         let mut seq = None;
-        for line in text.lines() {
+        let mut at = base;
+        for line in text.split_inclusive('\n') {
+            let line_at = at;
+            at += line.len() as u64;
+            let line = line.strip_suffix('\n').unwrap_or(line);
             let (k, v) = line.split_once('=').ok_or_else(|| {
-                Error::corrupt(path, 16, format!("manifest line {line:?} lacks `=`"))
+                Error::corrupt(path, line_at, format!("manifest line {line:?} lacks `=`"))
             })?;
             match k {
                 "seq" => seq = v.parse().ok(),
                 "ns" => {
                     let (tag, name) = v.split_once(' ').ok_or_else(|| {
-                        Error::corrupt(path, 16, format!("bad namespace line {line:?}"))
+                        Error::corrupt(path, line_at, format!("bad namespace line {line:?}"))
                     })?;
                     m.namespaces.push((tag.to_string(), name.to_string()));
                 }
                 _ => {
                     m.fields.insert(k.to_string(), v.to_string());
+                    m.offsets.insert(k.to_string(), line_at);
                 }
             }
         }
-        m.seq = seq.ok_or_else(|| Error::corrupt(path, 16, "manifest lacks a valid `seq`"))?;
+        m.seq = seq.ok_or_else(|| Error::corrupt(path, base, "manifest lacks a valid `seq`"))?;
         Ok(m)
     }
 
@@ -162,17 +180,18 @@ pub(crate) fn read_manifest(fs: &dyn Fs, dir: &Path, seq: u64) -> Result<Manifes
     let mut r = BlockReader::open(fs, &path, MANIFEST_MAGIC, MANIFEST_VERSION)?;
     let mut buf = Vec::new();
     if !r.next(&mut buf)? {
-        return Err(Error::corrupt(&path, 16, "manifest has no content frame"));
+        return Err(Error::corrupt(&path, r.payload_offset(), "manifest has no content frame"));
     }
-    let m = Manifest::decode(&path, &buf)?;
+    let m = Manifest::decode(&path, &buf, r.payload_offset())?;
     let mut extra = Vec::new();
     if r.next(&mut extra)? {
-        return Err(Error::corrupt(&path, 16, "manifest has more than one frame"));
+        let at = r.payload_offset() - 8;
+        return Err(Error::corrupt(&path, at, "manifest has more than one frame"));
     }
     if m.seq != seq {
         return Err(Error::corrupt(
             &path,
-            16,
+            m.base,
             format!("manifest names seq {} but its file says {seq}", m.seq),
         ));
     }
@@ -205,7 +224,7 @@ pub(crate) fn init_dir(fs: &dyn Fs, dir: &Path, store: &str, version: u32) -> Re
         let mut r = BlockReader::open(fs, &marker, STORE_MAGIC, u32::MAX)?;
         let mut buf = Vec::new();
         if !r.next(&mut buf)? {
-            return Err(Error::corrupt(&marker, 16, "STORE marker is empty"));
+            return Err(Error::corrupt(&marker, r.payload_offset(), "STORE marker is empty"));
         }
         let text = String::from_utf8_lossy(&buf);
         let found = text.strip_prefix("store=").unwrap_or("").trim();

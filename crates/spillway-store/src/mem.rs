@@ -5,13 +5,18 @@
 //!
 //! FORMAT: `snapshot-<seq>.mem` is a [block file](crate::blockfile) (magic `SWMEMSNP`,
 //! version 1) whose frames hold records `ns u16 | key_len u32 | value_len u32 | key |
-//! value`, batched up to 1 MiB per frame. The manifest `MANIFEST-<seq>` names it under
+//! value`, batched up to 1 MiB per frame (a block-file frame holds at most 64 MiB, so
+//! an entry's key and value together are at most [`MAX_ENTRY_LEN`] bytes). The manifest `MANIFEST-<seq>` names it under
 //! `snapshot=`. Checkpoint protocol: write the snapshot under a temporary name, fsync,
 //! rename; then publish the manifest the same way; then delete snapshots and manifests
 //! older than the previous one. Recovery loads the newest manifest's snapshot.
 //!
 //! Memory: the store counts key and value bytes plus a fixed per-entry overhead of
 //! [`ENTRY_OVERHEAD`] bytes and refuses writes that would exceed its budget.
+//!
+//! Limits: keys up to [`MAX_KEY_LEN`](crate::MAX_KEY_LEN), and key plus value up to
+//! [`MAX_ENTRY_LEN`] (so that every entry fits one snapshot frame), checked when the
+//! value is written ([`Error::ValueTooLarge`]), never first at the checkpoint.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -20,7 +25,7 @@ use std::time::Instant;
 
 use hashbrown::HashMap;
 
-use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor};
+use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor, MAX_FRAME};
 use crate::error::{Error, Result};
 use crate::io::{join, Fs, StdFs};
 use crate::manifest::{self, Manifest};
@@ -34,6 +39,12 @@ const FORMAT_VERSION: u32 = 1;
 /// Bytes charged per entry on top of its key and value (hash slot, two heap headers).
 pub const ENTRY_OVERHEAD: u64 = 64;
 const FRAME_TARGET: usize = 1 << 20;
+/// Bytes of a snapshot record before its key: namespace u16, key and value lengths.
+const RECORD_HDR: usize = 10;
+/// Longest key plus value of one entry, in bytes (64 MiB less a snapshot record
+/// header): an entry is one record of a snapshot frame. Larger values, and list
+/// merges that would grow past it, are refused with [`Error::ValueTooLarge`].
+pub const MAX_ENTRY_LEN: usize = crate::blockfile::MAX_FRAME - RECORD_HDR;
 
 /// One namespace's map: hashed, or ordered when the namespace asks for range reads.
 enum NsMap {
@@ -109,6 +120,11 @@ fn entry_cost(key: usize, value: usize) -> u64 {
     (key + value) as u64 + ENTRY_OVERHEAD
 }
 
+/// Largest value an entry with a key of `klen` bytes may hold.
+fn max_value(klen: usize) -> usize {
+    MAX_ENTRY_LEN.saturating_sub(klen).min(MAX_VALUE_LEN)
+}
+
 impl MemStore {
     /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
     pub fn open(opts: StoreOptions) -> Result<Self> {
@@ -151,25 +167,41 @@ impl MemStore {
         let dir = self.opts.dir.clone();
         let m = manifest::read_manifest(&*self.fs, &dir, seq)?;
         m.check_namespaces(&self.opts)?;
-        let path = join(&dir, m.get_str(&join(&dir, &manifest::manifest_name(seq)), "snapshot")?);
+        let mpath = join(&dir, &manifest::manifest_name(seq));
+        let name = m.get_str(&mpath, "snapshot")?;
+        let numbered = name.strip_prefix("snapshot-").and_then(|n| n.strip_suffix(".mem"));
+        if !numbered.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+            let what = "manifest: snapshot is not a snapshot-<seq>.mem file name";
+            return Err(Error::corrupt(&mpath, m.offset_of("snapshot"), what));
+        }
+        let path = join(&dir, name);
         let mut r = BlockReader::open(&*self.fs, &path, SNAP_MAGIC, FORMAT_VERSION)?;
         let mut frame = Vec::new();
         while r.next(&mut frame)? {
-            let mut c = Cursor::new(&frame, r.path(), 0);
+            let mut c = Cursor::new(&frame, r.path(), r.payload_offset());
             while !c.is_empty() {
+                let at = c.offset();
                 let ns = c.u16()? as usize;
                 let klen = c.u32()? as usize;
                 let vlen = c.u32()? as usize;
                 let key = c.bytes(klen)?;
                 let value = c.bytes(vlen)?;
                 if ns >= self.maps.len() {
-                    return Err(Error::corrupt(&path, 0, format!("record names namespace {ns}")));
+                    return Err(Error::corrupt(&path, at, format!("record names namespace {ns}")));
                 }
+                if klen > crate::MAX_KEY_LEN || klen + vlen > MAX_ENTRY_LEN {
+                    return Err(Error::corrupt(&path, at, "record exceeds the entry limits"));
+                }
+                if self.maps[ns].get(key).is_some() {
+                    return Err(Error::corrupt(&path, at, "key recorded twice in the snapshot"));
+                }
+                // Checked per record, so a snapshot larger than the budget is refused
+                // before it is all in memory.
+                self.check_budget(entry_cost(klen, vlen))?;
                 self.bytes += entry_cost(klen, vlen);
                 self.maps[ns].insert(key.into(), value.to_vec());
             }
         }
-        self.check_budget(0)?;
         self.seq = seq;
         Ok(())
     }
@@ -191,7 +223,7 @@ impl MemStore {
     }
 
     fn set(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
-        check_value(value.len(), MAX_VALUE_LEN)?;
+        check_value(value.len(), max_value(key.len()))?;
         let map = &mut self.maps[ns.index()];
         match map.get_mut(key) {
             Some(v) => {
@@ -239,6 +271,11 @@ impl MemStore {
         let mut frame = Vec::with_capacity(FRAME_TARGET + 1024);
         for (ns, map) in self.maps.iter().enumerate() {
             for (k, v) in map.iter() {
+                // Writes bound an entry to MAX_ENTRY_LEN, so a record always fits a frame.
+                if frame.len() + RECORD_HDR + k.len() + v.len() > MAX_FRAME {
+                    w.frame(&frame)?;
+                    frame.clear();
+                }
                 frame.extend_from_slice(&(ns as u16).to_le_bytes());
                 frame.extend_from_slice(&(k.len() as u32).to_le_bytes());
                 frame.extend_from_slice(&(v.len() as u32).to_le_bytes());
@@ -282,6 +319,7 @@ impl StateStore for MemStore {
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        crate::error::readable(&self.poisoned)?;
         self.ns_ok(ns)?;
         self.stats.gets += 1;
         out.clear();
@@ -311,7 +349,7 @@ impl StateStore for MemStore {
         if let crate::MergeOp::ListAppend = op {
             if let Some(v) = self.maps[ns.index()].get_mut(key) {
                 let add = crate::list::framed_len(operand);
-                check_value(v.len() + add, MAX_VALUE_LEN)?;
+                check_value(v.len() + add, max_value(key.len()))?;
                 let needed = self.bytes + add as u64;
                 if needed > self.opts.memory_budget {
                     return Err(Error::BudgetTooSmall {
@@ -363,6 +401,7 @@ impl StateStore for MemStore {
     }
 
     fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        crate::error::readable(&self.poisoned)?;
         self.ns_ok(ns)?;
         self.stats.scans += 1;
         match &self.maps[ns.index()] {
@@ -407,6 +446,7 @@ impl StateStore for MemStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
+        crate::error::readable(&self.poisoned)?;
         self.ns_ok(ns)?;
         let NsMap::Tree(m) = &self.maps[ns.index()] else {
             return Err(Error::Unsupported {

@@ -694,3 +694,103 @@ fn appendlog_round_robin_appends_do_not_recopy_chunks() {
     assert!(written < 64 * appended, "{written} bytes written for {appended} appended");
     assert!(written * 3 < hashlog_written, "appendlog {written}, hashlog {hashlog_written}");
 }
+
+/// Values exactly at each store's limit are accepted, checkpointed and read back; one
+/// byte more is refused with `ValueTooLarge` when written (mem used to accept up to
+/// 256 MiB and then panic in its checkpoint on a frame over 64 MiB).
+#[test]
+fn values_at_each_limit() {
+    use spillway_store::Error;
+    let limits = [
+        (Kind::Mem, spillway_store::mem::MAX_ENTRY_LEN - 1),
+        // 64 KiB pages: page header 32, record header 24, slack 8, key 1, 8-aligned.
+        (Kind::HashLogTiny, (65536 - 32 - 24 - 8 - 1) & !7),
+    ];
+    for (kind, max) in limits {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = open(kind, dir.path()).expect("open");
+        let n = store.namespace("kv").expect("ns");
+        let lists = store.namespace("lists").expect("ns");
+        let value: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        store.put(n, b"k", &value).unwrap_or_else(|e| panic!("{kind:?}: value at the limit: {e}"));
+        let over = store.put(n, b"j", &vec![1u8; max + 1]);
+        assert!(matches!(over, Err(Error::ValueTooLarge { .. })), "{kind:?}: {over:?}");
+        // A list merge that would grow past the limit is refused, the list unchanged.
+        store.merge(lists, b"k", &vec![2u8; max - 4]).expect("list at the limit");
+        let grown = store.merge(lists, b"k", b"");
+        assert!(matches!(grown, Err(Error::ValueTooLarge { .. })), "{kind:?}: {grown:?}");
+        let big_key = vec![3u8; spillway_store::MAX_KEY_LEN];
+        store.put(n, &big_key, b"v").expect("key at the limit");
+        let key_over = store.put(n, &[big_key.as_slice(), b"x"].concat(), b"v");
+        assert!(matches!(key_over, Err(Error::KeyTooLarge { .. })), "{kind:?}: {key_over:?}");
+        store.checkpoint().unwrap_or_else(|e| panic!("{kind:?}: checkpoint at the limit: {e}"));
+        drop(store);
+        let mut store = open(kind, dir.path()).expect("reopen");
+        let n = store.namespace("kv").expect("ns");
+        let lists = store.namespace("lists").expect("ns");
+        assert!(store.get(n, b"k").expect("get") == Some(value), "{kind:?}: value at the limit");
+        assert_eq!(store.get(lists, b"k").expect("get").map(|v| v.len()), Some(max), "{kind:?}");
+        assert_eq!(store.get(n, &big_key).expect("get").as_deref(), Some(&b"v"[..]), "{kind:?}");
+        assert_eq!(store.get(n, b"j").expect("get"), None, "{kind:?}");
+    }
+}
+
+/// Open segment files stay under the documented cap of 64 however long the log: a log
+/// of hundreds of one-page segments reads back correctly (before and after a
+/// checkpoint and reopen) with at most 64 of them open, counted by the store and by
+/// the process's file descriptors.
+#[test]
+fn hashlog_open_segments_stay_capped() {
+    use spillway_store::{HashLogOptions, HashLogStore, StateStore};
+    const CAP: usize = 64;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open_fds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .map(|rd| {
+                rd.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                    .filter(|p| p.starts_with(dir.path()))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let hopts = || HashLogOptions::default().page_size(4096).segment_size(4096);
+    let open =
+        || HashLogStore::open(common::options(dir.path(), 1 << 20), hopts()).expect("open hashlog");
+    let mut store = open();
+    let n = store.namespace("kv").expect("ns");
+    let value = |i: u32| vec![i as u8; 300 + (i % 7) as usize];
+    let keys = 10_000u32;
+    for i in 0..keys {
+        store.put(n, format!("key{i:05}").as_bytes(), &value(i)).expect("put");
+    }
+    let segments = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg")))
+        .count();
+    assert!(segments > 4 * CAP, "only {segments} segments");
+    let read_all = |store: &mut HashLogStore| {
+        for i in (0..keys).rev() {
+            let got = store.get(n, format!("key{i:05}").as_bytes()).expect("get");
+            assert_eq!(got, Some(value(i)), "key {i}");
+            assert!(store.open_segment_files() <= CAP);
+        }
+        assert!(open_fds() <= CAP + 1, "{} files of the store open", open_fds());
+    };
+    read_all(&mut store);
+    store.checkpoint().expect("checkpoint");
+    assert!(store.open_segment_files() <= CAP);
+    drop(store);
+    let mut store = open();
+    read_all(&mut store);
+}
+
+/// Saved proptest failures replay: this suite's config persists them beside the source
+/// (`tests/conformance.proptest-regressions`), and the configs elsewhere in the
+/// workspace build on `ProptestConfig::default()`, which persists them too (proptest's
+/// `std` feature; `PROPTEST_DISABLE_FAILURE_PERSISTENCE` would turn that off).
+#[test]
+fn proptest_failures_are_persisted_and_replayed() {
+    assert!(config().failure_persistence.is_some());
+    assert!(ProptestConfig::default().failure_persistence.is_some());
+    assert!(ProptestConfig::with_cases(8).failure_persistence.is_some());
+}

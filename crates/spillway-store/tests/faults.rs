@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{check_all, open, open_with_fs, Kind, Model, Op, KV, LIST};
+use common::{check_all, open, open_with_fs, Kind, Model, Op, KV, LIST, ORD};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use spillway_store::io::{Fault, FaultFs};
@@ -70,6 +70,21 @@ fn fault_case(kind: Kind, fault: Fault, seed: u64) {
         matches!(again, Err(Error::Poisoned { .. })),
         "{kind:?} {fault:?}: write after failure: {again:?}"
     );
+    // So does every read: after a failed write or flush the store's memory may not
+    // match its index (a scan after a failed page flush used to index past the frames).
+    for i in [KV, LIST, ORD] {
+        let ns = common::ns(&*store, i);
+        let get = store.get(ns, b"key0001");
+        assert!(
+            matches!(get, Err(Error::Poisoned { .. })),
+            "{kind:?} {fault:?}: get after failure: {get:?}"
+        );
+        let scan = store.scan_prefix(ns, b"", &mut |_, _| true);
+        assert!(
+            matches!(scan, Err(Error::Poisoned { .. })),
+            "{kind:?} {fault:?}: scan after failure: {scan:?}"
+        );
+    }
     drop(store);
 
     // Reopen on the real file system: the last completed checkpoint, exactly. A
@@ -180,8 +195,12 @@ fn read_damaged(kind: Kind, dir: &Path, model: &Model, what: &str) -> usize {
         match store.get(n, k) {
             Ok(got) => assert_eq!(got.as_ref(), Some(v), "{kind:?} {what}: wrong value for {k:?}"),
             Err(e) => {
+                // After the first corruption error the store refuses further reads.
                 assert!(
-                    matches!(e, Error::Corrupt { .. } | Error::ShortIo { .. }),
+                    matches!(
+                        e,
+                        Error::Corrupt { .. } | Error::ShortIo { .. } | Error::Poisoned { .. }
+                    ),
                     "{kind:?} {what}: {e}"
                 );
                 errors += 1;
@@ -397,6 +416,8 @@ fn timelog_corruption_errors_name_file_and_offset() {
                     assert_eq!(*offset, 16, "the first block starts after the header");
                     assert!(e.to_string().contains(&*seg.to_string_lossy()), "{e}");
                 }
+                // The first corruption poisoned the store: later reads are refused.
+                Error::Poisoned { .. } => {}
                 other => panic!("expected Corrupt, got {other}"),
             }
         }
@@ -568,4 +589,277 @@ fn appendlog_damaged_head_or_missing_chunk_is_corrupt() {
     let mut store = common::open_appendlog(Kind::AppendLogTiny, &pristine).expect("open");
     let ns = store.namespace("lists").expect("ns");
     assert_eq!(store.get(ns, b"long").expect("get"), Some(want));
+}
+
+/// A block file split into its 16-byte header and frame payloads.
+fn read_frames(path: &Path) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let bytes = std::fs::read(path).expect("read block file");
+    let mut frames = Vec::new();
+    let mut at = 16;
+    loop {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        if len == u32::MAX {
+            break;
+        }
+        frames.push(bytes[at + 8..at + 8 + len as usize].to_vec());
+        at += 8 + len as usize;
+    }
+    (bytes[..16].to_vec(), frames)
+}
+
+/// Writes a block file with valid checksums around (possibly damaged) payloads: the
+/// damage is in the content, which only the loaders' own checks can catch.
+fn write_frames(path: &Path, header: &[u8], frames: &[Vec<u8>]) {
+    let mut out = header.to_vec();
+    let mut payload = 0u64;
+    for f in frames {
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32c::crc32c(f).to_le_bytes());
+        out.extend_from_slice(f);
+        payload += f.len() as u64;
+    }
+    let mut tail = [0u8; 16];
+    tail[..8].copy_from_slice(&(frames.len() as u64).to_le_bytes());
+    tail[8..].copy_from_slice(&payload.to_le_bytes());
+    out.extend_from_slice(&u32::MAX.to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&tail).to_le_bytes());
+    std::fs::write(path, out).expect("write block file");
+}
+
+/// File offset of frame `i`'s payload in a block file with these frames.
+fn payload_offset(frames: &[Vec<u8>], i: usize) -> u64 {
+    16 + frames[..i].iter().map(|f| 8 + f.len() as u64).sum::<u64>() + 8
+}
+
+fn newest(dir: &Path, prefix: &str, suffix: &str) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(prefix) && n.ends_with(suffix)
+        })
+        .max()
+        .expect("file present")
+}
+
+/// Opening must fail with `Corrupt` naming `path` at `offset` (and never hang, panic
+/// or return data).
+fn assert_corrupt_at(kind: Kind, dir: &Path, path: &Path, offset: u64, what: &str) {
+    match open(kind, dir) {
+        Err(Error::Corrupt { path: p, offset: o, what: w }) => {
+            assert_eq!(p, path, "{what}: {w}");
+            assert_eq!(o, offset, "{what}: {w}");
+        }
+        Err(e) => panic!("{what}: expected Corrupt, got {e}"),
+        Ok(_) => panic!("{what}: a damaged store opened"),
+    }
+}
+
+/// Damaged hashlog index snapshots (with valid checksums, so only validation can tell):
+/// an entry pointing past the log's tail or into a page header, an overflow link that
+/// loops (a probe used to loop forever), an orphaned overflow bucket, a manifest whose
+/// log range or index name is wrong. Each is `Corrupt` naming the file and the real
+/// offset of the bad bucket or manifest line (it used to say 16 for everything).
+#[test]
+fn hashlog_damaged_index_and_manifest_fixtures() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let pristine = base.path().join("pristine");
+    let model = fixture(Kind::HashLogTiny, &pristine);
+    const ADDR_MASK: u64 = (1 << 44) - 1;
+    type Damage = fn(&mut Vec<u8>, &mut Vec<Vec<u8>>) -> (usize, usize);
+    // Each damage returns (frame, byte in frame) of the record the error must name.
+    let cases: Vec<(&str, Damage)> = vec![
+        ("entry past the tail", |_, frames| {
+            let f = &mut frames[1];
+            let s = (0..7).find(|s| f[8 + 8 * s..16 + 8 * s] != [0; 8]).unwrap();
+            let e = u64::from_le_bytes(f[8 + 8 * s..16 + 8 * s].try_into().unwrap());
+            f[8 + 8 * s..16 + 8 * s].copy_from_slice(&(e | ADDR_MASK).to_le_bytes());
+            (1, 0)
+        }),
+        ("entry in page 0", |_, frames| {
+            let f = &mut frames[1];
+            let s = (0..7).find(|s| f[8 + 8 * s..16 + 8 * s] != [0; 8]).unwrap();
+            let e = u64::from_le_bytes(f[8 + 8 * s..16 + 8 * s].try_into().unwrap());
+            f[8 + 8 * s..16 + 8 * s].copy_from_slice(&((e & !ADDR_MASK) | 1).to_le_bytes());
+            (1, 0)
+        }),
+        ("overflow link loop", |_, frames| {
+            // Header: one overflow bucket; the first main bucket links to it and it
+            // links to itself.
+            let n_main = u64::from_le_bytes(frames[0][8..16].try_into().unwrap());
+            frames[0][16..24].copy_from_slice(&1u64.to_le_bytes());
+            frames[1][64..72].copy_from_slice(&1u64.to_le_bytes());
+            let last = frames.len() - 1;
+            let mut rec = n_main.to_le_bytes().to_vec();
+            rec.extend_from_slice(&[0u8; 56]);
+            rec.extend_from_slice(&1u64.to_le_bytes());
+            let at = frames[last].len();
+            frames[last].extend_from_slice(&rec);
+            (last, at)
+        }),
+        ("orphaned overflow bucket", |_, frames| {
+            let n_main = u64::from_le_bytes(frames[0][8..16].try_into().unwrap());
+            frames[0][16..24].copy_from_slice(&1u64.to_le_bytes());
+            let last = frames.len() - 1;
+            let mut rec = n_main.to_le_bytes().to_vec();
+            rec.extend_from_slice(&[0u8; 56]);
+            rec.extend_from_slice(&1u64.to_le_bytes());
+            frames[last].extend_from_slice(&rec);
+            (0, 0)
+        }),
+    ];
+    for (i, (what, damage)) in cases.into_iter().enumerate() {
+        let dir = base.path().join(format!("index{i}"));
+        copy_dir(&pristine, &dir);
+        let snap = newest(&dir, "index-", ".snap");
+        let (mut header, mut frames) = read_frames(&snap);
+        let (frame, at) = damage(&mut header, &mut frames);
+        write_frames(&snap, &header, &frames);
+        assert_corrupt_at(
+            Kind::HashLogTiny,
+            &dir,
+            &snap,
+            payload_offset(&frames, frame) + at as u64,
+            what,
+        );
+    }
+
+    // Manifests: a tail past the address space, a begin in page 0, an index file name
+    // that leaves the directory.
+    let edits: [(&str, &str, &str); 3] = [
+        ("tail", "tail=", "tail=99999999999999999"),
+        ("begin", "begin=", "begin=40"),
+        ("index", "index=", "index=../pristine/STORE"),
+    ];
+    for (i, (what, key, line)) in edits.into_iter().enumerate() {
+        let dir = base.path().join(format!("manifest{i}"));
+        copy_dir(&pristine, &dir);
+        let manifest = newest(&dir, "MANIFEST-", "");
+        let (header, mut frames) = read_frames(&manifest);
+        let text = String::from_utf8(frames[0].clone()).unwrap();
+        let at = text.find(&format!("\n{key}")).map(|p| p + 1).expect("field present");
+        let end = at + text[at..].find('\n').unwrap();
+        frames[0] = format!("{}{line}{}", &text[..at], &text[end..]).into_bytes();
+        write_frames(&manifest, &header, &frames);
+        assert_corrupt_at(
+            Kind::HashLogTiny,
+            &dir,
+            &manifest,
+            payload_offset(&frames, 0) + at as u64,
+            what,
+        );
+    }
+
+    // The pristine copy still reads back exactly.
+    assert_eq!(read_damaged(Kind::HashLogTiny, &pristine, &model, "pristine"), 0);
+}
+
+/// `expected_keys` is a hint: a huge one is refused with `BudgetTooSmall` before the
+/// index is allocated (it used to allocate first).
+#[test]
+fn hashlog_huge_expected_keys_is_refused_before_allocating() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = common::hashlog_options(Kind::HashLogTiny).expected_keys(u64::MAX);
+    let r = spillway_store::HashLogStore::open(common::options(dir.path(), 1 << 20), h);
+    assert!(matches!(r, Err(Error::BudgetTooSmall { .. })), "{:?}", r.err());
+}
+
+/// Damaged mem snapshots with valid checksums: a key recorded twice, a record naming an
+/// undeclared namespace, a snapshot name leaving the directory. `Corrupt` naming the
+/// file and the record's real offset.
+#[test]
+fn mem_damaged_snapshot_fixtures() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let pristine = base.path().join("pristine");
+    let model = fixture(Kind::Mem, &pristine);
+    for (i, what) in ["duplicate key", "unknown namespace"].into_iter().enumerate() {
+        let dir = base.path().join(format!("snap{i}"));
+        copy_dir(&pristine, &dir);
+        let snap = newest(&dir, "snapshot-", ".mem");
+        let (header, mut frames) = read_frames(&snap);
+        let f = &frames[0];
+        let klen = u32::from_le_bytes(f[2..6].try_into().unwrap()) as usize;
+        let vlen = u32::from_le_bytes(f[6..10].try_into().unwrap()) as usize;
+        let mut rec = f[..10 + klen + vlen].to_vec();
+        if i == 1 {
+            rec[..2].copy_from_slice(&7u16.to_le_bytes());
+            rec[10] ^= 0x55; // and a key that is not a duplicate
+        }
+        let at = frames[0].len();
+        frames[0].extend_from_slice(&rec);
+        write_frames(&snap, &header, &frames);
+        assert_corrupt_at(Kind::Mem, &dir, &snap, payload_offset(&frames, 0) + at as u64, what);
+    }
+    let dir = base.path().join("name");
+    copy_dir(&pristine, &dir);
+    let manifest = newest(&dir, "MANIFEST-", "");
+    let (header, mut frames) = read_frames(&manifest);
+    let text = String::from_utf8(frames[0].clone()).unwrap();
+    let at = text.find("\nsnapshot=").expect("snapshot line") + 1;
+    let end = at + text[at..].find('\n').unwrap();
+    frames[0] = format!("{}snapshot=/etc/hostname{}", &text[..at], &text[end..]).into_bytes();
+    write_frames(&manifest, &header, &frames);
+    assert_corrupt_at(Kind::Mem, &dir, &manifest, payload_offset(&frames, 0) + at as u64, "name");
+    assert_eq!(read_damaged(Kind::Mem, &pristine, &model, "pristine"), 0);
+}
+
+/// Replaces field `key`'s line of the newest manifest in `dir` with `line` (checksums
+/// recomputed); returns the manifest and the file offset of that line.
+fn edit_manifest(dir: &Path, key: &str, line: &str) -> (std::path::PathBuf, u64) {
+    let manifest = newest(dir, "MANIFEST-", "");
+    let (header, mut frames) = read_frames(&manifest);
+    let text = String::from_utf8(frames[0].clone()).expect("utf-8 manifest");
+    let at = text.find(&format!("\n{key}=")).map(|p| p + 1).expect("field present");
+    let end = at + text[at..].find('\n').expect("line end");
+    frames[0] = format!("{}{line}{}", &text[..at], &text[end..]).into_bytes();
+    write_frames(&manifest, &header, &frames);
+    (manifest, payload_offset(&frames, 0) + at as u64)
+}
+
+/// Timelog and adaptive manifests with valid checksums but bad fields: `Corrupt` naming
+/// the manifest and the offset of the bad line (timelog used to say 16, adaptive 0), and
+/// a memtable image name leaving the directory is refused.
+#[test]
+fn timelog_and_adaptive_damaged_manifest_fixtures() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let pristine = base.path().join("timelog");
+    fixture(Kind::TimeLogTiny, &pristine);
+    let edits = [
+        ("partition_span", "partition_span=0"),
+        ("memtables", "memtables=../timelog/STORE"),
+        ("segments", "segments=0:0:x"),
+        ("max_time", "max_time=soon"),
+    ];
+    for (i, (key, line)) in edits.into_iter().enumerate() {
+        let dir = base.path().join(format!("t{i}"));
+        copy_dir(&pristine, &dir);
+        let (manifest, at) = edit_manifest(&dir, key, line);
+        assert_corrupt_at(Kind::TimeLogTiny, &dir, &manifest, at, key);
+    }
+    let pristine = base.path().join("adaptive");
+    {
+        let mut store = open(Kind::AdaptiveTiny, &pristine).expect("open");
+        for i in 0..200u32 {
+            common::write(&mut store, &Op::Put(KV, i.to_le_bytes().to_vec(), vec![1; 50]))
+                .expect("put");
+        }
+        store.checkpoint().expect("checkpoint");
+    }
+    let dir = base.path().join("a0");
+    copy_dir_all(&pristine, &dir);
+    let (manifest, at) = edit_manifest(&dir, "ns.0", "ns.0=sideways");
+    assert_corrupt_at(Kind::AdaptiveTiny, &dir, &manifest, at, "adaptive ns.0");
+}
+
+fn copy_dir_all(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        if e.file_type().expect("type").is_dir() {
+            copy_dir_all(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+        }
+    }
 }

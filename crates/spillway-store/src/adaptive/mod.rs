@@ -337,7 +337,9 @@ impl AdaptiveStore {
             }
             for (i, st) in ns.iter_mut().enumerate() {
                 let v = m.get_str(&mpath, &format!("ns.{i}"))?;
-                let bad = || Error::corrupt(&mpath, 0, format!("bad namespace state ns.{i}={v:?}"));
+                let at = m.offset_of(&format!("ns.{i}"));
+                let bad =
+                    || Error::corrupt(&mpath, at, format!("bad namespace state ns.{i}={v:?}"));
                 match v.split_once('>') {
                     None => st.layout = Layout::parse(v).ok_or_else(bad)?,
                     Some((from, rest)) => {
@@ -768,6 +770,7 @@ impl StateStore for AdaptiveStore {
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        crate::error::readable(&self.poisoned)?;
         let i = self.ns_index(ns)?;
         let found = match self.route(i) {
             (l, None) => self.part(l).get_into(ns, key, out)?,
@@ -871,6 +874,7 @@ impl StateStore for AdaptiveStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
+        crate::error::readable(&self.poisoned)?;
         let i = self.ns_index(ns)?;
         let mut walked = false;
         let n = match self.route(i) {
@@ -932,6 +936,7 @@ impl StateStore for AdaptiveStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<Option<Vec<u8>>> {
+        crate::error::readable(&self.poisoned)?;
         let i = self.ns_index(ns)?;
         match self.route(i) {
             (l, None) => self.part(l).scan_step(ns, from, limit, visit),

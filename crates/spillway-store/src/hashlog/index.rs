@@ -24,9 +24,10 @@
 
 pub(crate) const ADDR_BITS: u32 = 44;
 const ADDR_MASK: u64 = (1 << ADDR_BITS) - 1;
-const TAG_BITS: u32 = 20;
+pub(crate) const TAG_BITS: u32 = 20;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
-const SLOTS: usize = 7;
+/// Entry slots of a bucket; the slot after them links to an overflow bucket.
+pub(crate) const SLOTS: usize = 7;
 /// Bytes of one bucket.
 pub(crate) const BUCKET_BYTES: u64 = 64;
 
@@ -69,8 +70,9 @@ pub(crate) struct HashIndex {
     draining: Option<Draining>,
 }
 
+/// The log address an index entry points at.
 #[inline]
-fn addr_of(e: u64) -> u64 {
+pub(crate) fn addr_of(e: u64) -> u64 {
     (e & ADDR_MASK) << 3
 }
 

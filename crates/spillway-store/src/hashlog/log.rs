@@ -11,6 +11,10 @@
 //! computed at that moment, so in-place updates in the mutable region cost no
 //! checksum work. A checkpoint seals the tail page early (the rest of it stays empty)
 //! so that no page below a checkpoint's tail is ever written again.
+//!
+//! At most [`MAX_OPEN_SEGMENTS`] segment files are open at once: the least recently
+//! used handle is closed when another segment is needed and reopened on demand, so
+//! a log of any length holds a bounded number of file descriptors.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -29,6 +33,8 @@ pub(crate) const ADDRESS_LIMIT: u64 = 1 << (super::index::ADDR_BITS + 3);
 pub(crate) const MAX_RECORD_SLACK: usize = 8;
 /// First bytes read for a disk-resident record before its length is known.
 const READ_HINT: usize = 512;
+/// Segment files kept open at most; the least recently used handle is closed beyond.
+pub(crate) const MAX_OPEN_SEGMENTS: usize = 64;
 
 pub(crate) struct Log {
     pub(crate) fs: Arc<dyn Fs>,
@@ -46,7 +52,10 @@ pub(crate) struct Log {
     /// Pages below this page-aligned address are on disk.
     flushed: u64,
     pub(crate) tail: u64,
+    /// Open segment files, at most [`MAX_OPEN_SEGMENTS`].
     files: HashMap<u64, Segment>,
+    /// Use counter stamped on a segment each time it is used (for LRU closing).
+    segment_clock: u64,
     dirty: HashSet<u64>,
     disk_buf: Vec<u8>,
     disk_addr: u64,
@@ -58,6 +67,8 @@ pub(crate) struct Log {
 struct Segment {
     path: PathBuf,
     file: Box<dyn FileHandle>,
+    /// `segment_clock` when last used.
+    used: u64,
 }
 
 /// Pages are written up to their used bytes rounded up to this many bytes.
@@ -96,6 +107,7 @@ impl Log {
             flushed: tail_page << page_bits,
             tail,
             files: HashMap::new(),
+            segment_clock: 0,
             dirty: HashSet::new(),
             disk_buf: Vec::new(),
             disk_addr: 0,
@@ -184,15 +196,32 @@ impl Log {
         (seg, in_seg)
     }
 
-    /// The open segment `seg`, opening (or creating) its file on first use.
+    /// The open segment `seg`, opening (or creating) its file on first use and closing
+    /// the least recently used one beyond [`MAX_OPEN_SEGMENTS`]. (Closing loses nothing:
+    /// a later fsync through a new handle makes the file's earlier writes durable.)
     fn segment(&mut self, seg: u64) -> Result<&Segment> {
+        self.segment_clock += 1;
+        let now = self.segment_clock;
         if !self.files.contains_key(&seg) {
+            if self.files.len() >= MAX_OPEN_SEGMENTS {
+                let lru = self.files.iter().min_by_key(|(_, s)| s.used).map(|(k, _)| *k);
+                if let Some(lru) = lru {
+                    self.files.remove(&lru);
+                }
+            }
             let path = self.dir.join(segment_name(seg));
             let file =
                 self.fs.open(&path, true).map_err(|e| Error::io("open log segment", &path, e))?;
-            self.files.insert(seg, Segment { path, file });
+            self.files.insert(seg, Segment { path, file, used: now });
         }
-        Ok(&self.files[&seg])
+        let s = self.files.get_mut(&seg).expect("segment just opened");
+        s.used = now;
+        Ok(s)
+    }
+
+    /// Segment files open now.
+    pub(crate) fn open_segments(&self) -> usize {
+        self.files.len()
     }
 
     fn read_disk_record(&mut self, a: u64) -> Result<()> {
@@ -331,7 +360,7 @@ impl Log {
         }
         let (seg, off) = self.locate(p << self.page_bits);
         let page_size = self.page_size;
-        let Segment { path, file } = self.segment(seg)?;
+        let Segment { path, file, .. } = self.segment(seg)?;
         let f = &**file;
         buf.resize(PAGE_HDR, 0);
         read_exact_at(f, path, buf, off, "read log page header")?;

@@ -72,7 +72,8 @@
 //! 5. Delete manifests and snapshots older than the previous checkpoint, then segment
 //!    files wholly below the `begin` of every retained checkpoint.
 //!
-//! Any I/O error poisons the store: it refuses further writes until reopened.
+//! Any I/O error poisons the store: it refuses further reads and writes until reopened
+//! (after a failed page flush its frames no longer match the log's bounds).
 //!
 //! # Recovery and what it assumes of the disk
 //! Opening loads the newest `MANIFEST-<seq>` and its index snapshot, sets the tail to
@@ -86,6 +87,13 @@
 //! and offset (the previous checkpoint is kept on disk; move the damaged manifest
 //! aside to fall back to it); a damaged log record or page is reported the same way
 //! when read. Data is never returned from bytes whose checksum does not match.
+//! Beyond checksums, open validates what it loads before using it: the manifest's
+//! geometry field by field, the snapshot's sizes against the budget before allocating,
+//! every index entry's address against the manifest's `[begin, tail)` (outside page
+//! headers), and the overflow links (each overflow bucket in exactly one chain from a
+//! main bucket, so no probe can loop); errors name the offset of the bad field or
+//! bucket. `tests/powerloss.rs` checks recovery against power loss through
+//! [`CrashFs`](crate::io::CrashFs).
 
 mod index;
 mod log;
@@ -194,7 +202,8 @@ impl HashLogOptions {
     /// Presizes the index for this many keys. Default: sized from the memory budget
     /// (about 1/8 of it) and doubled as keys arrive.
     pub fn expected_keys(mut self, keys: u64) -> Self {
-        let buckets = (keys / 4).max(256).next_power_of_two();
+        // Up to 2^40 buckets (the index's limit); open refuses what the budget cannot hold.
+        let buckets = (keys / 4).clamp(256, 1 << 40).next_power_of_two();
         self.initial_index_bits = Some(buckets.trailing_zeros());
         self
     }
@@ -296,6 +305,18 @@ impl HashLogStore {
                     let buckets = (opts.memory_budget / 16 / BUCKET_BYTES).max(256);
                     (63 - buckets.leading_zeros()).clamp(8, 24)
                 });
+                // Checked before allocating: `expected_keys` may ask for any size.
+                let needed = BUCKET_BYTES << bits;
+                if needed > opts.memory_budget {
+                    return Err(Error::BudgetTooSmall {
+                        budget: opts.memory_budget,
+                        needed,
+                        what: format!(
+                            "a hash index presized for expected_keys ({} buckets)",
+                            1u64 << bits
+                        ),
+                    });
+                }
                 let page_bits = hopts.page_bits;
                 let seg_bits = segment_bits(hopts.segment_bytes, page_bits);
                 let start = (1u64 << page_bits) + PAGE_HDR as u64;
@@ -316,23 +337,39 @@ impl HashLogStore {
                     });
                 }
                 m.check_namespaces(&opts)?;
-                let page_bits = m.get_u64(&mpath, "page_bits")? as u32;
-                let seg_bits = m.get_u64(&mpath, "segment_page_bits")? as u32;
+                let bad = |key: &str, what: &str| {
+                    Error::corrupt(&mpath, m.offset_of(key), format!("manifest: {what}"))
+                };
+                let page_bits = m.get_u64(&mpath, "page_bits")?;
+                if !(12..=30).contains(&page_bits) {
+                    return Err(bad("page_bits", "page_bits outside 12..=30"));
+                }
+                let page_bits = page_bits as u32;
+                let seg_bits = m.get_u64(&mpath, "segment_page_bits")?;
+                if seg_bits > 20 {
+                    return Err(bad("segment_page_bits", "segment_page_bits above 20"));
+                }
+                let seg_bits = seg_bits as u32;
                 let begin = m.get_u64(&mpath, "begin")?;
                 let tail = m.get_u64(&mpath, "tail")?;
-                if !(12..=30).contains(&page_bits)
-                    || seg_bits > 20
-                    || begin > tail
-                    || tail & ((1 << page_bits) - 1) != PAGE_HDR as u64
-                {
-                    return Err(Error::corrupt(
-                        &mpath,
-                        16,
-                        "inconsistent log geometry in manifest",
+                if begin < 1 << page_bits || begin > tail {
+                    return Err(bad("begin", "log begin outside [first page, tail]"));
+                }
+                if tail & ((1 << page_bits) - 1) != PAGE_HDR as u64 || tail > log::ADDRESS_LIMIT {
+                    return Err(bad(
+                        "tail",
+                        "log tail not at a page start inside the address space",
                     ));
                 }
-                let index =
-                    read_index(&*fs, &join(&dir, m.get_str(&mpath, "index")?), opts.memory_budget)?;
+                let index_name = m.get_str(&mpath, "index")?;
+                let numbered =
+                    index_name.strip_prefix("index-").and_then(|n| n.strip_suffix(".snap"));
+                if !numbered.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                {
+                    return Err(bad("index", "index is not an index-<seq>.snap file name"));
+                }
+                let range = LogRange { begin, tail, page_bits };
+                let index = read_index(&*fs, &join(&dir, index_name), opts.memory_budget, &range)?;
                 let log = Log::new(fs.clone(), &dir, page_bits, seg_bits, begin, tail)?;
                 (index, log, seq, m.get_u64(&mpath, "garbage")?)
             }
@@ -895,20 +932,41 @@ fn segment_bits(segment_bytes: u64, page_bits: u32) -> u32 {
     (63 - pages.leading_zeros()).min(20)
 }
 
-fn read_index(fs: &dyn Fs, path: &Path, budget: u64) -> Result<HashIndex> {
+/// The log range index entries may point into: `[begin, tail)` of the manifest, and
+/// no address inside a page header.
+struct LogRange {
+    begin: u64,
+    tail: u64,
+    page_bits: u32,
+}
+
+/// Loads an index snapshot, validating everything in it before use: sizes against the
+/// budget before allocating, bucket numbers, entry counts, every entry's address
+/// against the log range of its manifest, and the overflow links (each overflow bucket
+/// linked from exactly one bucket, reachable from a main bucket, so no chain loops).
+/// Errors name the file and the offset of the bad header, bucket or frame.
+fn read_index(fs: &dyn Fs, path: &Path, budget: u64, range: &LogRange) -> Result<HashIndex> {
+    const BUCKET_RECORD: usize = 8 + 8 * 8;
     let mut r = BlockReader::open(fs, path, INDEX_MAGIC, FORMAT_VERSION)?;
     let mut buf = Vec::new();
     if !r.next(&mut buf)? {
-        return Err(Error::corrupt(path, 16, "index snapshot has no header frame"));
+        let at = r.payload_offset();
+        return Err(Error::corrupt(path, at, "index snapshot has no header frame"));
     }
-    let mut c = Cursor::new(&buf, path, 16);
+    let head_at = r.payload_offset();
+    let mut c = Cursor::new(&buf, path, head_at);
     let b0 = c.u32()?;
     let bits = c.u32()?;
     let n_main = c.u64()?;
     let n_ov = c.u64()?;
     let count = c.u64()?;
-    if !(1..=40).contains(&bits) || b0 > bits || n_main != 1 << bits || n_ov > (1 << 36) {
-        return Err(Error::corrupt(path, 16, "index snapshot header has impossible sizes"));
+    if !(1..=40).contains(&bits)
+        || b0 > bits
+        || bits > b0 + index::TAG_BITS
+        || n_main != 1 << bits
+        || n_ov > (1 << 36)
+    {
+        return Err(Error::corrupt(path, head_at, "index snapshot header has impossible sizes"));
     }
     // Checked before allocating, so a damaged or foreign header cannot exhaust memory.
     let needed = (n_main + n_ov) * BUCKET_BYTES;
@@ -927,18 +985,23 @@ fn read_index(fs: &dyn Fs, path: &Path, budget: u64) -> Result<HashIndex> {
         count,
     );
     let total = n_main + n_ov;
+    let page_mask = (1u64 << range.page_bits) - 1;
     let mut next = 0u64;
     let mut entries = 0u64;
+    // File offset of each bucket record that links to an overflow bucket.
+    let mut links: Vec<(u64, u64, u64)> = Vec::new();
     while r.next(&mut buf)? {
-        if buf.len() % 72 != 0 {
-            return Err(Error::corrupt(path, 16, "index snapshot frame of wrong size"));
+        let frame_at = r.payload_offset();
+        if buf.len() % BUCKET_RECORD != 0 {
+            return Err(Error::corrupt(path, frame_at, "index snapshot frame of wrong size"));
         }
-        for rec in buf.chunks_exact(72) {
+        for (i, rec) in buf.chunks_exact(BUCKET_RECORD).enumerate() {
+            let at = frame_at + (i * BUCKET_RECORD) as u64;
             let no = u64::from_le_bytes(rec[..8].try_into().expect("8"));
             if no < next || no >= total {
                 return Err(Error::corrupt(
                     path,
-                    16,
+                    at,
                     format!("index snapshot bucket {no} out of order or range"),
                 ));
             }
@@ -951,19 +1014,80 @@ fn read_index(fs: &dyn Fs, path: &Path, budget: u64) -> Result<HashIndex> {
             for (i, e) in rec[8..].chunks_exact(8).enumerate() {
                 bucket[i] = u64::from_le_bytes(e.try_into().expect("8"));
             }
-            entries += bucket[..7].iter().filter(|e| **e != 0).count() as u64;
+            for &e in &bucket[..index::SLOTS] {
+                if e == 0 {
+                    continue;
+                }
+                let a = index::addr_of(e);
+                if a < range.begin || a >= range.tail || ((a & page_mask) as usize) < PAGE_HDR {
+                    return Err(Error::corrupt(
+                        path,
+                        at,
+                        format!(
+                            "index snapshot bucket {no} points at log address {a}, outside \
+                             the checkpoint's log [{}, {})",
+                            range.begin, range.tail
+                        ),
+                    ));
+                }
+                entries += 1;
+            }
+            let link = bucket[index::SLOTS];
+            if link > n_ov {
+                return Err(Error::corrupt(
+                    path,
+                    at,
+                    format!("index snapshot bucket {no} links to overflow bucket {link} of {n_ov}"),
+                ));
+            }
+            if link != 0 {
+                links.push((no, link - 1, at));
+            }
         }
     }
     if entries != count {
         return Err(Error::corrupt(
             path,
-            16,
+            head_at,
             format!("index snapshot holds {entries} entries, its header says {count}"),
         ));
     }
-    let bad_link = index.main.iter().chain(index.overflow.iter()).any(|b| b[7] > n_ov);
-    if bad_link {
-        return Err(Error::corrupt(path, 16, "index snapshot has an overflow link out of range"));
+    // Every overflow bucket must hang in exactly one chain that starts at a main
+    // bucket; anything else (two links to one bucket, a loop) would make probes loop.
+    let mut linked_from: Vec<u64> = vec![u64::MAX; n_ov as usize];
+    for &(no, ov, at) in &links {
+        if linked_from[ov as usize] != u64::MAX {
+            return Err(Error::corrupt(
+                path,
+                at,
+                format!("index snapshot bucket {no} links to overflow bucket {ov}, already linked"),
+            ));
+        }
+        linked_from[ov as usize] = no;
+    }
+    let mut reached = 0u64;
+    for &(no, ov, _) in &links {
+        if no < n_main {
+            let mut b = Some(ov);
+            while let Some(o) = b {
+                reached += 1;
+                if reached > n_ov {
+                    break;
+                }
+                let l = index.overflow[o as usize][index::SLOTS];
+                b = (l != 0).then(|| l - 1);
+            }
+        }
+    }
+    if reached != n_ov {
+        return Err(Error::corrupt(
+            path,
+            head_at,
+            format!(
+                "index snapshot overflow chains reach {reached} of its {n_ov} overflow buckets \
+                 (a link loops or a bucket is orphaned)"
+            ),
+        ));
     }
     Ok(index)
 }
@@ -986,6 +1110,7 @@ impl StateStore for HashLogStore {
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_id(ns)?;
         self.stats.gets += 1;
         out.clear();
@@ -1130,6 +1255,7 @@ impl StateStore for HashLogStore {
     }
 
     fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_id(ns)?;
         self.stats.scans += 1;
         let r = self.walk(ns, prefix, visit);
@@ -1143,6 +1269,7 @@ impl StateStore for HashLogStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<Option<Vec<u8>>> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_id(ns)?;
         let from = match from {
             None => 0,
@@ -1297,6 +1424,7 @@ impl HashLogStore {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_id(ns)?;
         self.stats.gets += 1;
         let r = self.find(ns, key, hash(ns, key));
@@ -1328,5 +1456,11 @@ impl HashLogStore {
     /// The store directory.
     pub fn dir(&self) -> &PathBuf {
         &self.opts.dir
+    }
+
+    /// Log segment files open now (at most 64, however long the log: the least
+    /// recently used is closed and reopened on demand).
+    pub fn open_segment_files(&self) -> usize {
+        self.log.open_segments()
     }
 }

@@ -25,22 +25,25 @@ impl TimeLogStore {
             });
         }
         m.check_namespaces(&self.opts)?;
-        let bad = |what: &str| Error::corrupt(&mpath, 16, format!("manifest: {what}"));
+        // Errors name the offset of the manifest line at fault.
+        let bad = |key: &str, what: &str| {
+            Error::corrupt(&mpath, m.offset_of(key), format!("manifest: {what}"))
+        };
         self.topts.time = TimeField::decode(m.get_str(&mpath, "time_field")?)
-            .ok_or_else(|| bad("bad time_field"))?;
+            .ok_or_else(|| bad("time_field", "bad time_field"))?;
         self.topts.span = m.get_u64(&mpath, "partition_span")?;
         if self.topts.span == 0 {
-            return Err(bad("partition_span is 0"));
+            return Err(bad("partition_span", "partition_span is 0"));
         }
         self.next_id = m.get_u64(&mpath, "next_segment")?;
         self.max_time = match m.get_str(&mpath, "max_time")? {
             "none" => None,
-            t => Some(t.parse().map_err(|_| bad("bad max_time"))?),
+            t => Some(t.parse().map_err(|_| bad("max_time", "bad max_time"))?),
         };
         let live = parse_segments(&m, &mpath, self.parts.len())?;
         for &(ns, pid, id) in &live {
             if id >= self.next_id {
-                return Err(bad("a segment id is not below next_segment"));
+                return Err(bad("segments", "a segment id is not below next_segment"));
             }
             let seg = Segment::open(&*self.fs, &dir, id)?;
             self.index_bytes += seg.index_bytes();
@@ -51,12 +54,16 @@ impl TimeLogStore {
                 p.segs.sort_by_key(|s| s.id);
             }
         }
-        let image = join(&dir, m.get_str(&mpath, "memtables")?);
+        let image_name = m.get_str(&mpath, "memtables")?;
+        if image_name.contains('/') || image_name.starts_with('.') {
+            return Err(bad("memtables", "memtables is not a file name in the store directory"));
+        }
+        let image = join(&dir, image_name);
         let namespaces = self.parts.len();
         let (time, span) = (self.topts.time, self.topts.span);
-        memtable::read_image(&*self.fs, &image.clone(), |ns, k, v| {
+        memtable::read_image(&*self.fs, &image.clone(), |at, ns, k, v| {
             if ns as usize >= namespaces {
-                return Err(Error::corrupt(&image, 0, format!("entry names namespace {ns}")));
+                return Err(Error::corrupt(&image, at, format!("entry names namespace {ns}")));
             }
             let pid = time.time_of(k) / span;
             let part = self.parts[ns as usize].entry(pid).or_default();
@@ -169,7 +176,10 @@ fn parse_segments(
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for t in field.split_whitespace() {
-        let bad = || Error::corrupt(path, 16, format!("manifest: bad segment entry {t:?}"));
+        let bad = || {
+            let at = m.offset_of("segments");
+            Error::corrupt(path, at, format!("manifest: bad segment entry {t:?}"))
+        };
         let mut it = t.split(':');
         let (Some(ns), Some(pid), Some(id), None) = (it.next(), it.next(), it.next(), it.next())
         else {

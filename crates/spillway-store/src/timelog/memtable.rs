@@ -125,18 +125,19 @@ pub(crate) fn write_image<'a>(
 }
 
 /// Reads an image written by [`write_image`], verifying every frame, and hands each
-/// entry to `f`.
+/// entry to `f` with its file offset (for errors).
 pub(crate) fn read_image(
     fs: &dyn crate::io::Fs,
     path: &std::path::Path,
-    mut f: impl FnMut(u16, &[u8], Option<&[u8]>) -> crate::Result<()>,
+    mut f: impl FnMut(u64, u16, &[u8], Option<&[u8]>) -> crate::Result<()>,
 ) -> crate::Result<()> {
     use crate::blockfile::{BlockReader, Cursor};
     let mut r = BlockReader::open(fs, path, IMAGE_MAGIC, IMAGE_VERSION)?;
     let mut frame = Vec::new();
     while r.next(&mut frame)? {
-        let mut c = Cursor::new(&frame, r.path(), 0);
+        let mut c = Cursor::new(&frame, r.path(), r.payload_offset());
         while !c.is_empty() {
+            let at = c.offset();
             let ns = c.u16()?;
             let kl = c.u32()? as usize;
             let vl = c.u32()? as usize;
@@ -145,9 +146,9 @@ pub(crate) fn read_image(
             let v = c.bytes(vl)?;
             let tomb = flags == super::segment::FLAG_TOMBSTONE;
             if flags & !super::segment::FLAG_TOMBSTONE != 0 || (tomb && vl != 0) {
-                return Err(crate::Error::corrupt(r.path(), 0, "memtable image: bad flags"));
+                return Err(crate::Error::corrupt(r.path(), at, "memtable image: bad flags"));
             }
-            f(ns, k, (!tomb).then_some(v))?;
+            f(at, ns, k, (!tomb).then_some(v))?;
         }
     }
     Ok(())

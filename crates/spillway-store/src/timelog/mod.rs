@@ -113,8 +113,8 @@
 //!    is deleted at once when no checkpoint names it, else at the first checkpoint that
 //!    no longer keeps it.
 //!
-//! Any I/O or corruption error poisons the store: it refuses further writes until
-//! reopened.
+//! Any I/O or corruption error poisons the store: it refuses further reads and writes
+//! until reopened.
 //!
 //! # Recovery and what it assumes of the disk
 //! Opening loads the newest manifest, opens its segments (verifying headers, footers
@@ -404,6 +404,7 @@ impl StateStore for TimeLogStore {
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_ok(ns)?;
         self.stats.gets += 1;
         out.clear();
@@ -486,6 +487,7 @@ impl StateStore for TimeLogStore {
     }
 
     fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_ok(ns)?;
         self.stats.scans += 1;
         let end = crate::cursor::prefix_end(prefix);
@@ -517,6 +519,7 @@ impl StateStore for TimeLogStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
+        crate::error::readable(&self.poisoned)?;
         let ns = self.ns_ok(ns)?;
         self.stats.scans += 1;
         let (lo, hi) = half_open(start, end);

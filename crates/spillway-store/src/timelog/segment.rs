@@ -341,33 +341,35 @@ impl Segment {
         if crc32c::crc32c(&index) != index_crc {
             return Err(Error::corrupt(&path, index_offset, "segment index checksum mismatch"));
         }
-        let bad =
-            |what: &str| Error::corrupt(&path, index_offset, format!("segment index: {what}"));
+        // Errors name the offset of the index entry at fault.
+        let bad = |at: u64, what: &str| Error::corrupt(&path, at, format!("segment index: {what}"));
         let mut c = crate::blockfile::Cursor::new(&index, &path, index_offset);
         let n = c.u32()? as usize;
         let mut blocks = Vec::with_capacity(n.min(index.len() / 16));
         let mut expect = HEADER_LEN;
         for _ in 0..n {
+            let at = c.offset();
             let offset = c.u64()?;
             let blen = c.u32()?;
             let kl = c.u32()? as usize;
             let first_key: Box<[u8]> = c.bytes(kl)?.into();
             if offset != expect || (blen as usize) < BLOCK_OVERHEAD {
-                return Err(bad("blocks are not contiguous"));
+                return Err(bad(at, "blocks are not contiguous"));
             }
             if blocks.last().is_some_and(|p: &BlockRef| p.first_key >= first_key) {
-                return Err(bad("first keys out of order"));
+                return Err(bad(at, "first keys out of order"));
             }
             expect = offset + u64::from(blen);
             blocks.push(BlockRef { offset, len: blen, first_key });
         }
+        let last_at = c.offset();
         let kl = c.u32()? as usize;
         let last_key: Box<[u8]> = c.bytes(kl)?.into();
         if !c.is_empty() || expect != index_offset || blocks.is_empty() {
-            return Err(bad("index does not cover the data exactly"));
+            return Err(bad(index_offset, "index does not cover the data exactly"));
         }
         if blocks.last().is_some_and(|b| b.first_key > last_key) {
-            return Err(bad("last key precedes the last block"));
+            return Err(bad(last_at, "last key precedes the last block"));
         }
         Ok(Segment { id, path, file, blocks, last_key, file_len: len, synced: true })
     }
