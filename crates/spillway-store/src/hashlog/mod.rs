@@ -1218,6 +1218,7 @@ impl StateStore for HashLogStore {
         keys: &[&[u8]],
         f: &mut crate::MultiGetFn<'_>,
     ) -> Result<()> {
+        crate::error::readable(&self.poisoned)?;
         let nsid = self.ns_id(ns)?;
         for (c, chunk) in keys.chunks(BATCH).enumerate() {
             let mut hashes = [0u64; BATCH];
