@@ -33,6 +33,20 @@
 //!   index grows, pages are evicted. A budget that cannot hold the index and two pages
 //!   is refused with [`Error::BudgetTooSmall`].
 //!
+//! - **The hot path** (all state in memory): an operation costs a hash, one index bucket
+//!   (a cache line) and the record (one or two lines): with millions of keys, two cache
+//!   misses, one dependent on the other. The index starts at 1/16 of the budget (at
+//!   most 4 keys per bucket on average before it doubles), small enough that the
+//!   buckets of a few million keys stay mostly in the last-level cache; its arrays ask
+//!   for transparent huge pages (`crate::hot`), so a random bucket costs no TLB miss.
+//!   Keys of 8 to 16 bytes are compared with two word loads instead of a `memcmp` call.
+//! - **Batches** ([`StateStore::prefetch`](crate::StateStore::prefetch),
+//!   `multi_get_with`, `multi_rmw`, `apply_batch`): the batch is hashed first and the
+//!   buckets of up to 32 keys are prefetched, then their tag-matching entries are read
+//!   and the in-memory records prefetched, then the operations run one by one exactly
+//!   as single calls would. The misses of a batch overlap (memory-level parallelism)
+//!   instead of forming one dependent chain per key; disk-resident records are not
+//!   prefetched (a hint must not do I/O).
 //! # FORMAT
 //! All integers little-endian. A store directory holds `STORE`, `MANIFEST-<seq>`,
 //! `index-<seq>.snap` and `log-<segment>.seg` files.
@@ -200,7 +214,7 @@ impl HashLogOptions {
     }
 
     /// Presizes the index for this many keys. Default: sized from the memory budget
-    /// (about 1/8 of it) and doubled as keys arrive.
+    /// (1/16 of it) and doubled as keys arrive.
     pub fn expected_keys(mut self, keys: u64) -> Self {
         // Up to 2^40 buckets (the index's limit); open refuses what the budget cannot hold.
         let buckets = (keys / 4).clamp(256, 1 << 40).next_power_of_two();
