@@ -16,6 +16,10 @@
 //!   each declaring its merge semantics ([`MergeOp`]): list append or a user function.
 //! - A store instance has a single writer: every operation takes `&mut self` and no
 //!   lock is taken on the hot path. Parallelism comes from one instance per task.
+//! - Batches: [`StateStore::multi_get_with`], [`StateStore::multi_rmw`] and
+//!   [`StateStore::apply_batch`] do exactly what the single operations would, in order;
+//!   [`StateStore::prefetch`] announces keys about to be used. Stores that can overlap
+//!   a batch's cache misses (hashlog) do so; the others run the operations one by one.
 //! - Operations a backend cannot serve (ordered range scans on a hash store) return
 //!   [`Error::Unsupported`]; nothing is silently skipped. [`Capabilities`] says which.
 //! - Durability is explicit: [`StateStore::checkpoint`] atomically publishes the
