@@ -1418,7 +1418,7 @@ mod tests {
         /// Model vs MemStore vs HashLogStore vs an ordered store after replaying the same
         /// random stream (warm-up and small seek batches included).
         #[test]
-        fn replay_leaves_the_state_the_model_predicts(ops in arb_ops(300), warmup in 0u64..20) {
+        fn replay_leaves_the_state_the_model_predicts(ops in arb_ops(300), warmup in 0u64..20, every in prop_oneof![Just(1u32), 2u32..20]) {
             let mut model = Model::new();
             for o in &ops {
                 model_apply(&mut model, o);
@@ -1439,6 +1439,17 @@ mod tests {
                 prop_assert_eq!(r.per_kind.values().map(|k| k.ops).sum::<u64>(), r.ops);
                 prop_assert_eq!(r.errors, 0);
                 prop_assert_eq!(&contents(store.as_mut()), &model, "store {}", store.name());
+                // The same ops through a reader thread, with sampled latency: the same
+                // state, every op counted, about one in `every` timed.
+                let dir = tempfile::tempdir().unwrap();
+                let mut store = open(dir.path());
+                let pcfg = ReplayConfig { latency_every: every, ..cfg.clone() };
+                let owned: Vec<_> = ok_stream(&ops).collect();
+                let r = replay_pipelined(store.as_mut(), fill_from_iter(owned.into_iter()), &pcfg).unwrap();
+                prop_assert_eq!(r.ops, n.saturating_sub(warmup));
+                prop_assert_eq!(r.per_kind.values().map(|k| k.ops).sum::<u64>(), r.ops);
+                prop_assert_eq!(r.latency_every, every);
+                prop_assert_eq!(&contents(store.as_mut()), &model, "pipelined store {}", store.name());
             }
         }
 
@@ -1613,6 +1624,70 @@ mod tests {
         let mut store = MemStore::open(opts).unwrap();
         let err = Replayer::new(&mut store, ReplayConfig::default()).unwrap_err();
         assert!(err.to_string().contains("no namespace \"state\""), "{err}");
+    }
+
+    #[test]
+    fn pipelined_replay_of_a_trace_and_its_errors() {
+        use crate::trace::binary::{TraceReader, TraceWriter, TraceWriterOptions};
+        let ops: Vec<StateOp> = (0..20_000u32)
+            .map(|i| {
+                op(
+                    [OpKind::Put, OpKind::Merge, OpKind::Get][i as usize % 3],
+                    &(i % 97).to_be_bytes(),
+                    &[i as u8; 3],
+                )
+            })
+            .collect();
+        let mut w = TraceWriter::new(Vec::new(), TraceWriterOptions::default()).unwrap();
+        for (i, o) in ops.iter().enumerate() {
+            w.write(i as u64, o).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let mut model = Model::new();
+        for o in &ops {
+            model_apply(&mut model, o);
+        }
+        let cfg = ReplayConfig { latency_every: 16, ..ReplayConfig::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = mem(dir.path());
+        let reader = TraceReader::new(std::io::Cursor::new(bytes.clone())).unwrap();
+        let r = replay_pipelined(&mut store, fill_from_trace(reader), &cfg).unwrap();
+        assert_eq!(r.ops, 20_000);
+        assert_eq!(r.per_kind["get"].ops, 6666);
+        assert_eq!(contents(&mut store), model);
+        // A damaged trace: the replay stops with a source error, after the good blocks.
+        let mut bad = bytes;
+        let n = bad.len();
+        bad.truncate(n - 10);
+        let reader = TraceReader::new(std::io::Cursor::new(bad)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = mem(dir.path());
+        match replay_pipelined(&mut store, fill_from_trace(reader), &cfg) {
+            Err(ReplayError::Source { op_index, .. }) => assert_eq!(op_index, 20_000),
+            other => panic!("expected a source error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sampled_latency_times_about_one_op_in_n() {
+        let ops: Vec<StateOp> = (0..64_000u32)
+            .map(|i| op(OpKind::ALL[i as usize % 4], &i.to_be_bytes(), b"v"))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = mem(dir.path());
+        let cfg = ReplayConfig { latency_every: 16, ..ReplayConfig::default() };
+        let mut r = Replayer::new(&mut store, cfg).unwrap();
+        for (i, o) in ops.iter().enumerate() {
+            r.apply(i as u64, o).unwrap();
+        }
+        let timed = r.histogram().len();
+        assert!((3000..5000).contains(&timed), "{timed} of 64000 ops timed");
+        // Every kind gets timed ops, although the op mix has period 4 (a fixed stride
+        // of 16 would time only one kind).
+        for k in &OpKind::ALL[..4] {
+            assert!(r.kind_histogram(*k).len() > 500, "{k:?}");
+        }
+        assert_eq!(r.finish().ops, 64_000);
     }
 
     #[test]
