@@ -685,26 +685,36 @@ fn hashlog_damaged_index_and_manifest_fixtures() {
             (1, 0)
         }),
         ("overflow link loop", |_, frames| {
-            // Header: one overflow bucket; the first main bucket links to it and it
-            // links to itself.
+            // One more overflow bucket, linking to itself, and a main bucket without an
+            // overflow chain linking to it. (The fixture may already have overflow
+            // buckets; the new one goes after them.)
             let n_main = u64::from_le_bytes(frames[0][8..16].try_into().unwrap());
-            frames[0][16..24].copy_from_slice(&1u64.to_le_bytes());
-            frames[1][64..72].copy_from_slice(&1u64.to_le_bytes());
+            let n_ov = u64::from_le_bytes(frames[0][16..24].try_into().unwrap());
+            frames[0][16..24].copy_from_slice(&(n_ov + 1).to_le_bytes());
+            let f = &mut frames[1];
+            let r = (0..f.len() / 72)
+                .find(|r| {
+                    let no = u64::from_le_bytes(f[72 * r..72 * r + 8].try_into().unwrap());
+                    no < n_main && f[72 * r + 64..72 * r + 72] == [0; 8]
+                })
+                .unwrap();
+            f[72 * r + 64..72 * r + 72].copy_from_slice(&(n_ov + 1).to_le_bytes());
             let last = frames.len() - 1;
-            let mut rec = n_main.to_le_bytes().to_vec();
+            let mut rec = (n_main + n_ov).to_le_bytes().to_vec();
             rec.extend_from_slice(&[0u8; 56]);
-            rec.extend_from_slice(&1u64.to_le_bytes());
+            rec.extend_from_slice(&(n_ov + 1).to_le_bytes());
             let at = frames[last].len();
             frames[last].extend_from_slice(&rec);
             (last, at)
         }),
         ("orphaned overflow bucket", |_, frames| {
             let n_main = u64::from_le_bytes(frames[0][8..16].try_into().unwrap());
-            frames[0][16..24].copy_from_slice(&1u64.to_le_bytes());
+            let n_ov = u64::from_le_bytes(frames[0][16..24].try_into().unwrap());
+            frames[0][16..24].copy_from_slice(&(n_ov + 1).to_le_bytes());
             let last = frames.len() - 1;
-            let mut rec = n_main.to_le_bytes().to_vec();
+            let mut rec = (n_main + n_ov).to_le_bytes().to_vec();
             rec.extend_from_slice(&[0u8; 56]);
-            rec.extend_from_slice(&1u64.to_le_bytes());
+            rec.extend_from_slice(&(n_ov + 1).to_le_bytes());
             frames[last].extend_from_slice(&rec);
             (0, 0)
         }),
