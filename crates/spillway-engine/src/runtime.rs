@@ -423,39 +423,80 @@ impl Runtime {
 
     /// Announces the events about to be [`process`](Self::process)ed (a batch of
     /// events already read, in order): the store is asked to [prefetch] the
-    /// aggregation state of each event's partition in every group-by, so the cache
-    /// misses of the batch overlap instead of following one another. A hint only:
-    /// results are exactly those of processing the events without it. The state of
-    /// the events leaving windows is not announced (they are decoded from the
-    /// reservoir only as the exit cursors reach them).
+    /// aggregation state those events will touch, so the cache misses of the batch
+    /// overlap instead of following one another: each event's partition in every
+    /// group-by, and the partitions of the events the batch will move past the other
+    /// boundaries (the events leaving windows, or entering delayed ones), looked up
+    /// ahead of the cursors without moving them (within the chunk a cursor stands in).
+    /// A hint only: results are exactly those of processing the events without it.
     ///
     /// [prefetch]: spillway_store::StateStore::prefetch
     pub fn prefetch(&mut self, events: &[Event]) {
         if events.len() < 2 {
             return;
         }
-        self.prefetch_keys.clear();
-        self.prefetch_ends.clear();
-        let mut key = std::mem::take(&mut self.state.key);
+        let Runtime { plan, state, cursors, reservoir, buffer, frontier, .. } = self;
+        let keys = &mut self.prefetch_keys;
+        let ends = &mut self.prefetch_ends;
+        keys.clear();
+        ends.clear();
+        let mut key = std::mem::take(&mut state.key);
+        let mut announce = |gi: usize, x: &Event, key: &mut Vec<u8>| {
+            encode_partition(&plan.groups[gi].partition_by, &x.row, key);
+            keys.extend_from_slice(key);
+            ends.push((state.ns[gi], keys.len()));
+        };
         for e in events {
-            for (gi, g) in self.plan.groups.iter().enumerate() {
-                encode_partition(&g.partition_by, &e.row, &mut key);
-                self.prefetch_keys.extend_from_slice(&key);
-                self.prefetch_ends.push((self.state.ns[gi], self.prefetch_keys.len()));
+            for gi in 0..plan.groups.len() {
+                announce(gi, e, &mut key);
             }
         }
-        self.state.key = key;
+        // The frontier after the batch (if its events arrive in order, as most do).
+        let last = events.iter().map(|e| e.time).max().unwrap_or(i64::MIN);
+        let to = frontier.map_or(last, |f| f.max(last));
+        let mut groups = Vec::new();
+        for c in cursors.iter() {
+            groups.clear();
+            for &w in c.enters.iter().chain(&c.exits) {
+                for &fi in &plan.windows[w].filters {
+                    groups.extend_from_slice(&plan.filters[fi].groups);
+                }
+            }
+            if groups.is_empty() {
+                continue;
+            }
+            let boundary = c.boundary;
+            let mut visit = |x: &Event| {
+                if !boundary.passed(x.time, to) {
+                    return false;
+                }
+                for &gi in &groups {
+                    announce(gi, x, &mut key);
+                }
+                true
+            };
+            if reservoir.cursor_index(c.res) < reservoir.len() {
+                // A look-ahead: an error here is the cursor's to report when it gets there.
+                let _ = reservoir.peek_ahead(c.res, events.len(), &mut visit);
+            } else {
+                for x in buffer.iter().skip(c.buf_pos).take(events.len()) {
+                    if !visit(x) {
+                        break;
+                    }
+                }
+            }
+        }
+        state.key = key;
         let mut start = 0;
-        let keys: Vec<(Ns, &[u8])> = self
-            .prefetch_ends
+        let refs: Vec<(Ns, &[u8])> = ends
             .iter()
             .map(|&(ns, end)| {
-                let k = &self.prefetch_keys[start..end];
+                let k = &keys[start..end];
                 start = end;
                 (ns, k)
             })
             .collect();
-        self.state.store.prefetch(&keys);
+        state.store.prefetch(&refs);
     }
 
     /// Processes one event. On [`Outcome::Emitted`], `out` holds the output row (one

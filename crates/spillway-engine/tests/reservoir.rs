@@ -316,6 +316,59 @@ fn cursor_in_open_chunk_follows_sealing() {
     }
 }
 
+/// `peek_ahead` visits the events from the cursor on, up to the end of the chunk the
+/// cursor stands in, and leaves the cursor where it was: in the open chunk, in sealed
+/// in-memory chunks, and in chunks read back from disk after a recovery.
+#[test]
+fn peek_ahead_sees_the_next_events_and_moves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = simple_schema();
+    let evs = simple_events(1000, 11);
+    let opts = || ReservoirOptions::new(tmp.path()).chunk_events(64);
+    let check = |r: &mut Reservoir, c: CursorId, from: usize, chunk_end: usize| {
+        for n in [0usize, 1, 5, 64, 1000] {
+            let mut seen = Vec::new();
+            r.peek_ahead(c, n, &mut |e| {
+                seen.push(e.clone());
+                true
+            })
+            .unwrap();
+            let want = &evs[from..(from + n).min(chunk_end).max(from)];
+            assert_eq!(seen.len(), want.len(), "from {from}, n {n}");
+            assert!(seen.iter().zip(want).all(|(a, b)| same(a, b)), "from {from}, n {n}");
+            assert_eq!(r.cursor_index(c), from as u64);
+            assert!(same(r.peek(c).unwrap().unwrap(), &evs[from]));
+        }
+        // The visitor can stop the visit.
+        let mut count = 0;
+        r.peek_ahead(c, 100, &mut |_| {
+            count += 1;
+            count < 3
+        })
+        .unwrap();
+        assert_eq!(count, 3.min(chunk_end - from));
+    };
+    let mut r = Reservoir::create(opts(), &s).unwrap();
+    for e in &evs[..1000] {
+        r.append(e).unwrap();
+    }
+    let c = r.cursor(0).unwrap();
+    for from in [0usize, 10, 63, 64, 100, 990] {
+        while r.cursor_index(c) < from as u64 {
+            r.peek(c).unwrap();
+            r.advance(c);
+        }
+        let chunk_end = (from / 64 + 1) * 64;
+        check(&mut r, c, from, chunk_end.min(1000));
+    }
+    let pos = r.sync().unwrap();
+    drop(r);
+    // From disk (decoded chunks).
+    let mut r = Reservoir::recover(opts(), &s, &pos).unwrap();
+    let c = r.cursor(130).unwrap();
+    check(&mut r, c, 130, 192);
+}
+
 // ----- recover edge cases ------------------------------------------------------------------
 
 #[test]

@@ -322,6 +322,8 @@ pub struct Reservoir {
     codec: Arc<EventCodec>,
     chunk_events: u32,
     open_buf: Vec<u8>,
+    /// Event decoded by [`Reservoir::peek_ahead`].
+    peek_scratch: Event,
     open_count: u32,
     open_prev: (i64, u64),
     len: u64,
@@ -549,6 +551,7 @@ impl Reservoir {
             codec,
             chunk_events,
             open_buf: Vec::with_capacity(64 * 1024),
+            peek_scratch: Event { time: 0, seq: 0, row: Vec::new() },
             open_count: 0,
             open_prev: (0, 0),
             len: s.len,
@@ -737,6 +740,59 @@ impl Reservoir {
         }
         cur.slot_index = index;
         Ok(Some(&cur.slot))
+    }
+
+    /// Visits up to `n` events from the cursor on (the one [`peek`](Self::peek) returns
+    /// first) without moving it, as far as the chunk the cursor stands in reaches, until
+    /// `f` returns false. For look-ahead hints (the runtime announces the state the
+    /// events leaving its windows will update): it never reads another chunk, and a
+    /// decoding error just ends the visit (the cursor reports it when it gets there).
+    pub fn peek_ahead(
+        &mut self,
+        c: CursorId,
+        n: usize,
+        f: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<(), ReservoirError> {
+        let Some(first) = self.peek(c)? else { return Ok(()) };
+        if n == 0 || !f(first) {
+            return Ok(());
+        }
+        let index = self.cursors[c.0 as usize].index;
+        let len = self.len;
+        let Reservoir { cursors, open_buf, codec, peek_scratch, .. } = self;
+        let Some(l) = cursors[c.0 as usize].cur.as_ref() else { return Ok(()) };
+        let end = match &l.data {
+            Data::Open => len,
+            Data::Shared(_) | Data::Decoded(_) => l.first + u64::from(l.count),
+        }
+        .min(index.saturating_add(n as u64));
+        match &l.data {
+            Data::Decoded(d) => {
+                for i in index + 1..end {
+                    match d.events.get((i - l.first) as usize) {
+                        Some(e) if f(e) => {}
+                        _ => break,
+                    }
+                }
+            }
+            Data::Open | Data::Shared(_) => {
+                // `peek` decoded the event at `index`; the decoder state after it is the
+                // chunk's, so decode on from a copy of it.
+                let buf: &[u8] = match &l.data {
+                    Data::Shared(a) => a,
+                    _ => open_buf,
+                };
+                let (mut pos, mut prev) = (l.pos, l.prev);
+                for _ in l.next..end {
+                    if codec.decode(buf, &mut pos, &mut prev, peek_scratch).is_err()
+                        || !f(peek_scratch)
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Steps the cursor past the event `peek` returned (a no-op at `len()` or for an
