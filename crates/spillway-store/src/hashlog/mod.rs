@@ -35,10 +35,12 @@
 //!
 //! - **The hot path** (all state in memory): an operation costs a hash, one index bucket
 //!   (a cache line) and the record (one or two lines): with millions of keys, two cache
-//!   misses, one dependent on the other. The index starts at 1/16 of the budget (at
-//!   most 4 keys per bucket on average before it doubles), small enough that the
-//!   buckets of a few million keys stay mostly in the last-level cache; its arrays ask
-//!   for transparent huge pages (`crate::hot`), so a random bucket costs no TLB miss.
+//!   misses, one dependent on the other. The index is sized by the keys, not by the
+//!   budget: it starts at 1 MiB at most (16384 buckets) and doubles, incrementally, as
+//!   keys arrive (at 4 keys per bucket on average), so a small state's index stays in
+//!   the CPU caches and a large one's is as small as its keys allow (16 index bytes per
+//!   key); its arrays ask for transparent huge pages (`crate::hot`), so a random bucket
+//!   costs no TLB miss.
 //!   Keys of 8 to 16 bytes are compared with two word loads instead of a `memcmp` call.
 //! - **Batches** ([`StateStore::prefetch`](crate::StateStore::prefetch),
 //!   `multi_get_with`, `multi_rmw`, `apply_batch`): the batch is hashed first and the
@@ -214,7 +216,7 @@ impl HashLogOptions {
     }
 
     /// Presizes the index for this many keys. Default: sized from the memory budget
-    /// (1/16 of it) and doubled as keys arrive.
+    /// (1/16 of it, at most 16384 buckets: 1 MiB) and doubled as keys arrive.
     pub fn expected_keys(mut self, keys: u64) -> Self {
         // Up to 2^40 buckets (the index's limit); open refuses what the budget cannot hold.
         let buckets = (keys / 4).clamp(256, 1 << 40).next_power_of_two();
@@ -315,9 +317,12 @@ impl HashLogStore {
         let newest = opts.checkpoint_to_recover(&manifest::list_manifests(&*fs, &dir)?)?;
         let (index, log, seq, garbage) = match newest {
             None => {
+                // Small by default (at most 16384 buckets, 1 MiB: an index the size of
+                // the state, not of the budget, stays in the CPU caches), doubled as
+                // keys arrive; `expected_keys` presizes it.
                 let bits = hopts.initial_index_bits.unwrap_or_else(|| {
                     let buckets = (opts.memory_budget / 16 / BUCKET_BYTES).max(256);
-                    (63 - buckets.leading_zeros()).clamp(8, 24)
+                    (63 - buckets.leading_zeros()).clamp(8, 14)
                 });
                 // Checked before allocating: `expected_keys` may ask for any size.
                 let needed = BUCKET_BYTES << bits;
