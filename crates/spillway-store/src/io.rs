@@ -193,7 +193,7 @@ fn direct_open_error(path: &Path, flags: OpenFlags, op: &'static str, e: io::Err
 }
 
 /// An anonymous mapping of `len` bytes (rounded up to [`DIRECT_ALIGN`]): page-aligned,
-/// as direct-I/O buffers must be. `what` names it for errors.
+/// as direct-I/O buffers must be. `dir` (the store directory) is named in errors.
 pub(crate) fn aligned_buffer(len: usize, dir: &Path) -> Result<memmap2::MmapMut> {
     memmap2::MmapMut::map_anon(len.next_multiple_of(DIRECT_ALIGN))
         .map_err(|e| Error::io("map a direct-I/O buffer", dir, e))

@@ -40,8 +40,10 @@ pub(crate) const ADDRESS_LIMIT: u64 = 1 << (super::index::ADDR_BITS + 3);
 pub(crate) const MAX_RECORD_SLACK: usize = 8;
 /// First bytes read for a disk-resident record before its length is known.
 const READ_HINT: usize = 512;
-/// Bytes of the aligned buffer direct-I/O reads go through (a larger read takes
-/// several transfers).
+/// Largest aligned buffer direct-I/O reads go through (a larger read takes several
+/// transfers). It is also held to an eighth of a page, so that with small pages it
+/// stays a small part of the buffer reserve the budget holds back; it is counted in
+/// the store's resident bytes.
 const BOUNCE_BYTES: usize = 128 << 10;
 
 pub(crate) struct Log {
@@ -180,7 +182,7 @@ impl Log {
     fn take_bounce(&mut self) -> Result<MmapMut> {
         match self.bounce.take() {
             Some(b) => Ok(b),
-            None => aligned_buffer(BOUNCE_BYTES, &self.dir),
+            None => aligned_buffer(BOUNCE_BYTES.min(self.page_size / 8), &self.dir),
         }
     }
 
