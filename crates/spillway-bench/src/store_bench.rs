@@ -1122,6 +1122,34 @@ mod tests {
         assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
     }
 
+    /// With direct I/O, hashlog runs both readwrite workloads (its state outgrows the
+    /// budget, so it reads from disk) and the rows say so; a store without direct I/O
+    /// stops the benchmark with the store's typed refusal.
+    #[test]
+    fn direct_io_runs_hashlog_and_refuses_mem() {
+        let base = tempfile::tempdir().unwrap();
+        let cfg = StoreBenchConfig {
+            stores: vec![StoreKind::HashLog],
+            workloads: parse_workloads("readwrite,readwrite-zipf").unwrap(),
+            keys: Some(50_000),
+            ops: Some(100_000),
+            memory_budget: Some(4 << 20),
+            dir: Some(base.path().to_path_buf()),
+            quiet: true,
+            direct_io: true,
+            ..Default::default()
+        };
+        let report = run(&cfg).unwrap();
+        assert_eq!(report.results.len(), 2);
+        for r in &report.results {
+            assert!(r.direct_io);
+            assert!(r.store_reads_per_sec.is_some_and(|x| x > 0.0), "{r:?}");
+        }
+        let cfg = StoreBenchConfig { stores: vec![StoreKind::Mem], ..cfg };
+        let e = format!("{:#}", run(&cfg).unwrap_err());
+        assert!(e.contains("direct_io"), "{e}");
+    }
+
     #[test]
     fn mem_store_over_budget_is_skipped_not_fatal() {
         let base = tempfile::tempdir().unwrap();
