@@ -5,6 +5,8 @@
 //! - [`store_bench`]: `spillway bench store`, the state stores side by side on the
 //!   workloads of issue 2 §7 (`rmw-uniform`, `rmw-zipf`, `readwrite`, `get`), with HDR
 //!   latency percentiles, peak RSS, a text table, throughput ratios and a JSON report.
+//! - [`disk_bench`]: `spillway bench disk`, the disk's random 4 KiB `O_DIRECT` read
+//!   rate (the ceiling of a store whose reads miss memory).
 //! - [`workload`]: streaming state-access workloads (Gadget-class): experiments, event
 //!   generation, the operator state machines.
 //! - [`trace`]: state-access traces (binary and Gadget text), characterization.
@@ -15,6 +17,7 @@
 //! - [`machine`]: what results are recorded with (CPU, kernel, date, peak RSS).
 //! - [`units`]: parsing of `256MiB`-style sizes and `10M`-style counts.
 
+pub mod disk_bench;
 pub mod machine;
 pub mod phase;
 pub mod report;

@@ -6,6 +6,7 @@
 //! | `rmw-uniform` | `rmw` +1 on a little-endian u64 counter, key uniform | 8-byte big-endian u64 | 8 bytes |
 //! | `rmw-zipf` | the same, key drawn from YCSB's scrambled zipfian (0.99) | same | 8 bytes |
 //! | `readwrite` | Samza/APSys'18 ReadWrite: `get` the record of a uniform id, `put` it back with count + 1 | same | 116 bytes: id u64, count u64, 100 bytes padding (little-endian) |
+//! | `readwrite-zipf` | the same, ids drawn from YCSB's scrambled zipfian (0.99): a hot set that fits in the budget | same | same |
 //! | `get` | after loading every key (not measured), a `get` of a uniform key | same | `value_size` bytes (default 8) |
 //!
 //! Each (store, workload) pair runs on a fresh store in a fresh directory, one after the
@@ -27,6 +28,13 @@
 //! checks it: the counters of `rmw-*` and `readwrite` sum to the number of ops, and
 //! `get` found every key with its value. A mismatch is an error, not a result.
 //!
+//! With [`StoreBenchConfig::direct_io`] every store is opened with
+//! [`StoreOptions::direct_io`], so its reads of state outside the budget reach the disk
+//! rather than the OS page cache; each row then also records the read requests the
+//! store directory's block device completed during the measured phase
+//! (`/sys/dev/block/*/stat`: the whole device, so other processes' reads count too),
+//! to compare with the disk's own random-read rate ([`crate::disk_bench`]).
+//!
 //! Peak RSS is the kernel's `VmHWM`, reset before each run through
 //! `/proc/self/clear_refs`; it includes whatever the process held before the run
 //! (the allocator may keep memory of earlier runs).
@@ -46,6 +54,7 @@ use spillway_store::{
     merges, NamespaceSpec, Ns, Rmw, StateStore, StoreKind, StoreOptions, StoreStats,
 };
 
+use crate::disk_bench::DiskProbeResult;
 use crate::machine::{self, MachineInfo};
 use crate::units::format_bytes;
 use crate::zipf::{ScrambledZipfian, YCSB_THETA};
@@ -70,12 +79,19 @@ pub enum Workload {
     ReadWrite,
     /// Point gets of uniform keys after a load.
     Get,
+    /// ReadWrite with ids from YCSB's scrambled zipfian (0.99).
+    ReadWriteZipf,
 }
 
 impl Workload {
     /// Every workload, in the order `all` runs them.
-    pub const ALL: [Workload; 4] =
-        [Workload::RmwUniform, Workload::RmwZipf, Workload::ReadWrite, Workload::Get];
+    pub const ALL: [Workload; 5] = [
+        Workload::RmwUniform,
+        Workload::RmwZipf,
+        Workload::ReadWrite,
+        Workload::ReadWriteZipf,
+        Workload::Get,
+    ];
 
     /// The name used on command lines and in results.
     pub fn name(self) -> &'static str {
@@ -83,6 +99,7 @@ impl Workload {
             Workload::RmwUniform => "rmw-uniform",
             Workload::RmwZipf => "rmw-zipf",
             Workload::ReadWrite => "readwrite",
+            Workload::ReadWriteZipf => "readwrite-zipf",
             Workload::Get => "get",
         }
     }
@@ -94,14 +111,18 @@ impl Workload {
             (Workload::RmwUniform | Workload::RmwZipf, Scale::Full) => {
                 (1_000_000, 10_000_000, 256 * MIB)
             }
-            (Workload::ReadWrite, Scale::Full) => (10_000_000, 10_000_000, 256 * MIB),
+            (Workload::ReadWrite | Workload::ReadWriteZipf, Scale::Full) => {
+                (10_000_000, 10_000_000, 256 * MIB)
+            }
             (Workload::Get, Scale::Full) => (1_000_000, 2_000_000, 256 * MIB),
             (Workload::RmwUniform | Workload::RmwZipf, Scale::Quick) => {
                 (200_000, 1_000_000, 64 * MIB)
             }
             // 200k records of ~150 bytes in the log: about 30 MB, more than the pages a
             // 32 MiB budget leaves beside the index and buffers.
-            (Workload::ReadWrite, Scale::Quick) => (200_000, 1_000_000, 32 * MIB),
+            (Workload::ReadWrite | Workload::ReadWriteZipf, Scale::Quick) => {
+                (200_000, 1_000_000, 32 * MIB)
+            }
             (Workload::Get, Scale::Quick) => (200_000, 400_000, 64 * MIB),
         };
         Sizes { keys, ops, value_size: self.fixed_value_size().unwrap_or(8), memory_budget }
@@ -111,7 +132,7 @@ impl Workload {
     pub fn fixed_value_size(self) -> Option<usize> {
         match self {
             Workload::RmwUniform | Workload::RmwZipf => Some(8),
-            Workload::ReadWrite => Some(READWRITE_VALUE_LEN),
+            Workload::ReadWrite | Workload::ReadWriteZipf => Some(READWRITE_VALUE_LEN),
             Workload::Get => None,
         }
     }
@@ -128,7 +149,8 @@ impl FromStr for Workload {
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         Workload::ALL.into_iter().find(|w| w.name() == s).ok_or_else(|| {
             format!(
-                "unknown workload {s:?}; expected one of rmw-uniform, rmw-zipf, readwrite, get \
+                "unknown workload {s:?}; expected one of rmw-uniform, rmw-zipf, readwrite, \
+                 readwrite-zipf, get \
                  (or rmw for both rmw workloads, all for every workload)"
             )
         })
@@ -233,6 +255,8 @@ pub struct StoreBenchConfig {
     /// Ops per store call, each size run in turn: 1 is one call per op; larger sizes
     /// use the batched operations (see [`drive`]). Default `[1]`.
     pub batches: Vec<usize>,
+    /// Open every store with direct I/O ([`StoreOptions::direct_io`]). Default false.
+    pub direct_io: bool,
 }
 
 impl Default for StoreBenchConfig {
@@ -250,6 +274,7 @@ impl Default for StoreBenchConfig {
             quiet: false,
             verify: true,
             batches: vec![1],
+            direct_io: false,
         }
     }
 }
@@ -329,6 +354,18 @@ pub struct BenchResult {
     pub memory_budget_bytes: u64,
     /// Peak resident set of the process during the run (`VmHWM`), 0 if unknown.
     pub peak_rss_bytes: u64,
+    /// Whether the store was opened with direct I/O.
+    #[serde(default)]
+    pub direct_io: bool,
+    /// Read requests per second the store directory's block device completed during
+    /// the measured phase (whole device: other processes count too); absent where the
+    /// device is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_reads_per_sec: Option<f64>,
+    /// Records the store itself read from disk per second of the measured phase (its
+    /// `disk_reads` counter; absent for stores that do not count them, RocksDB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_reads_per_sec: Option<f64>,
 }
 
 fn one() -> usize {
@@ -354,6 +391,10 @@ pub struct BenchReport {
     pub results: Vec<BenchResult>,
     /// Runs that could not complete because the store ran out of its memory budget.
     pub skipped: Vec<Skipped>,
+    /// The disk's own random-read rate, when the caller probed it
+    /// ([`crate::disk_bench::probe`]; `bench store --direct-io` does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_probe: Option<DiskProbeResult>,
 }
 
 /// The JSON file `--json` writes.
@@ -370,6 +411,9 @@ pub struct JsonReport<'a> {
     /// The command line, if the caller gives it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The disk probe, if one ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_probe: Option<&'a DiskProbeResult>,
 }
 
 impl BenchReport {
@@ -381,6 +425,7 @@ impl BenchReport {
             machine: MachineInfo::detect(),
             date: machine::today_utc(),
             command,
+            disk_probe: self.disk_probe.as_ref(),
         };
         Ok(serde_json::to_string_pretty(&doc)?)
     }
@@ -493,6 +538,34 @@ impl BenchReport {
     }
 }
 
+impl BenchReport {
+    /// With a [disk probe](Self::disk_probe): its line, then per row the store's ops/s,
+    /// the device's reads/s and the store's own disk reads/s, each as a share of the
+    /// disk's random-read rate.
+    pub fn disk_comparison(&self) -> Vec<String> {
+        let Some(d) = &self.disk_probe else { return Vec::new() };
+        let mut out = vec![d.summary()];
+        let pct = |x: f64| 100.0 * x / d.iops;
+        for r in &self.results {
+            let mut line = format!(
+                "{} {}: {:.0} ops/s = {:.0}% of the disk's reads/s",
+                r.store,
+                r.workload,
+                r.ops_per_sec,
+                pct(r.ops_per_sec)
+            );
+            if let Some(dev) = r.device_reads_per_sec {
+                line.push_str(&format!("; device {:.0} reads/s ({:.0}%)", dev, pct(dev)));
+            }
+            if let Some(own) = r.store_reads_per_sec {
+                line.push_str(&format!("; store {:.0} disk reads/s ({:.0}%)", own, pct(own)));
+            }
+            out.push(line);
+        }
+        out
+    }
+}
+
 /// What the measured phase of one run produced.
 #[derive(Clone, Debug)]
 pub struct Measurement {
@@ -512,9 +585,16 @@ fn new_histogram() -> Histogram<u64> {
 
 /// Opens a fresh benchmark store of `kind` in `dir` with one namespace, [`NAMESPACE`],
 /// whose merge adds u64 counters (the benchmarks themselves use rmw, get and put).
-pub fn open_store(kind: StoreKind, dir: &Path, memory_budget: u64) -> Result<Box<dyn StateStore>> {
+/// With `direct_io` the store bypasses the OS page cache ([`StoreOptions::direct_io`]).
+pub fn open_store(
+    kind: StoreKind,
+    dir: &Path,
+    memory_budget: u64,
+    direct_io: bool,
+) -> Result<Box<dyn StateStore>> {
     let opts = StoreOptions::new(dir)
         .memory_budget(memory_budget)
+        .direct_io(direct_io)
         .namespace(NamespaceSpec::with_merge(NAMESPACE, merges::add_u64()));
     kind.open(opts).with_context(|| format!("opening a {} store in {}", kind.name(), dir.display()))
 }
@@ -593,7 +673,8 @@ pub fn drive(
     let keys = sizes.keys;
     let ops = sizes.ops;
     let mut hits = 0;
-    let zipf = (workload == Workload::RmwZipf).then(|| ScrambledZipfian::new(keys, YCSB_THETA));
+    let zipf = matches!(workload, Workload::RmwZipf | Workload::ReadWriteZipf)
+        .then(|| ScrambledZipfian::new(keys, YCSB_THETA));
     let mut next_key = move || match &zipf {
         Some(z) => z.sample(&mut rng),
         None => rng.random_range(0..keys),
@@ -619,7 +700,7 @@ pub fn drive(
                 })?
             }
         }
-        Workload::ReadWrite => {
+        Workload::ReadWrite | Workload::ReadWriteZipf => {
             pb.set_length(ops);
             let mut buf = Vec::with_capacity(READWRITE_VALUE_LEN);
             let mut rec = [b'p'; READWRITE_VALUE_LEN];
@@ -723,7 +804,7 @@ pub fn read_back(store: &mut dyn StateStore, workload: Workload, sizes: Sizes) -
                 c.counter_sum += counter(Some(v));
                 v.len() == 8
             }
-            Workload::ReadWrite => {
+            Workload::ReadWrite | Workload::ReadWriteZipf => {
                 let ok = v.len() == READWRITE_VALUE_LEN && counter(Some(&v[..8])) == id;
                 if ok {
                     c.counter_sum += counter(Some(&v[8..16]));
@@ -763,7 +844,10 @@ pub fn verify(
         sizes.keys
     );
     match workload {
-        Workload::RmwUniform | Workload::RmwZipf | Workload::ReadWrite => ensure!(
+        Workload::RmwUniform
+        | Workload::RmwZipf
+        | Workload::ReadWrite
+        | Workload::ReadWriteZipf => ensure!(
             c.counter_sum == m.ops,
             "{name} {workload}: the counters sum to {} after {} increments",
             c.counter_sum,
@@ -813,7 +897,8 @@ fn summary(r: &BenchResult, st: &StoreStats) -> String {
 }
 
 /// Runs one store on one workload in a fresh directory `dir` (created; left for the
-/// caller to remove). Returns the result and the store's final stats.
+/// caller to remove), with direct I/O if `direct_io`. Returns the result and the
+/// store's final stats.
 #[allow(clippy::too_many_arguments)] // one run's full description, each argument plain
 pub fn run_one(
     kind: StoreKind,
@@ -823,11 +908,17 @@ pub fn run_one(
     batch: usize,
     dir: &Path,
     verify_after: bool,
+    direct_io: bool,
     pb: &ProgressBar,
 ) -> Result<(BenchResult, StoreStats)> {
     machine::reset_peak_rss();
-    let mut store = open_store(kind, dir, sizes.memory_budget)?;
+    let mut store = open_store(kind, dir, sizes.memory_budget, direct_io)?;
+    let device = crate::disk_bench::BlockDevice::of(dir);
+    let reads_before = device.as_ref().and_then(|d| d.reads_completed());
+    let store_reads_before = store.stats().disk_reads;
     let m = drive(store.as_mut(), workload, sizes, seed, batch, pb)?;
+    let reads_after = device.as_ref().and_then(|d| d.reads_completed());
+    let store_reads = store.stats().disk_reads - store_reads_before;
     let peak_rss_bytes = machine::peak_rss_bytes();
     if verify_after {
         pb.set_message("check");
@@ -852,6 +943,13 @@ pub fn run_one(
         max_us: m.latency_ns.max() as f64 / 1e3,
         memory_budget_bytes: sizes.memory_budget,
         peak_rss_bytes,
+        direct_io,
+        device_reads_per_sec: match (reads_before, reads_after) {
+            (Some(b), Some(a)) if seconds > 0.0 => Some(a.saturating_sub(b) as f64 / seconds),
+            _ => None,
+        },
+        store_reads_per_sec: (kind != StoreKind::Rocks && seconds > 0.0)
+            .then(|| store_reads as f64 / seconds),
     };
     Ok((result, stats))
 }
@@ -885,7 +983,17 @@ pub fn run(cfg: &StoreBenchConfig) -> Result<BenchReport> {
                 format!("{} {workload} batch {batch}", kind.name())
             };
             let pb = progress_bar(cfg.quiet, label);
-            let outcome = run_one(kind, workload, sizes, cfg.seed, batch, &dir, cfg.verify, &pb);
+            let outcome = run_one(
+                kind,
+                workload,
+                sizes,
+                cfg.seed,
+                batch,
+                &dir,
+                cfg.verify,
+                cfg.direct_io,
+                &pb,
+            );
             pb.finish_and_clear();
             // Free the disk space before the next run; a failure here only wastes space.
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -949,6 +1057,7 @@ mod tests {
         assert_eq!(parse_workloads("all"), Ok(Workload::ALL.to_vec()));
         assert_eq!(parse_workloads("get, rmw-zipf,get"), Ok(vec![Get, RmwZipf]));
         assert_eq!(parse_workloads("readwrite,rmw"), Ok(vec![ReadWrite, RmwUniform, RmwZipf]));
+        assert_eq!(parse_workloads("readwrite,readwrite-zipf"), Ok(vec![ReadWrite, ReadWriteZipf]));
         let e = parse_workloads("rmw,scan").unwrap_err();
         assert!(e.contains("\"scan\"") && e.contains("readwrite"), "{e}");
         assert!(parse_workloads(",").is_err());
@@ -989,7 +1098,7 @@ mod tests {
                 let dir = tempfile::tempdir().unwrap();
                 let sizes =
                     Sizes { value_size: w.fixed_value_size().unwrap_or(24), ..tiny(500, 3000) };
-                let mut store = open_store(kind, dir.path(), sizes.memory_budget).unwrap();
+                let mut store = open_store(kind, dir.path(), sizes.memory_budget, false).unwrap();
                 let m = drive(store.as_mut(), w, sizes, 7, 1, &ProgressBar::hidden()).unwrap();
                 assert_eq!(m.ops, 3000);
                 assert_eq!(m.latency_ns.len(), 3000, "one latency per op");
@@ -1004,7 +1113,7 @@ mod tests {
                             Workload::RmwUniform | Workload::RmwZipf => {
                                 sum += u64::from_le_bytes(v[..].try_into().unwrap());
                             }
-                            Workload::ReadWrite => {
+                            Workload::ReadWrite | Workload::ReadWriteZipf => {
                                 assert_eq!(v.len(), 116);
                                 assert_eq!(u64::from_le_bytes(v[..8].try_into().unwrap()), id);
                                 sum += u64::from_le_bytes(v[8..16].try_into().unwrap());
@@ -1037,7 +1146,7 @@ mod tests {
     fn verify_catches_a_lost_update() {
         let dir = tempfile::tempdir().unwrap();
         let sizes = tiny(100, 1000);
-        let mut store = open_store(StoreKind::Mem, dir.path(), sizes.memory_budget).unwrap();
+        let mut store = open_store(StoreKind::Mem, dir.path(), sizes.memory_budget, false).unwrap();
         let m = drive(store.as_mut(), Workload::RmwUniform, sizes, 1, 1, &ProgressBar::hidden())
             .unwrap();
         let ns = store.namespace(NAMESPACE).unwrap();
@@ -1064,11 +1173,13 @@ mod tests {
             verify: true,
             // Batched runs are verified like the others: every counter update landed.
             batches: vec![1, 7],
+            direct_io: false,
         };
         let report = run(&cfg).unwrap();
         assert!(report.skipped.is_empty(), "{:?}", report.skipped);
-        assert_eq!(report.results.len(), 16);
-        assert_eq!(report.results.iter().filter(|r| r.batch == 7).count(), 8);
+        let n = Workload::ALL.len();
+        assert_eq!(report.results.len(), 4 * n);
+        assert_eq!(report.results.iter().filter(|r| r.batch == 7).count(), 2 * n);
         for r in &report.results {
             assert_eq!(r.ops, 20_000);
             assert!(r.ops_per_sec > 0.0 && r.seconds > 0.0);
@@ -1076,14 +1187,14 @@ mod tests {
             assert_eq!(r.memory_budget_bytes, 64 << 20);
         }
         let ratios = report.ratios();
-        assert_eq!(ratios.len(), 8);
+        assert_eq!(ratios.len(), 2 * n);
         assert!(ratios[0].starts_with("rmw-uniform: hashlog/mem = "), "{ratios:?}");
         assert!(ratios[1].starts_with("rmw-uniform (batch 7): hashlog/mem = "), "{ratios:?}");
         let table = report.table();
-        assert_eq!(table.lines().count(), 17, "{table}");
+        assert_eq!(table.lines().count(), 4 * n + 1, "{table}");
         assert!(table.starts_with("store"), "{table}");
         let json: serde_json::Value = serde_json::from_str(&report.to_json(None).unwrap()).unwrap();
-        assert_eq!(json["results"].as_array().unwrap().len(), 16);
+        assert_eq!(json["results"].as_array().unwrap().len(), 4 * n);
         for field in [
             "store",
             "workload",
@@ -1104,6 +1215,34 @@ mod tests {
         assert_eq!(json["date"].as_str().unwrap().len(), 10);
         // The run directory was removed.
         assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
+    }
+
+    /// With direct I/O, hashlog runs both readwrite workloads (its state outgrows the
+    /// budget, so it reads from disk) and the rows say so; a store without direct I/O
+    /// stops the benchmark with the store's typed refusal.
+    #[test]
+    fn direct_io_runs_hashlog_and_refuses_mem() {
+        let base = tempfile::tempdir().unwrap();
+        let cfg = StoreBenchConfig {
+            stores: vec![StoreKind::HashLog],
+            workloads: parse_workloads("readwrite,readwrite-zipf").unwrap(),
+            keys: Some(50_000),
+            ops: Some(100_000),
+            memory_budget: Some(4 << 20),
+            dir: Some(base.path().to_path_buf()),
+            quiet: true,
+            direct_io: true,
+            ..Default::default()
+        };
+        let report = run(&cfg).unwrap();
+        assert_eq!(report.results.len(), 2);
+        for r in &report.results {
+            assert!(r.direct_io);
+            assert!(r.store_reads_per_sec.is_some_and(|x| x > 0.0), "{r:?}");
+        }
+        let cfg = StoreBenchConfig { stores: vec![StoreKind::Mem], ..cfg };
+        let e = format!("{:#}", run(&cfg).unwrap_err());
+        assert!(e.contains("direct_io"), "{e}");
     }
 
     #[test]

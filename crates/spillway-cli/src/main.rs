@@ -17,6 +17,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use spillway_bench::disk_bench::{self, DiskProbeConfig};
 use spillway_bench::store_bench::{self, Scale, StoreBenchConfig};
 use spillway_bench::units::{parse_count, parse_size};
 use spillway_store::StoreKind;
@@ -54,9 +55,13 @@ enum BenchCommand {
     ///
     /// Workloads: rmw-uniform and rmw-zipf (rmw +1 on 8-byte counters, 1M keys),
     /// readwrite (the Samza/APSys'18 ReadWrite query: get and put of a 116-byte
-    /// record, 10M ids under a 256 MiB budget, so state exceeds memory) and get (point
-    /// reads after a load). Each store runs each workload on a fresh store.
+    /// record, 10M ids under a 256 MiB budget, so state exceeds memory), readwrite-zipf
+    /// (the same with zipfian 0.99 ids) and get (point reads after a load). Each store runs each workload on a fresh store.
     Store(StoreArgs),
+    /// Measure the disk's random 4 KiB read rate with O_DIRECT at queue depth 1 (the
+    /// ceiling of a store whose reads miss memory): writes a file once, reads random
+    /// blocks of it for a fixed time, deletes it.
+    Disk(DiskArgs),
     /// Railgun's Q1 (SUM and COUNT per card over a sliding window) on generated payments,
     /// the stores side by side (RocksDB is the Flink-style baseline: a get and a put per
     /// event and per expiry), or several window lengths side by side.
@@ -164,8 +169,8 @@ struct StoreArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     stores: Option<Vec<StoreKind>>,
 
-    /// Workloads, comma-separated: rmw-uniform, rmw-zipf, readwrite, get; `rmw` means
-    /// both rmw workloads and `all` every workload
+    /// Workloads, comma-separated: rmw-uniform, rmw-zipf, readwrite, readwrite-zipf, get;
+    /// `rmw` means both rmw workloads and `all` every workload
     #[arg(long, default_value = "all", value_name = "LIST")]
     workload: String,
 
@@ -219,6 +224,48 @@ struct StoreArgs {
     /// multi_get, prefetch) that overlap the cache misses of a batch [default: 1]
     #[arg(long, value_delimiter = ',', value_name = "LIST", default_value = "1")]
     batch: Vec<usize>,
+
+    /// Open every store with direct I/O (O_DIRECT; RocksDB's direct reads, flushes and
+    /// compactions), so reads outside the memory budget reach the disk, not the OS page
+    /// cache; afterwards a short disk probe (as `bench disk`, 1 GiB, 3 s) prints the
+    /// disk's random-read rate beside each store's
+    #[arg(long)]
+    direct_io: bool,
+}
+
+#[derive(Debug, Args)]
+struct DiskArgs {
+    /// Directory under which the probe file is created (and removed) [default: the
+    /// system temporary directory]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+
+    /// Size of the probe file, e.g. 2GiB
+    #[arg(long, value_parser = parse_size, default_value = "2GiB", value_name = "SIZE")]
+    file_size: u64,
+
+    /// Seconds of random reads
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+
+    /// Also write the figures, machine and date as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+fn bench_disk(args: DiskArgs) -> Result<()> {
+    let cfg = DiskProbeConfig {
+        dir: args.dir,
+        file_size: args.file_size,
+        seconds: args.seconds,
+        ..Default::default()
+    };
+    let r = disk_bench::probe(&cfg)?;
+    println!("{}", r.summary());
+    if let Some(path) = &args.json {
+        r.write_json(path)?;
+    }
+    Ok(())
 }
 
 fn bench_store(args: StoreArgs) -> Result<()> {
@@ -240,13 +287,30 @@ fn bench_store(args: StoreArgs) -> Result<()> {
         quiet: args.quiet,
         verify: !args.no_verify,
         batches: args.batch,
+        direct_io: args.direct_io,
     };
-    let report = store_bench::run(&cfg)?;
+    let mut report = store_bench::run(&cfg)?;
+    if args.direct_io {
+        let probe = DiskProbeConfig {
+            dir: cfg.dir.clone(),
+            file_size: 1 << 30,
+            seconds: 3.0,
+            ..Default::default()
+        };
+        report.disk_probe = Some(disk_bench::probe(&probe).context("the disk probe")?);
+    }
     print!("{}", report.table());
     let ratios = report.ratios();
     if !ratios.is_empty() {
         println!();
         for line in ratios {
+            println!("{line}");
+        }
+    }
+    let disk = report.disk_comparison();
+    if !disk.is_empty() {
+        println!();
+        for line in disk {
             println!("{line}");
         }
     }
@@ -272,6 +336,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Bench(BenchCommand::Store(args)) => bench_store(args),
+        Command::Bench(BenchCommand::Disk(args)) => bench_disk(args),
         Command::Bench(BenchCommand::Engine(args)) => engine_cmd::bench_engine(args),
         Command::Bench(BenchCommand::Workload(args)) => workload_run::workload(args),
         Command::Bench(BenchCommand::Suite(args)) => workload_run::suite(args),
@@ -332,6 +397,10 @@ mod tests {
         assert_eq!(a.memory_budget, Some(256 << 20));
         assert_eq!(a.seed, 42);
         assert!(a.quick);
+        assert!(!a.direct_io);
+        let a = store_args(&["--workload", "readwrite,readwrite-zipf", "--direct-io"]);
+        assert!(a.direct_io);
+        assert_eq!(a.workload, "readwrite,readwrite-zipf");
         let a = store_args(&[]);
         assert_eq!(a.stores, None);
         assert_eq!(a.workload, "all");

@@ -113,6 +113,14 @@ pub enum Error {
         /// The error that poisoned it.
         cause: String,
     },
+    /// Direct I/O was asked for ([`StoreOptions::direct_io`](crate::StoreOptions)) but
+    /// the file system refused to open a file with `O_DIRECT`.
+    DirectIoUnsupported {
+        /// The file that could not be opened for direct I/O.
+        path: PathBuf,
+        /// The OS error (EINVAL from the file system).
+        source: std::io::Error,
+    },
     /// The log's address space (documented in the hashlog FORMAT section) is used up.
     AddressSpaceExhausted,
     /// An error reported by an external engine (RocksDB).
@@ -135,7 +143,13 @@ impl Error {
 
     /// True for errors after which the store must not accept further writes.
     pub fn poisons(&self) -> bool {
-        matches!(self, Error::Io { .. } | Error::ShortIo { .. } | Error::Corrupt { .. })
+        matches!(
+            self,
+            Error::Io { .. }
+                | Error::ShortIo { .. }
+                | Error::Corrupt { .. }
+                | Error::DirectIoUnsupported { .. }
+        )
     }
 }
 
@@ -199,6 +213,13 @@ impl fmt::Display for Error {
                 "the store refuses reads and writes after an earlier I/O or corruption error \
                  ({cause}); close it and reopen it to recover the last checkpoint"
             ),
+            Error::DirectIoUnsupported { path, source } => write!(
+                f,
+                "cannot open {} for direct I/O: the file system does not support direct I/O \
+                 (O_DIRECT: {source}); put the store on a disk-backed file system (ext4, xfs) \
+                 or turn the direct_io option off",
+                path.display()
+            ),
             Error::AddressSpaceExhausted => write!(
                 f,
                 "the hybrid log has used its whole address space (128 TiB of appends); \
@@ -212,7 +233,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
+            Error::Io { source, .. } | Error::DirectIoUnsupported { source, .. } => Some(source),
             _ => None,
         }
     }

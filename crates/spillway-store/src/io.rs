@@ -7,6 +7,13 @@
 //! The trait methods transfer bytes in one call and may transfer fewer than asked;
 //! callers go through [`read_exact_at`] and [`write_all_at`], which check every byte
 //! count and turn a transfer that stops early into [`Error::ShortIo`].
+//!
+//! Direct I/O ([`OpenFlags::direct`], `O_DIRECT`) bypasses the OS page cache. Its
+//! transfers must start at offsets, and cover lengths, that are multiples of
+//! [`DIRECT_ALIGN`], from buffers aligned to it; [`read_range_direct`] reads any byte
+//! range that way through an aligned bounce buffer. A file system that refuses
+//! `O_DIRECT` (EINVAL at open) is reported as [`Error::DirectIoUnsupported`] by
+//! [`open_file`], never silently served through the page cache.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -34,10 +41,36 @@ pub trait FileHandle: Send + Sync {
     fn set_len(&self, len: u64) -> io::Result<()>;
 }
 
+/// Alignment of offsets, lengths and buffers of direct-I/O transfers: 4 KiB, the
+/// largest logical block size of the disks we run on and the page size of the OS.
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// How [`Fs::open_with`] opens a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenFlags {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Bypass the OS page cache (`O_DIRECT`): every transfer must be aligned to
+    /// [`DIRECT_ALIGN`] in offset, length and buffer address.
+    pub direct: bool,
+}
+
 /// File-system operations a store needs.
 pub trait Fs: Send + Sync + fmt::Debug {
     /// Opens `path` for reading and writing, creating it if `create`.
     fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn FileHandle>>;
+    /// Opens `path` as `flags` say. The default serves buffered opens through
+    /// [`open`](Self::open) and refuses direct ones with [`io::ErrorKind::Unsupported`]
+    /// (a seam that cannot bypass a cache must not pretend to).
+    fn open_with(&self, path: &Path, flags: OpenFlags) -> io::Result<Box<dyn FileHandle>> {
+        if flags.direct {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this file-system seam does not implement direct I/O",
+            ));
+        }
+        self.open(path, flags.create)
+    }
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Atomically renames a file.
@@ -79,6 +112,15 @@ impl Fs for StdFs {
         let f =
             OpenOptions::new().read(true).write(true).create(create).truncate(false).open(path)?;
         Ok(Box::new(StdFile(f)))
+    }
+    fn open_with(&self, path: &Path, flags: OpenFlags) -> io::Result<Box<dyn FileHandle>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut o = OpenOptions::new();
+        o.read(true).write(true).create(flags.create).truncate(false);
+        if flags.direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        Ok(Box::new(StdFile(o.open(path)?)))
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
@@ -126,6 +168,65 @@ pub fn read_exact_at(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Error::io(op, path, e)),
         }
+    }
+    Ok(())
+}
+
+/// Opens `path` through `fs` as `flags` say; `op` names the purpose for errors. A
+/// direct open the file system refuses (EINVAL, as file systems without `O_DIRECT`
+/// answer, or a seam's [`io::ErrorKind::Unsupported`]) becomes
+/// [`Error::DirectIoUnsupported`] naming the file.
+pub fn open_file(
+    fs: &dyn Fs,
+    path: &Path,
+    flags: OpenFlags,
+    op: &'static str,
+) -> Result<Box<dyn FileHandle>> {
+    fs.open_with(path, flags).map_err(|e| direct_open_error(path, flags, op, e))
+}
+
+fn direct_open_error(path: &Path, flags: OpenFlags, op: &'static str, e: io::Error) -> Error {
+    let refused = e.raw_os_error() == Some(libc::EINVAL) || e.kind() == io::ErrorKind::Unsupported;
+    if flags.direct && refused {
+        Error::DirectIoUnsupported { path: path.to_path_buf(), source: e }
+    } else {
+        Error::io(op, path, e)
+    }
+}
+
+/// An anonymous mapping of `len` bytes (rounded up to [`DIRECT_ALIGN`]): page-aligned,
+/// as direct-I/O buffers must be. `dir` (the store directory) is named in errors.
+pub(crate) fn aligned_buffer(len: usize, dir: &Path) -> Result<memmap2::MmapMut> {
+    memmap2::MmapMut::map_anon(len.next_multiple_of(DIRECT_ALIGN))
+        .map_err(|e| Error::io("map a direct-I/O buffer", dir, e))
+}
+
+/// Appends the bytes `offset..offset + len` of a file opened for direct I/O to `out`:
+/// reads the [`DIRECT_ALIGN`]ed blocks that contain them into `bounce` (aligned, a
+/// multiple of [`DIRECT_ALIGN`] long), as many as fit per call, and copies the wanted
+/// bytes out. Every block read must be in the file whole (a short read is
+/// [`Error::ShortIo`]).
+pub(crate) fn read_range_direct(
+    f: &dyn FileHandle,
+    path: &Path,
+    bounce: &mut [u8],
+    offset: u64,
+    len: usize,
+    out: &mut Vec<u8>,
+    op: &'static str,
+) -> Result<()> {
+    debug_assert!(bounce.len() >= DIRECT_ALIGN && bounce.len() % DIRECT_ALIGN == 0);
+    let align = DIRECT_ALIGN as u64;
+    let end = offset + len as u64;
+    let mut block = offset - offset % align;
+    out.reserve(len);
+    while block < end {
+        let n = ((end - block).next_multiple_of(align) as usize).min(bounce.len());
+        read_exact_at(f, path, &mut bounce[..n], block, op)?;
+        let from = offset.max(block);
+        let to = end.min(block + n as u64);
+        out.extend_from_slice(&bounce[(from - block) as usize..(to - block) as usize]);
+        block += n as u64;
     }
     Ok(())
 }
@@ -313,6 +414,13 @@ impl Fs for FaultFs {
             return Err(dead());
         }
         Ok(Box::new(FaultFile { inner: self.inner.open(path, create)?, state: self.state.clone() }))
+    }
+    fn open_with(&self, path: &Path, flags: OpenFlags) -> io::Result<Box<dyn FileHandle>> {
+        if self.is_dead() {
+            return Err(dead());
+        }
+        let inner = self.inner.open_with(path, flags)?;
+        Ok(Box::new(FaultFile { inner, state: self.state.clone() }))
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         if self.is_dead() {

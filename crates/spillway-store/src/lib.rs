@@ -436,6 +436,13 @@ pub struct StoreOptions {
     /// atomic across them: their own manifest names each part's checkpoint. Default:
     /// none (the newest).
     pub recover_at: Option<u64>,
+    /// Bypass the OS page cache for the store's data files (`O_DIRECT` in hashlog and
+    /// appendlog; RocksDB's direct reads, flushes and compactions), so that reads of
+    /// state outside the memory budget really reach the disk. Stores that cannot honour
+    /// it (mem, timelog, adaptive) refuse to open with [`Error::Unsupported`]; a file
+    /// system without `O_DIRECT` fails the open with [`Error::DirectIoUnsupported`].
+    /// Default: false.
+    pub direct_io: bool,
 }
 
 impl StoreOptions {
@@ -447,7 +454,29 @@ impl StoreOptions {
             namespaces: Vec::new(),
             expected_keys: None,
             recover_at: None,
+            direct_io: false,
         }
+    }
+
+    /// Bypasses the OS page cache for the store's data files (default false; see
+    /// [`direct_io`](Self::direct_io)).
+    pub fn direct_io(mut self, on: bool) -> Self {
+        self.direct_io = on;
+        self
+    }
+
+    /// Fails with [`Error::Unsupported`] naming the option if direct I/O was asked of
+    /// `store`, which does not implement it.
+    pub(crate) fn refuse_direct_io(&self, store: &'static str) -> Result<()> {
+        if self.direct_io {
+            return Err(Error::Unsupported {
+                store,
+                op: "the direct_io option",
+                hint: "only hashlog, appendlog and rocksdb read and write with direct I/O; open \
+                       this store with direct_io(false)",
+            });
+        }
+        Ok(())
     }
 
     /// Recovers checkpoint `seq` (0: none, an empty store) instead of the newest, and

@@ -134,6 +134,7 @@ impl MemStore {
     /// Like [`open`](Self::open), doing all file I/O through `fs`.
     pub fn open_with_fs(opts: StoreOptions, fs: Arc<dyn Fs>) -> Result<Self> {
         opts.validate()?;
+        opts.refuse_direct_io("mem")?;
         manifest::init_dir(&*fs, &opts.dir, "mem", FORMAT_VERSION)?;
         let mut store = MemStore {
             maps: opts

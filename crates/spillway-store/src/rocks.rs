@@ -25,6 +25,9 @@
 //!   cached, partitioned, with their top level pinned (Flink's
 //!   `partitioned-index-filters`, its advice for state larger than memory). Two
 //!   background jobs.
+//! - **Direct I/O** when [`StoreOptions::direct_io`] is set: `use_direct_reads` and
+//!   `use_direct_io_for_flush_and_compaction`, so that block-cache misses reach the disk
+//!   rather than the OS page cache.
 //! - Merges are blind writes, the point of RocksDB's merge: the length a list reaches is
 //!   not checked against [`MAX_VALUE_LEN`] when the operand is written (operands are).
 //!
@@ -301,6 +304,11 @@ impl RocksStore {
         db_opts.set_stats_dump_period_sec(0);
         db_opts.set_keep_log_file_num(4);
         db_opts.set_max_log_file_size(25 << 20);
+        if opts.direct_io {
+            // Bypass the OS page cache: reads of SST blocks, flushes and compactions.
+            db_opts.set_use_direct_reads(true);
+            db_opts.set_use_direct_io_for_flush_and_compaction(true);
+        }
         let mut cfs: Vec<ColumnFamilyDescriptor> = opts
             .namespaces
             .iter()

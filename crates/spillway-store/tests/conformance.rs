@@ -159,6 +159,16 @@ proptest! {
     }
 
     #[test]
+    fn hashlog_direct_io_matches_model(ops in proptest::collection::vec(op(Kind::HashLogDirect.max_value()), 1..250)) {
+        run(Kind::HashLogDirect, &ops);
+    }
+
+    #[test]
+    fn appendlog_direct_io_matches_model(ops in proptest::collection::vec(op(Kind::AppendLogDirect.max_value()), 1..250)) {
+        run(Kind::AppendLogDirect, &ops);
+    }
+
+    #[test]
     fn appendlog_large_values_match_model(ops in proptest::collection::vec(op(Kind::AppendLog.max_value()), 1..250)) {
         run(Kind::AppendLog, &ops);
     }
@@ -250,6 +260,13 @@ fn long_run(kind: Kind, ops: usize, keys: u64, seed: u64) {
 #[test]
 fn hashlog_long_run_state_many_times_budget() {
     long_run(Kind::HashLogTiny, 200_000, 20_000, 7);
+}
+
+/// The long run with `O_DIRECT` segment files: page writes, record and page reads
+/// (compaction, scans) all take the aligned-block path.
+#[test]
+fn hashlog_direct_io_long_run_state_many_times_budget() {
+    long_run(Kind::HashLogDirect, 200_000, 20_000, 7);
 }
 
 /// Timelog's long run: event-history keys `"ev" | user u16 BE | time u64 BE` with time
@@ -392,7 +409,10 @@ fn limits_and_typed_errors() {
             matches!(store.namespace("nope"), Err(spillway_store::Error::UnknownNamespace { .. })),
             "{kind:?}"
         );
-        if matches!(kind, Kind::HashLogTiny | Kind::AppendLogTiny) {
+        if matches!(
+            kind,
+            Kind::HashLogTiny | Kind::AppendLogTiny | Kind::HashLogDirect | Kind::AppendLogDirect
+        ) {
             let r = store.put(n, b"k", &vec![0u8; 70 << 10]);
             assert!(
                 matches!(r, Err(spillway_store::Error::ValueTooLarge { .. })),

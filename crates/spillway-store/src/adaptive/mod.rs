@@ -305,6 +305,7 @@ impl AdaptiveStore {
         fs: Arc<dyn Fs>,
     ) -> Result<Self> {
         opts.validate()?;
+        opts.refuse_direct_io("adaptive")?;
         let dir = opts.dir.clone();
         manifest::init_dir(&*fs, &dir, STORE_NAME, FORMAT_VERSION)?;
         let retained = manifest::list_manifests(&*fs, &dir)?;

@@ -15,6 +15,14 @@
 //! At most [`MAX_OPEN_SEGMENTS`] segment files are open at once: the least recently
 //! used handle is closed when another segment is needed and reopened on demand, so
 //! a log of any length holds a bounded number of file descriptors.
+//!
+//! With direct I/O ([`use_direct_io`](Log::use_direct_io)) segment files are opened
+//! with `O_DIRECT`. Page writes already meet its alignment: each starts at a page
+//! boundary of its segment, its length is a multiple of 4 KiB (or the page size), and
+//! it comes from a page frame, an anonymous mapping and so page-aligned. Reads of a
+//! record or a page read the 4 KiB blocks that contain it into an aligned bounce
+//! buffer and copy the wanted bytes out; checksums are verified as with buffered
+//! reads.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -24,7 +32,10 @@ use memmap2::MmapMut;
 
 use super::record::{put_u32, u32_at, Rec, LOG_VERSION, PAGE_HDR, PAGE_MAGIC, REC_HDR};
 use crate::error::{Error, Result};
-use crate::io::{read_exact_at, write_all_at, FileHandle, Fs};
+use crate::io::{
+    aligned_buffer, open_file, read_exact_at, read_range_direct, write_all_at, FileHandle, Fs,
+    OpenFlags, DIRECT_ALIGN,
+};
 
 /// Logical addresses end here: 44 bits of 8-byte units.
 pub(crate) const ADDRESS_LIMIT: u64 = 1 << (super::index::ADDR_BITS + 3);
@@ -35,6 +46,11 @@ pub(crate) const MAX_RECORD_SLACK: usize = 8;
 const READ_HINT: usize = 512;
 /// Segment files kept open at most; the least recently used handle is closed beyond.
 pub(crate) const MAX_OPEN_SEGMENTS: usize = 64;
+/// Largest aligned buffer direct-I/O reads go through (a larger read takes several
+/// transfers). It is also held to an eighth of a page, so that with small pages it
+/// stays a small part of the buffer reserve the budget holds back; it is counted in
+/// the store's resident bytes.
+const BOUNCE_BYTES: usize = 128 << 10;
 
 pub(crate) struct Log {
     pub(crate) fs: Arc<dyn Fs>,
@@ -61,6 +77,10 @@ pub(crate) struct Log {
     disk_addr: u64,
     pub(crate) bytes_written: u64,
     pub(crate) disk_reads: u64,
+    /// Segment files are opened with `O_DIRECT`.
+    direct: bool,
+    /// The aligned buffer of direct-I/O reads, mapped on first use.
+    bounce: Option<MmapMut>,
 }
 
 /// An open segment file with its path, built once, for error messages.
@@ -113,6 +133,8 @@ impl Log {
             disk_addr: 0,
             bytes_written: 0,
             disk_reads: 0,
+            direct: false,
+            bounce: None,
         };
         let frame = log.new_frame()?;
         log.frames.push_back(frame);
@@ -149,9 +171,31 @@ impl Log {
         self.frames.len() + usize::from(self.spare.is_some())
     }
 
-    /// Bytes held by the buffer of the last disk-resident record read.
+    /// Bytes held by the buffer of the last disk-resident record read (and, with direct
+    /// I/O, by the aligned buffer reads go through).
     pub(crate) fn disk_buf_bytes(&self) -> usize {
-        self.disk_buf.capacity()
+        self.disk_buf.capacity() + self.bounce.as_ref().map_or(0, |b| b.len())
+    }
+
+    /// Opens segment files with `O_DIRECT` from now on (call before any segment is
+    /// opened) and checks at once that the file system allows it, by opening (creating)
+    /// the tail's segment: a refusal is [`Error::DirectIoUnsupported`] naming the file.
+    pub(crate) fn use_direct_io(&mut self, on: bool) -> Result<()> {
+        debug_assert!(self.files.is_empty(), "segments opened before the I/O mode was set");
+        self.direct = on;
+        if on {
+            self.segment(self.segment_of(self.tail))?;
+        }
+        Ok(())
+    }
+
+    /// The aligned buffer of direct-I/O reads, taken out of `self` (give it back with
+    /// `self.bounce = Some(..)`).
+    fn take_bounce(&mut self) -> Result<MmapMut> {
+        match self.bounce.take() {
+            Some(b) => Ok(b),
+            None => aligned_buffer(BOUNCE_BYTES.min(self.page_size / 8), &self.dir),
+        }
     }
 
     /// Bytes from `a` to the end of its in-memory page.
@@ -210,8 +254,8 @@ impl Log {
                 }
             }
             let path = self.dir.join(segment_name(seg));
-            let file =
-                self.fs.open(&path, true).map_err(|e| Error::io("open log segment", &path, e))?;
+            let flags = OpenFlags { create: true, direct: self.direct };
+            let file = open_file(&*self.fs, &path, flags, "open log segment")?;
             self.files.insert(seg, Segment { path, file, used: now });
         }
         let s = self.files.get_mut(&seg).expect("segment just opened");
@@ -229,9 +273,25 @@ impl Log {
         let in_page = (a & self.mask()) as usize;
         let page_left = self.page_size - in_page;
         let mut buf = std::mem::take(&mut self.disk_buf);
-        let r = match self.segment(seg) {
-            Ok(s) => read_record(s, &mut buf, off, in_page, page_left),
-            Err(e) => Err(e),
+        let r = if self.direct {
+            match self.take_bounce() {
+                Ok(mut bounce) => {
+                    let r = match self.segment(seg) {
+                        Ok(s) => {
+                            read_record_direct(s, &mut bounce, &mut buf, off, in_page, page_left)
+                        }
+                        Err(e) => Err(e),
+                    };
+                    self.bounce = Some(bounce);
+                    r
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            match self.segment(seg) {
+                Ok(s) => read_record(s, &mut buf, off, in_page, page_left),
+                Err(e) => Err(e),
+            }
         };
         self.disk_buf = buf;
         self.disk_reads += 1;
@@ -337,6 +397,9 @@ impl Log {
         let (seg, off) = self.locate(p << page_bits);
         self.segment(seg)?;
         let (s, frame) = (&self.files[&seg], &self.frames[(p - self.head_page) as usize]);
+        // What O_DIRECT needs, true by construction (see the module docs).
+        debug_assert!(off % DIRECT_ALIGN as u64 == 0 && len % DIRECT_ALIGN == 0);
+        debug_assert!(frame.as_ptr() as usize % DIRECT_ALIGN == 0);
         write_all_at(&*s.file, &s.path, &frame[..len], off, "write log page")?;
         self.dirty.insert(seg);
         self.bytes_written += len as u64;
@@ -358,30 +421,54 @@ impl Log {
             buf.extend_from_slice(&f[..used]);
             return Ok(used);
         }
+        if self.direct {
+            let mut bounce = self.take_bounce()?;
+            let r = self.read_page_direct(p, &mut bounce, buf);
+            self.bounce = Some(bounce);
+            return r;
+        }
         let (seg, off) = self.locate(p << self.page_bits);
         let page_size = self.page_size;
         let Segment { path, file, .. } = self.segment(seg)?;
         let f = &**file;
         buf.resize(PAGE_HDR, 0);
         read_exact_at(f, path, buf, off, "read log page header")?;
+        check_page_header(path, off, p, buf, page_size)?;
         let used = u32_at(buf, 16) as usize;
-        if u32_at(buf, 4) != PAGE_MAGIC
-            || u64::from_le_bytes(buf[8..16].try_into().expect("8")) != p
-            || used < PAGE_HDR
-            || used > page_size
-        {
-            return Err(Error::corrupt(path, off, format!("bad header of log page {p}")));
-        }
-        let version = u16::from_le_bytes([buf[20], buf[21]]);
-        if version > LOG_VERSION {
-            return Err(Error::NewerFormat {
-                path: path.clone(),
-                found: u32::from(version),
-                supported: u32::from(LOG_VERSION),
-            });
-        }
         buf.resize(used, 0);
         read_exact_at(f, path, &mut buf[PAGE_HDR..], off + PAGE_HDR as u64, "read log page")?;
+        if crc32c::crc32c(&buf[4..used]) != u32_at(buf, 0) {
+            return Err(Error::corrupt(path, off, format!("log page {p} checksum mismatch")));
+        }
+        self.disk_reads += 1;
+        Ok(used)
+    }
+
+    /// [`read_page`](Self::read_page) of on-disk page `p` with direct I/O: its first
+    /// 4 KiB block (always written: a page is written in whole blocks), then the blocks
+    /// of the rest of its used bytes.
+    fn read_page_direct(&mut self, p: u64, bounce: &mut [u8], buf: &mut Vec<u8>) -> Result<usize> {
+        let (seg, off) = self.locate(p << self.page_bits);
+        let page_size = self.page_size;
+        let Segment { path, file, .. } = self.segment(seg)?;
+        let f = &**file;
+        read_range_direct(f, path, bounce, off, DIRECT_ALIGN, buf, "read log page header")?;
+        let used = u32_at(buf, 16) as usize;
+        check_page_header(path, off, p, buf, page_size)?;
+        if used <= DIRECT_ALIGN {
+            buf.truncate(used);
+        } else {
+            let rest = used - DIRECT_ALIGN;
+            read_range_direct(
+                f,
+                path,
+                bounce,
+                off + DIRECT_ALIGN as u64,
+                rest,
+                buf,
+                "read log page",
+            )?;
+        }
         if crc32c::crc32c(&buf[4..used]) != u32_at(buf, 0) {
             return Err(Error::corrupt(path, off, format!("log page {p} checksum mismatch")));
         }
@@ -426,6 +513,82 @@ impl Log {
     pub(crate) fn segment_of(&self, addr: u64) -> u64 {
         (addr >> self.page_bits) >> self.seg_page_bits
     }
+}
+
+/// Checks the header of on-disk page `p` (at `off` of `path`) in the first bytes of
+/// `buf`: magic, page number, used bytes within the page, a version this build reads.
+fn check_page_header(path: &Path, off: u64, p: u64, buf: &[u8], page_size: usize) -> Result<()> {
+    let used = u32_at(buf, 16) as usize;
+    if u32_at(buf, 4) != PAGE_MAGIC
+        || u64::from_le_bytes(buf[8..16].try_into().expect("8")) != p
+        || used < PAGE_HDR
+        || used > page_size
+    {
+        return Err(Error::corrupt(path, off, format!("bad header of log page {p}")));
+    }
+    let version = u16::from_le_bytes([buf[20], buf[21]]);
+    if version > LOG_VERSION {
+        return Err(Error::NewerFormat {
+            path: path.to_path_buf(),
+            found: u32::from(version),
+            supported: u32::from(LOG_VERSION),
+        });
+    }
+    Ok(())
+}
+
+/// [`read_record`] with direct I/O: reads the 4 KiB block(s) holding the record header
+/// (up to the block boundary after it, never past the page) through `bounce`, then, if
+/// the record goes on, the blocks of the rest of it.
+fn read_record_direct(
+    seg: &Segment,
+    bounce: &mut [u8],
+    buf: &mut Vec<u8>,
+    off: u64,
+    in_page: usize,
+    page_left: usize,
+) -> Result<()> {
+    let (path, f) = (&seg.path, &*seg.file);
+    // Bytes from the record to the block boundary after its header: the page is on
+    // disk in whole blocks up to its used bytes, so they are all in the file.
+    let in_block = (off % DIRECT_ALIGN as u64) as usize;
+    let to_boundary = (in_block + REC_HDR).next_multiple_of(DIRECT_ALIGN) - in_block;
+    let first = page_left.min(to_boundary);
+    debug_assert!((in_page + first) % DIRECT_ALIGN == 0 || first == page_left);
+    buf.clear();
+    read_range_direct(f, path, bounce, off, first, buf, "read log record")?;
+    if first < REC_HDR {
+        return Err(Error::corrupt(path, off, "record header crosses its page end"));
+    }
+    let (klen, vlen, vcap) = {
+        let r = Rec(buf);
+        (r.klen(), r.vlen(), r.vcap())
+    };
+    if vlen > vcap || REC_HDR + klen + vcap > page_left {
+        return Err(Error::corrupt(
+            path,
+            off,
+            format!("record lengths (key {klen}, value {vlen}/{vcap}) overrun the page"),
+        ));
+    }
+    let need = REC_HDR + klen + vlen;
+    if need > first {
+        read_range_direct(
+            f,
+            path,
+            bounce,
+            off + first as u64,
+            need - first,
+            buf,
+            "read log record",
+        )?;
+    } else {
+        buf.truncate(need);
+    }
+    if crc32c::crc32c(Rec(buf).crc_span()) != u32_at(buf, 0) {
+        return Err(Error::corrupt(path, off, "log record checksum mismatch"));
+    }
+    Ok(())
 }
 
 /// Reads the record at in-segment offset `off` of `seg` into `buf` and verifies its

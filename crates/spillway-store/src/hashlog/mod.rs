@@ -11,6 +11,10 @@
 //!   tail. Pages leaving the mutable region are written to segment files with one
 //!   `pwrite` per page (no fsync per operation) and are dropped from memory once the
 //!   memory budget needs their frame; reads of disk-resident records use `pread`.
+//!   With [`StoreOptions::direct_io`] segment files are opened with `O_DIRECT`: page
+//!   writes are already whole 4 KiB blocks from page-aligned frames, and a read fetches
+//!   the aligned 4 KiB blocks holding its record or page (see [`log`]). The on-disk
+//!   format is the same either way.
 //! - **Lists** (namespaces with [`MergeOp::ListAppend`](crate::MergeOp)): an append to a
 //!   record in the mutable region writes the element after the existing ones when the
 //!   capacity allows; otherwise the list is copied to the tail with its capacity
@@ -413,6 +417,7 @@ impl HashLogStore {
         };
         store.size_frames()?;
         store.clean_dir()?;
+        store.log.use_direct_io(store.opts.direct_io)?;
         Ok(store)
     }
 

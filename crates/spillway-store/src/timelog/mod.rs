@@ -202,6 +202,7 @@ impl TimeLogStore {
         fs: Arc<dyn Fs>,
     ) -> Result<Self> {
         opts.validate()?;
+        opts.refuse_direct_io("timelog")?;
         topts.validate()?;
         let dir = opts.dir.clone();
         manifest::init_dir(&*fs, &dir, STORE_NAME, FORMAT_VERSION)?;

@@ -46,6 +46,12 @@ pub enum Kind {
     AppendLogTiny,
     /// Appendlog over hashlog with 2 MiB pages (1 MiB values) under a 20 MiB budget.
     AppendLog,
+    /// HashLogTiny with direct I/O (`O_DIRECT` segment files): every read of state
+    /// outside the 1 MiB budget goes through the aligned-block path. Its directory must
+    /// be on a file system with `O_DIRECT` (the system temporary directory here: ext4).
+    HashLogDirect,
+    /// AppendLogTiny with direct I/O.
+    AppendLogDirect,
     #[cfg(feature = "rocksdb")]
     Rocks,
     /// Adaptive with 2 MiB pages under 64 MiB, a forced migration about every 7
@@ -67,6 +73,8 @@ impl Kind {
             Kind::TimeLogTiny,
             Kind::AppendLogTiny,
             Kind::AppendLog,
+            Kind::HashLogDirect,
+            Kind::AppendLogDirect,
             #[cfg(feature = "rocksdb")]
             Kind::Rocks,
             Kind::Adaptive,
@@ -83,6 +91,8 @@ impl Kind {
             Kind::TimeLogTiny => "timelog-tiny",
             Kind::AppendLogTiny => "appendlog-tiny",
             Kind::AppendLog => "appendlog",
+            Kind::HashLogDirect => "hashlog-direct",
+            Kind::AppendLogDirect => "appendlog-direct",
             #[cfg(feature = "rocksdb")]
             Kind::Rocks => "rocksdb",
             Kind::Adaptive => "adaptive",
@@ -111,17 +121,26 @@ impl Kind {
     /// Largest value this configuration accepts in the suite.
     pub fn max_value(self) -> usize {
         match self {
-            Kind::HashLogTiny | Kind::TimeLogTiny | Kind::AppendLogTiny | Kind::AdaptiveTiny => {
-                16 << 10
-            }
+            Kind::HashLogTiny
+            | Kind::TimeLogTiny
+            | Kind::AppendLogTiny
+            | Kind::AdaptiveTiny
+            | Kind::HashLogDirect
+            | Kind::AppendLogDirect => 16 << 10,
             _ => 1 << 20,
         }
+    }
+
+    /// Whether this configuration opens its store with direct I/O.
+    pub fn direct_io(self) -> bool {
+        matches!(self, Kind::HashLogDirect | Kind::AppendLogDirect)
     }
 
     pub fn budget(self) -> u64 {
         match self {
             Kind::Mem => 256 << 20,
             Kind::HashLogTiny | Kind::AppendLogTiny => 1 << 20,
+            Kind::HashLogDirect | Kind::AppendLogDirect => 1 << 20,
             Kind::HashLogBig | Kind::AppendLog => 20 << 20,
             Kind::TimeLog => 1 << 20,
             Kind::TimeLogTiny => 128 << 10,
@@ -143,20 +162,25 @@ pub fn options(dir: &Path, budget: u64) -> StoreOptions {
 
 pub fn hashlog_options(kind: Kind) -> HashLogOptions {
     match kind {
-        Kind::HashLogTiny | Kind::AppendLogTiny => HashLogOptions::default()
-            .page_size(64 << 10)
-            .segment_size(256 << 10)
-            .compaction_step(32 << 10)
-            .garbage_ratio(0.3),
+        Kind::HashLogTiny | Kind::AppendLogTiny | Kind::HashLogDirect | Kind::AppendLogDirect => {
+            HashLogOptions::default()
+                .page_size(64 << 10)
+                .segment_size(256 << 10)
+                .compaction_step(32 << 10)
+                .garbage_ratio(0.3)
+        }
         _ => HashLogOptions::default().page_size(2 << 20).segment_size(8 << 20).expected_keys(1000),
     }
 }
 
 /// Opens an appendlog kind as its concrete type (for its list-specific API).
 pub fn open_appendlog(kind: Kind, dir: &Path) -> Result<AppendLogStore> {
-    assert!(matches!(kind, Kind::AppendLogTiny | Kind::AppendLog), "{kind:?}");
+    assert!(
+        matches!(kind, Kind::AppendLogTiny | Kind::AppendLog | Kind::AppendLogDirect),
+        "{kind:?}"
+    );
     let a = AppendLogOptions::default().hashlog(hashlog_options(kind));
-    AppendLogStore::open(options(dir, kind.budget()), a)
+    AppendLogStore::open(options(dir, kind.budget()).direct_io(kind.direct_io()), a)
 }
 
 pub fn timelog_options(kind: Kind) -> TimeLogOptions {
@@ -188,17 +212,17 @@ pub fn open_with_fs(
     dir: &Path,
     fs: Option<Arc<dyn Fs>>,
 ) -> Result<Box<dyn StateStore>> {
-    let opts = options(dir, kind.budget());
+    let opts = options(dir, kind.budget()).direct_io(kind.direct_io());
     Ok(match (kind, fs) {
         (Kind::Mem, None) => Box::new(MemStore::open(opts)?),
         (Kind::Mem, Some(fs)) => Box::new(MemStore::open_with_fs(opts, fs)?),
-        (Kind::HashLogTiny | Kind::HashLogBig, None) => {
+        (Kind::HashLogTiny | Kind::HashLogBig | Kind::HashLogDirect, None) => {
             Box::new(HashLogStore::open(opts, hashlog_options(kind))?)
         }
-        (Kind::HashLogTiny | Kind::HashLogBig, Some(fs)) => {
+        (Kind::HashLogTiny | Kind::HashLogBig | Kind::HashLogDirect, Some(fs)) => {
             Box::new(HashLogStore::open_with_fs(opts, hashlog_options(kind), fs)?)
         }
-        (Kind::AppendLogTiny | Kind::AppendLog, fs) => {
+        (Kind::AppendLogTiny | Kind::AppendLog | Kind::AppendLogDirect, fs) => {
             let a = AppendLogOptions::default().hashlog(hashlog_options(kind));
             match fs {
                 None => Box::new(AppendLogStore::open(opts, a)?),
