@@ -174,11 +174,14 @@ impl Default for HashLogOptions {
 }
 
 impl HashLogOptions {
-    /// Options sized for a memory budget: pages of 1/16 of it (a power of two between
+    /// Options sized for a memory budget: pages of 1/64 of it (a power of two between
     /// 64 KiB and the 4 MiB default; a page bounds a value), segments of 16 pages (at
-    /// most 64 MiB), so that small budgets still hold the index and a few pages.
+    /// most 64 MiB). Small pages matter for small budgets: the buffers held back
+    /// beside the log (four pages' worth) and the unit of eviction shrink with them,
+    /// so more of the budget holds log pages (measured: 1 MiB instead of 4 MiB pages
+    /// under 64 MiB cut readwrite-zipf's disk reads 7x; docs/RESULTS.md).
     pub fn for_budget(budget: u64) -> Self {
-        let p = (budget / 16).clamp(64 << 10, 4 << 20);
+        let p = (budget / 64).clamp(64 << 10, 4 << 20);
         Self::with_pages(1usize << (63 - p.leading_zeros()))
     }
 
