@@ -5,6 +5,9 @@
 //! - [`store_bench`]: `spillway bench store`, the state stores side by side on the
 //!   workloads of issue 2 §7 (`rmw-uniform`, `rmw-zipf`, `readwrite`, `get`), with HDR
 //!   latency percentiles, peak RSS, a text table, throughput ratios and a JSON report.
+//! - [`checkpoint`]: `spillway bench checkpoint`, one checkpoint after a few updates
+//!   to a large state and the recovery of it (hashlog incremental, hashlog with a whole
+//!   index snapshot per checkpoint, RocksDB).
 //! - [`workload`]: streaming state-access workloads (Gadget-class): experiments, event
 //!   generation, the operator state machines.
 //! - [`trace`]: state-access traces (binary and Gadget text), characterization.
@@ -15,6 +18,7 @@
 //! - [`machine`]: what results are recorded with (CPU, kernel, date, peak RSS).
 //! - [`units`]: parsing of `256MiB`-style sizes and `10M`-style counts.
 
+pub mod checkpoint;
 pub mod machine;
 pub mod phase;
 pub mod report;
