@@ -138,14 +138,14 @@ fn hashlog_options(cfg: &CheckpointConfig, full: bool) -> HashLogOptions {
 /// The store under test: hashlog concretely (its snapshot is completed in set-up),
 /// RocksDB through the contract.
 enum Opened {
-    Hash(HashLogStore),
+    Hash(Box<HashLogStore>),
     Other(Box<dyn StateStore>),
 }
 
 impl Opened {
     fn store(&mut self) -> &mut dyn StateStore {
         match self {
-            Opened::Hash(h) => h,
+            Opened::Hash(h) => h.as_mut(),
             Opened::Other(s) => s.as_mut(),
         }
     }
@@ -154,10 +154,10 @@ impl Opened {
 fn open(which: CkptStore, dir: &Path, cfg: &CheckpointConfig) -> Result<Opened> {
     let opts = options(dir, cfg);
     Ok(match which {
-        CkptStore::HashLog | CkptStore::HashLogFull => Opened::Hash(HashLogStore::open(
+        CkptStore::HashLog | CkptStore::HashLogFull => Opened::Hash(Box::new(HashLogStore::open(
             opts,
             hashlog_options(cfg, which == CkptStore::HashLogFull),
-        )?),
+        )?)),
         CkptStore::Rocks => Opened::Other(StoreKind::Rocks.open(opts)?),
     })
 }
