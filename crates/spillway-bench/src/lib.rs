@@ -7,6 +7,9 @@
 //!   latency percentiles, peak RSS, a text table, throughput ratios and a JSON report.
 //! - [`disk_bench`]: `spillway bench disk`, the disk's random 4 KiB `O_DIRECT` read
 //!   rate (the ceiling of a store whose reads miss memory).
+//! - [`checkpoint`]: `spillway bench checkpoint`, one checkpoint after a few updates
+//!   to a large state and the recovery of it (hashlog incremental, hashlog with a whole
+//!   index snapshot per checkpoint, RocksDB).
 //! - [`workload`]: streaming state-access workloads (Gadget-class): experiments, event
 //!   generation, the operator state machines.
 //! - [`trace`]: state-access traces (binary and Gadget text), characterization.
@@ -17,6 +20,7 @@
 //! - [`machine`]: what results are recorded with (CPU, kernel, date, peak RSS).
 //! - [`units`]: parsing of `256MiB`-style sizes and `10M`-style counts.
 
+pub mod checkpoint;
 pub mod disk_bench;
 pub mod machine;
 pub mod phase;

@@ -75,6 +75,62 @@ enum BenchCommand {
     /// The phase-change experiment: one namespace serves point updates, then range
     /// reads; the adaptive store against static layouts, per phase.
     Phase(PhaseArgs),
+    /// One checkpoint after a few updates to a large state: its pause and bytes, then
+    /// the recovery time (hashlog incremental, hashlog with a whole index snapshot per
+    /// checkpoint, RocksDB).
+    Checkpoint(CheckpointArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckpointArgs {
+    /// Stores, comma-separated: hashlog, hashlog-full, rocksdb [default: all in this build]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    stores: Option<Vec<spillway_bench::checkpoint::CkptStore>>,
+    /// Keys loaded first (8-byte keys and values; not measured)
+    #[arg(long, default_value = "10M", value_parser = parse_count, value_name = "N")]
+    keys: u64,
+    /// Random updates before the measured checkpoint
+    #[arg(long, default_value = "100k", value_parser = parse_count, value_name = "N")]
+    updates: u64,
+    /// Memory budget of every store
+    #[arg(long, default_value = "1GiB", value_parser = parse_size, value_name = "SIZE")]
+    memory_budget: u64,
+    /// Seed of the update sequence
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Directory in which the stores are created [default: the system temporary directory]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Also write the rows as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+fn bench_checkpoint(a: CheckpointArgs) -> Result<()> {
+    use spillway_bench::checkpoint::{self, CheckpointConfig, CkptStore};
+    let cfg = CheckpointConfig {
+        stores: a.stores.unwrap_or_else(CkptStore::available),
+        keys: a.keys,
+        updates: a.updates,
+        memory_budget: a.memory_budget,
+        seed: a.seed,
+    };
+    let rows = checkpoint::run(&cfg, a.dir.as_deref())?;
+    print!("{}", checkpoint::table(&rows));
+    for line in checkpoint::ratios(&rows) {
+        println!("{line}");
+    }
+    if let Some(path) = &a.json {
+        let v = serde_json::json!({
+            "rows": rows,
+            "machine": spillway_bench::machine::MachineInfo::detect(),
+            "date": spillway_bench::machine::today_utc(),
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -341,6 +397,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Workload(args)) => workload_run::workload(args),
         Command::Bench(BenchCommand::Suite(args)) => workload_run::suite(args),
         Command::Bench(BenchCommand::Phase(args)) => bench_phase(args),
+        Command::Bench(BenchCommand::Checkpoint(args)) => bench_checkpoint(args),
         Command::Trace(workload_cmd::TraceCommand::Gen(args)) => workload_run::gen(args),
         Command::Trace(workload_cmd::TraceCommand::Stats(args)) => workload_cmd::stats(args),
         Command::Trace(workload_cmd::TraceCommand::Convert(args)) => {
@@ -404,6 +461,35 @@ mod tests {
         let a = store_args(&[]);
         assert_eq!(a.stores, None);
         assert_eq!(a.workload, "all");
+    }
+
+    #[test]
+    fn parses_bench_checkpoint_flags() {
+        use spillway_bench::checkpoint::CkptStore;
+        let argv = [
+            "spillway",
+            "bench",
+            "checkpoint",
+            "--keys",
+            "10M",
+            "--updates",
+            "100k",
+            "--stores",
+            "hashlog,hashlog-full,rocksdb",
+        ];
+        let a = match Cli::try_parse_from(argv).unwrap().command {
+            Command::Bench(BenchCommand::Checkpoint(a)) => a,
+            other => panic!("parsed {other:?}"),
+        };
+        assert_eq!((a.keys, a.updates), (10_000_000, 100_000));
+        assert_eq!(
+            a.stores,
+            Some(vec![CkptStore::HashLog, CkptStore::HashLogFull, CkptStore::Rocks])
+        );
+        let e = Cli::try_parse_from(["spillway", "bench", "checkpoint", "--stores", "mem"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hashlog-full"), "{e}");
     }
 
     #[test]

@@ -29,20 +29,72 @@ pub(crate) struct BlockWriter {
     file: Box<dyn FileHandle>,
     path: PathBuf,
     buf: Vec<u8>,
+    /// Buffered bytes that trigger a write.
+    flush_at: usize,
     offset: u64,
     frames: u64,
     payload: u64,
+    /// Payload length of frame 0, for [`rewrite_first_frame`](Self::rewrite_first_frame).
+    first_len: Option<usize>,
 }
 
 impl BlockWriter {
     pub(crate) fn create(fs: &dyn Fs, path: &Path, magic: [u8; 8], version: u32) -> Result<Self> {
+        Self::create_buffered(fs, path, magic, version, WRITE_BUF)
+    }
+
+    /// Like [`create`](Self::create), writing whenever `buffer` bytes are buffered (a
+    /// writer kept open across many operations keeps its buffer small).
+    pub(crate) fn create_buffered(
+        fs: &dyn Fs,
+        path: &Path,
+        magic: [u8; 8],
+        version: u32,
+        buffer: usize,
+    ) -> Result<Self> {
         let file = fs.open(path, true).map_err(|e| Error::io("create file", path, e))?;
         file.set_len(0).map_err(|e| Error::io("truncate file", path, e))?;
-        let mut buf = Vec::with_capacity(WRITE_BUF + 64);
+        let flush_at = buffer.clamp(4096, WRITE_BUF);
+        let mut buf = Vec::with_capacity(flush_at + 64);
         buf.extend_from_slice(&magic);
         buf.extend_from_slice(&version.to_le_bytes());
         buf.extend_from_slice(&0u32.to_le_bytes());
-        Ok(BlockWriter { file, path: path.to_path_buf(), buf, offset: 0, frames: 0, payload: 0 })
+        Ok(BlockWriter {
+            file,
+            path: path.to_path_buf(),
+            buf,
+            flush_at,
+            offset: 0,
+            frames: 0,
+            payload: 0,
+            first_len: None,
+        })
+    }
+
+    /// Bytes handed to the file so far (the buffer not included).
+    pub(crate) fn written(&self) -> u64 {
+        self.offset
+    }
+
+    /// Bytes of the write buffer.
+    pub(crate) fn buffer_bytes(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Replaces the payload of frame 0 by `payload` of the same length (a header whose
+    /// counts are known only at the end), in the buffer or in the file.
+    pub(crate) fn rewrite_first_frame(&mut self, payload: &[u8]) -> Result<()> {
+        assert_eq!(self.first_len, Some(payload.len()), "frame 0 must keep its length");
+        let mut bytes = Vec::with_capacity(8 + payload.len());
+        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        bytes.extend_from_slice(payload);
+        if self.offset == 0 {
+            self.buf[HEADER..HEADER + bytes.len()].copy_from_slice(&bytes);
+            Ok(())
+        } else {
+            write_all_at(&*self.file, &self.path, &bytes, HEADER as u64, "rewrite snapshot header")
+        }
     }
 
     pub(crate) fn frame(&mut self, payload: &[u8]) -> Result<()> {
@@ -52,9 +104,12 @@ impl BlockWriter {
         self.buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
         self.buf.extend_from_slice(payload);
+        if self.frames == 0 {
+            self.first_len = Some(payload.len());
+        }
         self.frames += 1;
         self.payload += payload.len() as u64;
-        if self.buf.len() >= WRITE_BUF {
+        if self.buf.len() >= self.flush_at {
             self.flush()?;
         }
         Ok(())

@@ -5,7 +5,7 @@
 //! | store | module | layout | order | durable checkpoint |
 //! |---|---|---|---|---|
 //! | [`MemStore`] | [`mem`] | hash map per namespace (Flink's heap backend) | no | snapshot file |
-//! | [`HashLogStore`] | [`hashlog`] | FASTER-class hybrid log + compact hash index | no | fold-over log + index snapshot |
+//! | [`HashLogStore`] | [`hashlog`] | FASTER-class hybrid log + compact hash index | no | fold-over log + periodic fuzzy index snapshot, log tail replayed |
 //! | [`AppendLogStore`] | [`appendlog`] | per-key chunked append lists over the hybrid log | no | hashlog's |
 //! | [`TimeLogStore`] | [`timelog`] | time partitions of sorted segment files + memtables, sparse block index | yes | flushed segments + manifest |
 //! | `RocksStore` | `rocks` (feature `rocksdb`) | RocksDB LSM, Flink-style settings | yes | RocksDB checkpoint |

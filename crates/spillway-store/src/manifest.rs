@@ -4,7 +4,10 @@
 //! FORMAT: `STORE` and every manifest are [block files](crate::blockfile) (magic
 //! `SWSTORE\0` / `SWMANIFS`) holding one frame of UTF-8 `key=value` lines. A manifest
 //! always has `seq`, `store`, and one `ns=<merge tag> <name>` line per namespace in
-//! declaration order; each backend adds its own keys. A manifest is written as
+//! declaration order; each backend adds its own keys. The block-file version is 1, or
+//! 2 for a backend whose fields an older reader would misread (hashlog's incremental
+//! checkpoints: version 1 readers would not replay the log tail), so that such a
+//! reader refuses the manifest with [`Error::NewerFormat`]. A manifest is written as
 //! `MANIFEST-<seq>.tmp`, fsynced, renamed, and the directory fsynced: a checkpoint
 //! exists exactly when its final name does.
 
@@ -18,12 +21,16 @@ use crate::StoreOptions;
 
 const STORE_MAGIC: [u8; 8] = *b"SWSTORE\0";
 const MANIFEST_MAGIC: [u8; 8] = *b"SWMANIFS";
-const MANIFEST_VERSION: u32 = 1;
+/// Newest manifest version any backend writes.
+const MANIFEST_VERSION: u32 = 2;
 
 /// Key/value content of a manifest.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Manifest {
     pub(crate) seq: u64,
+    /// Block-file version the manifest is (or was) written with: 1 unless the backend
+    /// raises it.
+    pub(crate) version: u32,
     pub(crate) fields: BTreeMap<String, String>,
     pub(crate) namespaces: Vec<(String, String)>,
     /// File offset of each field's line in a manifest read from disk (for errors).
@@ -37,7 +44,7 @@ impl Manifest {
         let mut fields = BTreeMap::new();
         fields.insert("store".to_string(), store.to_string());
         let namespaces = opts.namespaces.iter().map(|n| (n.merge.tag(), n.name.clone())).collect();
-        Manifest { seq, fields, namespaces, ..Manifest::default() }
+        Manifest { seq, version: 1, fields, namespaces, ..Manifest::default() }
     }
 
     pub(crate) fn set(&mut self, key: &str, value: impl ToString) {
@@ -169,7 +176,8 @@ pub(crate) fn manifest_name(seq: u64) -> String {
 pub(crate) fn write_manifest(fs: &dyn Fs, dir: &Path, m: &Manifest) -> Result<()> {
     let name = manifest_name(m.seq);
     let tmp = join(dir, &format!("{name}.tmp"));
-    let mut w = BlockWriter::create(fs, &tmp, MANIFEST_MAGIC, MANIFEST_VERSION)?;
+    debug_assert!((1..=MANIFEST_VERSION).contains(&m.version));
+    let mut w = BlockWriter::create(fs, &tmp, MANIFEST_MAGIC, m.version)?;
     w.frame(&m.encode())?;
     w.finish()?;
     publish(fs, dir, &tmp, &join(dir, &name))
@@ -182,7 +190,8 @@ pub(crate) fn read_manifest(fs: &dyn Fs, dir: &Path, seq: u64) -> Result<Manifes
     if !r.next(&mut buf)? {
         return Err(Error::corrupt(&path, r.payload_offset(), "manifest has no content frame"));
     }
-    let m = Manifest::decode(&path, &buf, r.payload_offset())?;
+    let mut m = Manifest::decode(&path, &buf, r.payload_offset())?;
+    m.version = r.version;
     let mut extra = Vec::new();
     if r.next(&mut extra)? {
         let at = r.payload_offset() - 8;

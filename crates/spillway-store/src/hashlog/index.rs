@@ -355,6 +355,92 @@ impl HashIndex {
     }
 }
 
+/// Occupied entries of a bucket.
+pub(crate) fn entries_in(b: &Bucket) -> u64 {
+    b[..SLOTS].iter().filter(|e| **e != 0).count() as u64
+}
+
+/// Recovery from a fuzzy index snapshot (see the hashlog checkpoint protocol).
+impl HashIndex {
+    /// Cleans an index loaded from a fuzzy snapshot before the log tail is replayed:
+    /// empties overflow buckets no chain reaches (created after their predecessor was
+    /// copied; every entry in them belongs to a key whose record is replayed) and
+    /// removes the entries below `begin` (stale: every live record lies at or above
+    /// the log's beginning). An entry at or past `tail`, or a chain that loops, is an
+    /// error (the snapshot does not belong to this log).
+    pub(crate) fn clean_loaded(&mut self, begin: u64, tail: u64) -> Result<(), String> {
+        assert!(self.draining.is_none(), "a loaded index is not doubling");
+        let n_ov = self.overflow.len();
+        let mut reachable = vec![false; n_ov];
+        for b in 0..self.main.len() {
+            let mut link = self.main[b][SLOTS];
+            let mut steps = 0;
+            while link != 0 {
+                let o = (link - 1) as usize;
+                steps += 1;
+                if o >= n_ov || reachable[o] || steps > n_ov {
+                    return Err(format!("overflow chain of bucket {b} is broken"));
+                }
+                reachable[o] = true;
+                link = self.overflow[o][SLOTS];
+            }
+        }
+        // Removes the entries of `bk` below `begin`; returns (removed, an entry past tail).
+        fn sweep(bk: &mut Bucket, begin: u64, tail: u64) -> (u64, Option<u64>) {
+            let (mut removed, mut bad) = (0, None);
+            for e in &mut bk[..SLOTS] {
+                if *e != 0 {
+                    let a = addr_of(*e);
+                    if a >= tail {
+                        bad = Some(a);
+                    } else if a < begin {
+                        *e = 0;
+                        removed += 1;
+                    }
+                }
+            }
+            (removed, bad)
+        }
+        let mut removed = 0u64;
+        let mut bad = None;
+        for bk in &mut self.main {
+            let (r, b) = sweep(bk, begin, tail);
+            removed += r;
+            bad = bad.or(b);
+        }
+        for (o, bk) in self.overflow.iter_mut().enumerate() {
+            if reachable[o] {
+                let (r, b) = sweep(bk, begin, tail);
+                removed += r;
+                bad = bad.or(b);
+            } else {
+                removed += bk[..SLOTS].iter().filter(|e| **e != 0).count() as u64;
+                *bk = [0; 8];
+            }
+        }
+        if let Some(a) = bad {
+            return Err(format!("entry points at log address {a}, past the checkpoint's tail"));
+        }
+        self.count -= removed;
+        Ok(())
+    }
+
+    /// Buckets (main, then overflow) a snapshot writes, numbered as in the snapshot.
+    pub(crate) fn snapshot_buckets(&self) -> u64 {
+        (self.main.len() + self.overflow.len()) as u64
+    }
+
+    /// Bucket `no` in snapshot numbering (main buckets first, then overflow).
+    pub(crate) fn snapshot_bucket(&self, no: u64) -> &Bucket {
+        let n = self.main.len() as u64;
+        if no < n {
+            &self.main[no as usize]
+        } else {
+            &self.overflow[(no - n) as usize]
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

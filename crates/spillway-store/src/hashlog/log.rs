@@ -178,10 +178,17 @@ impl Log {
     }
 
     /// Opens segment files with `O_DIRECT` from now on (call before any segment is
-    /// opened) and checks at once that the file system allows it, by opening (creating)
-    /// the tail's segment: a refusal is [`Error::DirectIoUnsupported`] naming the file.
-    pub(crate) fn use_direct_io(&mut self, on: bool) -> Result<()> {
+    /// opened: recovery reads segments), without checking the file system yet.
+    pub(crate) fn set_direct_io(&mut self, on: bool) {
         debug_assert!(self.files.is_empty(), "segments opened before the I/O mode was set");
+        self.direct = on;
+    }
+
+    /// [`set_direct_io`](Self::set_direct_io), and checks at once that the file system
+    /// allows it, by opening (creating) the tail's segment: a refusal is
+    /// [`Error::DirectIoUnsupported`] naming the file. (The store calls it once its
+    /// directory is cleaned, so the segment it creates is not removed as a leftover.)
+    pub(crate) fn use_direct_io(&mut self, on: bool) -> Result<()> {
         self.direct = on;
         if on {
             self.segment(self.segment_of(self.tail))?;

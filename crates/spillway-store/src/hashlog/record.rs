@@ -6,8 +6,12 @@ pub(crate) const REC_HDR: usize = 24;
 pub(crate) const PAGE_HDR: usize = 32;
 /// Page magic, "SWPG" read as little-endian u32.
 pub(crate) const PAGE_MAGIC: u32 = u32::from_le_bytes(*b"SWPG");
-/// Version of the page and record layout.
-pub(crate) const LOG_VERSION: u16 = 1;
+/// Version of the page and record layout. Version 2 added the tombstone flag; pages of
+/// version 1 hold no tombstones and read the same.
+pub(crate) const LOG_VERSION: u16 = 2;
+/// Record flag (byte 6): a tombstone, the record of a delete (empty value, no index
+/// entry points at it).
+pub(crate) const FLAG_TOMBSTONE: u8 = 1;
 
 #[inline]
 fn u16_at(b: &[u8], o: usize) -> u16 {
@@ -51,6 +55,10 @@ impl<'a> Rec<'a> {
         u32_at(self.0, 16) as usize
     }
     #[inline]
+    pub(crate) fn is_tombstone(&self) -> bool {
+        self.0[6] & FLAG_TOMBSTONE != 0
+    }
+    #[inline]
     pub(crate) fn key(&self) -> &'a [u8] {
         &self.0[REC_HDR..REC_HDR + self.klen()]
     }
@@ -81,4 +89,11 @@ pub(crate) fn write_record(dst: &mut [u8], ns: u16, key: &[u8], value: &[u8], vc
     dst[REC_HDR..REC_HDR + key.len()].copy_from_slice(key);
     let v = REC_HDR + key.len();
     dst[v..v + value.len()].copy_from_slice(value);
+}
+
+/// Writes a tombstone for (`ns`, `key`) at the start of `dst`: a record with an empty
+/// value and capacity and [`FLAG_TOMBSTONE`] set.
+pub(crate) fn write_tombstone(dst: &mut [u8], ns: u16, key: &[u8]) {
+    write_record(dst, ns, key, &[], 0);
+    dst[6] = FLAG_TOMBSTONE;
 }

@@ -1,0 +1,180 @@
+//! Index snapshots: the writer of `index-<n>.snap` (format in the FORMAT section of
+//! [`super`]), whole inside a checkpoint or fuzzy in bounded steps.
+//!
+//! A fuzzy snapshot records `from`, the log tail when it starts, then copies a bounded
+//! number of buckets per write operation (and per checkpoint) in bucket-number order,
+//! main buckets first, then overflow buckets, while the store keeps changing the index.
+//! No doubling starts while it runs, so bucket numbers stay put. Its header (frame 0)
+//! is written first with zero counts and rewritten with the final counts when every
+//! bucket is copied; the file is fsynced and renamed by the next checkpoint, whose
+//! manifest names it with `index_tail = from`. A bucket's copy may reflect any moment
+//! between `from` and the end, which recovery repairs by replaying the log from `from`
+//! (see the checkpoint protocol in [`super`]).
+
+use std::path::{Path, PathBuf};
+
+use super::index::{entries_in, HashIndex};
+use super::{BUCKETS_PER_FRAME, FORMAT_VERSION, INDEX_MAGIC};
+use crate::blockfile::{publish, BlockWriter};
+use crate::error::Result;
+use crate::io::{join, Fs};
+
+/// Bytes of one bucket in a snapshot frame: bucket number u64 + 8 slots u64.
+const BUCKET_REC: usize = 72;
+
+/// A snapshot being written.
+pub(super) struct SnapshotWriter {
+    w: BlockWriter,
+    dir: PathBuf,
+    /// Final file name (`index-<n>.snap`).
+    pub(super) name: String,
+    /// Temporary name while it is written (`index-<n>.snap.tmp`).
+    pub(super) tmp_name: String,
+    /// The log tail when the snapshot started: recovery replays the log from here.
+    pub(super) from: u64,
+    /// The log's written-bytes counter when the snapshot started (the store's replay
+    /// estimate counts from here once the snapshot is published).
+    pub(super) mark: u64,
+    b0: u32,
+    bits: u32,
+    n_main: u64,
+    /// Next bucket (snapshot numbering) to copy.
+    next: u64,
+    /// Overflow buckets when the last bucket was copied (`None` while copying).
+    done: Option<u64>,
+    entries: u64,
+    frame: Vec<u8>,
+    frame_buckets: usize,
+    /// Bytes of the file already counted in the store's statistics.
+    reported: u64,
+}
+
+fn header(b0: u32, bits: u32, n_main: u64, n_ov: u64, entries: u64) -> Vec<u8> {
+    let mut head = Vec::with_capacity(32);
+    head.extend_from_slice(&b0.to_le_bytes());
+    head.extend_from_slice(&bits.to_le_bytes());
+    head.extend_from_slice(&n_main.to_le_bytes());
+    head.extend_from_slice(&n_ov.to_le_bytes());
+    head.extend_from_slice(&entries.to_le_bytes());
+    head
+}
+
+impl SnapshotWriter {
+    /// Creates `<name>.tmp` and writes its provisional header. `buffer` bounds the bytes
+    /// buffered between writes (and the frame size).
+    pub(super) fn start(
+        fs: &dyn Fs,
+        dir: &Path,
+        name: String,
+        index: &HashIndex,
+        from: u64,
+        buffer: usize,
+    ) -> Result<Self> {
+        debug_assert!(!index.growing(), "a snapshot starts only between doublings");
+        let tmp_name = format!("{name}.tmp");
+        let mut w = BlockWriter::create_buffered(
+            fs,
+            &join(dir, &tmp_name),
+            INDEX_MAGIC,
+            FORMAT_VERSION,
+            buffer,
+        )?;
+        let n_main = index.main.len() as u64;
+        w.frame(&header(index.b0, index.bits, n_main, 0, 0))?;
+        let frame_buckets = (buffer / BUCKET_REC).clamp(1, BUCKETS_PER_FRAME);
+        Ok(SnapshotWriter {
+            w,
+            dir: dir.to_path_buf(),
+            name,
+            tmp_name,
+            from,
+            mark: 0,
+            b0: index.b0,
+            bits: index.bits,
+            n_main,
+            next: 0,
+            done: None,
+            entries: 0,
+            frame: Vec::with_capacity(frame_buckets * BUCKET_REC),
+            frame_buckets,
+            reported: 0,
+        })
+    }
+
+    /// Copies up to `buckets` more buckets of `index` (empty ones are skipped, as the
+    /// format allows); returns true once every bucket has been copied.
+    pub(super) fn step(&mut self, index: &HashIndex, buckets: usize) -> Result<bool> {
+        if self.done.is_some() {
+            return Ok(true);
+        }
+        debug_assert!(index.bits == self.bits && !index.growing(), "doubling under a snapshot");
+        let end = self.next.saturating_add(buckets as u64).min(index.snapshot_buckets());
+        while self.next < end {
+            let b = index.snapshot_bucket(self.next);
+            if b.iter().any(|e| *e != 0) {
+                self.frame.extend_from_slice(&self.next.to_le_bytes());
+                for e in b {
+                    self.frame.extend_from_slice(&e.to_le_bytes());
+                }
+                self.entries += entries_in(b);
+                if self.frame.len() >= self.frame_buckets * BUCKET_REC {
+                    self.w.frame(&self.frame)?;
+                    self.frame.clear();
+                }
+            }
+            self.next += 1;
+        }
+        // Overflow buckets created meanwhile are numbered after the ones copied, so the
+        // copy ends once it has caught up with the growing overflow array.
+        if self.next >= index.snapshot_buckets() {
+            self.done = Some(self.next - self.n_main);
+        }
+        Ok(self.done.is_some())
+    }
+
+    /// Whether every bucket has been copied.
+    pub(super) fn is_done(&self) -> bool {
+        self.done.is_some()
+    }
+
+    /// Bytes handed to the file since the last call (for the store's statistics).
+    pub(super) fn new_bytes(&mut self) -> u64 {
+        let w = self.w.written();
+        let d = w - self.reported;
+        self.reported = w;
+        d
+    }
+
+    /// Memory held by the writer's buffers.
+    pub(super) fn memory(&self) -> usize {
+        self.w.buffer_bytes() + self.frame.capacity()
+    }
+
+    /// Writes the last frame, the final header and the trailer, fsyncs, renames the file
+    /// to its final name and fsyncs the directory. Must follow a `step` that returned
+    /// true. Returns the bytes written since the last [`new_bytes`](Self::new_bytes).
+    pub(super) fn finish(mut self, fs: &dyn Fs) -> Result<u64> {
+        let n_ov = self.done.expect("every bucket copied before the snapshot is finished");
+        if !self.frame.is_empty() {
+            self.w.frame(&self.frame)?;
+        }
+        self.w.rewrite_first_frame(&header(self.b0, self.bits, self.n_main, n_ov, self.entries))?;
+        let len = self.w.finish()?;
+        publish(fs, &self.dir, &join(&self.dir, &self.tmp_name), &join(&self.dir, &self.name))?;
+        Ok(len - self.reported)
+    }
+}
+
+/// Writes the whole of `index` as snapshot `name` at once (exact at log address
+/// `from`). Returns the bytes written.
+pub(super) fn write_whole(
+    fs: &dyn Fs,
+    dir: &Path,
+    name: String,
+    index: &HashIndex,
+    from: u64,
+) -> Result<u64> {
+    let mut s = SnapshotWriter::start(fs, dir, name, index, from, 1 << 20)?;
+    s.step(index, usize::MAX)?;
+    s.finish(fs)
+}
