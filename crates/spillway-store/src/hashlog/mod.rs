@@ -726,8 +726,23 @@ impl HashLogStore {
         crate::error::writable(&self.poisoned)
     }
 
+    /// Passes `r` through, poisoning the store on an error that poisons. The Ok path
+    /// is a branch (reads call this once per op); the error path is out of line.
+    #[inline(always)]
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        crate::error::poison_on(&mut self.poisoned, r)
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.poison_err(e)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn poison_err(&mut self, e: Error) -> Error {
+        match crate::error::poison_on::<()>(&mut self.poisoned, Err(e)) {
+            Err(e) => e,
+            Ok(()) => unreachable!("poison_on passes an error through"),
+        }
     }
 
     fn ns_id(&self, ns: Ns) -> Result<u16> {
@@ -750,6 +765,31 @@ impl HashLogStore {
     /// Finds the record of (ns, key); on success the record is readable via `log.view`.
     #[inline]
     fn find(&mut self, ns: u16, key: &[u8], h: u64) -> Result<Option<(Slot, u64)>> {
+        // Fast path: the home bucket's candidates, in memory. Anything else (a record
+        // on disk, a chained bucket) takes the general walk below.
+        let head = self.log.head();
+        let home = self.index.home_candidates(h);
+        let mut m = home.mask;
+        while m != 0 {
+            let (slot, addr) = home.candidate(m.trailing_zeros());
+            if addr < head {
+                return self.find_chain(ns, key, h);
+            }
+            let r = Rec(self.log.mem(addr));
+            if r.ns() == ns && same_key(r.key(), key) {
+                return Ok(Some((slot, addr)));
+            }
+            m &= m - 1;
+        }
+        if home.chained {
+            return self.find_chain(ns, key, h);
+        }
+        Ok(None)
+    }
+
+    /// [`find`](Self::find) over the whole bucket chain, loading records from disk.
+    #[inline(never)]
+    fn find_chain(&mut self, ns: u16, key: &[u8], h: u64) -> Result<Option<(Slot, u64)>> {
         let mut p = self.index.probe(h);
         while let Some((slot, addr)) = self.index.next(&mut p) {
             self.log.load(addr)?;
