@@ -564,21 +564,7 @@ fn read_record_direct(
     debug_assert!((in_page + first) % DIRECT_ALIGN == 0 || first == page_left);
     buf.clear();
     read_range_direct(f, path, bounce, off, first, buf, "read log record")?;
-    if first < REC_HDR {
-        return Err(Error::corrupt(path, off, "record header crosses its page end"));
-    }
-    let (klen, vlen, vcap) = {
-        let r = Rec(buf);
-        (r.klen(), r.vlen(), r.vcap())
-    };
-    if vlen > vcap || REC_HDR + klen + vcap > page_left {
-        return Err(Error::corrupt(
-            path,
-            off,
-            format!("record lengths (key {klen}, value {vlen}/{vcap}) overrun the page"),
-        ));
-    }
-    let need = REC_HDR + klen + vlen;
+    let need = record_len(path, off, buf, first, page_left)?;
     if need > first {
         read_range_direct(
             f,
@@ -592,6 +578,31 @@ fn read_record_direct(
     } else {
         buf.truncate(need);
     }
+    check_record_crc(path, off, buf)?;
+    Ok(())
+}
+
+/// The length of the record whose first `first` bytes (at least its header, else an
+/// error) are in `buf`, after checking its lengths fit the `page_left` bytes left in
+/// its page. Both record readers (buffered and direct) call this.
+fn record_len(path: &Path, off: u64, buf: &[u8], first: usize, page_left: usize) -> Result<usize> {
+    if first < REC_HDR {
+        return Err(Error::corrupt(path, off, "record header crosses its page end"));
+    }
+    let r = Rec(buf);
+    let (klen, vlen, vcap) = (r.klen(), r.vlen(), r.vcap());
+    if vlen > vcap || REC_HDR + klen + vcap > page_left {
+        return Err(Error::corrupt(
+            path,
+            off,
+            format!("record lengths (key {klen}, value {vlen}/{vcap}) overrun the page"),
+        ));
+    }
+    Ok(REC_HDR + klen + vlen)
+}
+
+/// Verifies the checksum of the whole record in `buf`.
+fn check_record_crc(path: &Path, off: u64, buf: &[u8]) -> Result<()> {
     if crc32c::crc32c(Rec(buf).crc_span()) != u32_at(buf, 0) {
         return Err(Error::corrupt(path, off, "log record checksum mismatch"));
     }
@@ -616,27 +627,11 @@ fn read_record(
     buf.clear();
     buf.resize(first, 0);
     read_exact_at(f, path, buf, off, "read log record")?;
-    if first < REC_HDR {
-        return Err(Error::corrupt(path, off, "record header crosses its page end"));
-    }
-    let (klen, vlen, vcap) = {
-        let r = Rec(buf);
-        (r.klen(), r.vlen(), r.vcap())
-    };
-    if vlen > vcap || REC_HDR + klen + vcap > page_left {
-        return Err(Error::corrupt(
-            path,
-            off,
-            format!("record lengths (key {klen}, value {vlen}/{vcap}) overrun the page"),
-        ));
-    }
-    let need = REC_HDR + klen + vlen;
+    let need = record_len(path, off, buf, first, page_left)?;
     if need > first {
         buf.resize(need, 0);
         read_exact_at(f, path, &mut buf[first..], off + first as u64, "read log record")?;
     }
-    if crc32c::crc32c(Rec(buf).crc_span()) != u32_at(buf, 0) {
-        return Err(Error::corrupt(path, off, "log record checksum mismatch"));
-    }
+    check_record_crc(path, off, buf)?;
     Ok(())
 }
