@@ -111,7 +111,7 @@ impl TimeLogStore {
         Ok(())
     }
 
-    fn live_ids(&self) -> HashSet<u64> {
+    pub(super) fn live_ids(&self) -> HashSet<u64> {
         self.parts
             .iter()
             .flat_map(|p| p.values())

@@ -228,6 +228,9 @@ impl TimeLogStore {
             store.recover(seq, seqs.contains(&seq.wrapping_sub(1)))?;
         }
         store.clean_dir()?;
+        // The recovered checkpoint is the previous one for the next checkpoint, which
+        // must keep its segments (StoreOptions::recover_at may still ask for it).
+        store.prev_live = store.live_ids();
         Ok(store)
     }
 

@@ -286,3 +286,27 @@ fn point_reads_hit_the_block_cache_within_the_budget() {
     }
     assert_eq!(s.stats().disk_reads, before + 3);
 }
+
+/// The adaptive store recovers its parts with `recover_at`, so the checkpoint before
+/// the newest must stay whole, also when the store was reopened in between: after a
+/// reopen, the recovered checkpoint is the one the next checkpoint keeps as previous.
+#[test]
+fn the_recovered_checkpoint_stays_whole_until_two_newer_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topts = TimeLogOptions::default().partition_span(100).memtable_fraction(0.01);
+    let mut s = TimeLogStore::open(opts(dir.path()), topts.clone()).expect("open");
+    let ns = s.namespace("events").expect("ns");
+    for t in 0..1000u64 {
+        s.put(ns, &event(0, t), &[7u8; 100]).expect("put");
+    }
+    assert_eq!(s.checkpoint().expect("checkpoint").seq, 1);
+    drop(s);
+    // Reopened at 1, the expiry retires segments checkpoint 1 names; checkpoint 2 must
+    // keep them, because checkpoint 1 is still retained.
+    let mut s = TimeLogStore::open(opts(dir.path()), topts.clone()).expect("reopen");
+    assert_eq!(s.expire_before(500).expect("expire"), 5);
+    assert_eq!(s.checkpoint().expect("checkpoint").seq, 2);
+    drop(s);
+    let mut s = TimeLogStore::open(opts(dir.path()).recover_at(1), topts).expect("recover 1");
+    assert_eq!(keys(&mut s).len(), 1000);
+}
