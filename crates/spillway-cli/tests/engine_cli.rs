@@ -199,9 +199,9 @@ fn big_input(path: &Path, rows: usize) {
         x ^= x >> 7;
         x ^= x << 17;
         t += (x % 5) as i64;
-        let back = if x % 97 == 0 {
+        let back = if x.is_multiple_of(97) {
             400
-        } else if x % 13 == 0 {
+        } else if x.is_multiple_of(13) {
             (x % 40) as i64
         } else {
             0

@@ -140,11 +140,11 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
             debug_assert_eq!(o, Outcome::Emitted);
             let _ = hist.record(ns.max(1));
             n += 1;
-            if n % 4096 == 0 {
+            if n.is_multiple_of(4096) {
                 // Window occupancy, for the report.
                 max_in_window = max_in_window.max(rt.events_retained());
             }
-            if n % 65_536 == 0 {
+            if n.is_multiple_of(65_536) {
                 progress(n);
                 rt.release_reservoir()?;
             }

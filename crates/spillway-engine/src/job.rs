@@ -410,13 +410,15 @@ pub fn run_job(
             }
             let ns = clock.delta_as_nanos(t0, clock.raw());
             let _ = hist.record(ns.max(1));
-            if checkpointing && (start_events + events_this_run) % cfg.checkpoint_every == 0 {
+            if checkpointing
+                && (start_events + events_this_run).is_multiple_of(cfg.checkpoint_every)
+            {
                 checkpoint(&mut runtime, &mut *source, &mut sink, &mut side, &schema, &ident)?;
                 checkpoints += 1;
-            } else if cfg.checkpoint_dir.is_none() && events_this_run % 65_536 == 0 {
+            } else if cfg.checkpoint_dir.is_none() && events_this_run.is_multiple_of(65_536) {
                 runtime.release_reservoir()?;
             }
-            if events_this_run % 4096 == 0 {
+            if events_this_run.is_multiple_of(4096) {
                 let now = std::time::Instant::now();
                 if now >= next_progress {
                     next_progress = now + std::time::Duration::from_millis(100);

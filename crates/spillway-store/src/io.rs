@@ -215,7 +215,7 @@ pub(crate) fn read_range_direct(
     out: &mut Vec<u8>,
     op: &'static str,
 ) -> Result<()> {
-    debug_assert!(bounce.len() >= DIRECT_ALIGN && bounce.len() % DIRECT_ALIGN == 0);
+    debug_assert!(bounce.len() >= DIRECT_ALIGN && bounce.len().is_multiple_of(DIRECT_ALIGN));
     let align = DIRECT_ALIGN as u64;
     let end = offset + len as u64;
     let mut block = offset - offset % align;

@@ -569,7 +569,8 @@ pub fn characterize(
         s.sequences.push(SequenceCount { len: l, unique, unique_shuffled, ratio });
     }
 
-    let full = if n % window_ops == 0 { series.len() } else { series.len().saturating_sub(1) };
+    let full =
+        if n.is_multiple_of(window_ops) { series.len() } else { series.len().saturating_sub(1) };
     s.working_set = WorkingSet {
         window_ops,
         max: series.iter().copied().max().unwrap_or(0),

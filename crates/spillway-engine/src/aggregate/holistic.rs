@@ -115,7 +115,7 @@ fn pct_parse(sec: &[u8], base: usize, agg: Option<usize>) -> Result<(u64, &[u8])
     r.agg = agg;
     let n = r.u64()?;
     let entries = &sec[8..];
-    if entries.len() % PCT_ENTRY != 0 {
+    if !entries.len().is_multiple_of(PCT_ENTRY) {
         return Err(AggStateError::Corrupt {
             agg,
             offset: base + 8,

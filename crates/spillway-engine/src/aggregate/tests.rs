@@ -272,7 +272,7 @@ fn values(vals: [u8; 5], nulls: u8) -> Vec<Value> {
         4 => "ab",
         _ => "zz",
     };
-    let b = Value::Bool(vals[4] % 2 == 0);
+    let b = Value::Bool(vals[4].is_multiple_of(2));
     let mut row = vec![small, big, float, Value::Str(s.into()), b];
     for (i, v) in row.iter_mut().enumerate() {
         if nulls & (1 << i) != 0 && nulls & 0x80 != 0 {

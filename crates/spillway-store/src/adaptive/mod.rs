@@ -271,7 +271,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
@@ -539,7 +539,7 @@ impl AdaptiveStore {
             self.decide(i)?;
         }
         if let Some((every, _)) = self.aopts.forced {
-            if self.ops % every == 0 && self.migrating.is_none() {
+            if self.ops.is_multiple_of(every) && self.migrating.is_none() {
                 self.force_random_migration()?;
             }
         }
@@ -576,7 +576,7 @@ impl AdaptiveStore {
         // Only list merges depend on it, and stats() costs a directory listing: it is
         // refreshed every 64th decision.
         if self.ns[i].observer.list_merges > 0.0 {
-            if self.decisions % 64 == 0 {
+            if self.decisions.is_multiple_of(64) {
                 let s = self.part(layout).stats();
                 self.in_memory = (s.bytes_in_memory as f64)
                     < 0.7 * self.part_budget[Layout::Hash.index()] as f64;

@@ -405,8 +405,8 @@ impl Log {
         self.segment(seg)?;
         let (s, frame) = (&self.files[&seg], &self.frames[(p - self.head_page) as usize]);
         // What O_DIRECT needs, true by construction (see the module docs).
-        debug_assert!(off % DIRECT_ALIGN as u64 == 0 && len % DIRECT_ALIGN == 0);
-        debug_assert!(frame.as_ptr() as usize % DIRECT_ALIGN == 0);
+        debug_assert!(off % DIRECT_ALIGN as u64 == 0 && len.is_multiple_of(DIRECT_ALIGN));
+        debug_assert!((frame.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN));
         write_all_at(&*s.file, &s.path, &frame[..len], off, "write log page")?;
         self.dirty.insert(seg);
         self.bytes_written += len as u64;
@@ -561,7 +561,7 @@ fn read_record_direct(
     let in_block = (off % DIRECT_ALIGN as u64) as usize;
     let to_boundary = (in_block + REC_HDR).next_multiple_of(DIRECT_ALIGN) - in_block;
     let first = page_left.min(to_boundary);
-    debug_assert!((in_page + first) % DIRECT_ALIGN == 0 || first == page_left);
+    debug_assert!((in_page + first).is_multiple_of(DIRECT_ALIGN) || first == page_left);
     buf.clear();
     read_range_direct(f, path, bounce, off, first, buf, "read log record")?;
     let need = record_len(path, off, buf, first, page_left)?;

@@ -29,7 +29,7 @@ fn scan(seg: &Segment, lo: Option<&[u8]>, hi: Option<&[u8]>, reverse: bool) -> (
     let mut out = Vec::new();
     while let Some((k, v)) = it.next_entry().expect("next") {
         let i: u32 = std::str::from_utf8(&k[3..]).expect("utf8").parse().expect("num");
-        assert_eq!(v.is_none(), i % 7 == 0, "tombstone flag of {i}");
+        assert_eq!(v.is_none(), i.is_multiple_of(7), "tombstone flag of {i}");
         if let Some(v) = v {
             assert_eq!(v, format!("value-{i}").into_bytes());
         }

@@ -309,7 +309,7 @@ pub fn rmw_counter(old: Option<&[u8]>, n: u64) -> (Rmw, Option<Vec<u8>>) {
     }
     let cur = old.and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, u64::from_le_bytes);
     let next = cur.wrapping_add(n);
-    if next % 7 == 0 {
+    if next.is_multiple_of(7) {
         (Rmw::Delete, None)
     } else {
         (Rmw::Put, Some(next.to_le_bytes().to_vec()))

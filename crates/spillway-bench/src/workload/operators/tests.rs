@@ -674,7 +674,7 @@ impl Gen {
             let key = self.rng.random_range(0..self.keys);
             let value_len = self.rng.random_range(0..20);
             items.push(StreamItem::Event(InputEvent { source, key, time: t, value_len }));
-            if i as u32 % self.wm_every == 0 {
+            if (i as u32).is_multiple_of(self.wm_every) {
                 for s in 0..2 {
                     let lag = self.rng.random_range(0..3);
                     items.push(wm(s, base - self.disorder - lag));
