@@ -43,15 +43,15 @@ pub enum CompressionArg {
 pub struct InputArgs {
     /// Event-time column (integers in --time-unit)
     #[arg(long, default_value = "ts", value_name = "NAME")]
-    time_column: String,
+    pub(crate) time_column: String,
 
     /// Unit of the event-time column: s, ms, us, ns
     #[arg(long, default_value = "ms", value_parser = parse_unit, value_name = "UNIT")]
-    time_unit: TimeUnit,
+    pub(crate) time_unit: TimeUnit,
 
     /// Column types overriding inference, e.g. `card:string,amount:float`
     #[arg(long, value_name = "NAME:TYPE,...")]
-    schema: Option<String>,
+    pub(crate) schema: Option<String>,
 }
 
 fn parse_unit(s: &str) -> Result<TimeUnit, String> {
@@ -63,70 +63,87 @@ fn parse_unit(s: &str) -> Result<TimeUnit, String> {
 pub struct RunArgs {
     /// The SQL query: a file, or the query text itself
     #[arg(long, value_name = "FILE|SQL")]
-    query: String,
+    pub(crate) query: String,
 
-    /// Input file, CSV (with header) or JSON Lines by extension; `-` reads stdin
-    #[arg(long, value_name = "FILE")]
-    input: PathBuf,
+    /// Input file, CSV (with header) or JSON Lines by extension; `-` reads stdin;
+    /// `kafka://HOST:PORT/TOPIC` makes this process a worker of --group (feature `kafka`)
+    #[arg(long, value_name = "FILE|kafka://B/T")]
+    pub(crate) input: PathBuf,
 
-    /// Output file, CSV or JSON Lines by extension [default: CSV on stdout]
-    #[arg(long, value_name = "FILE")]
-    output: Option<PathBuf>,
+    /// Output file, CSV or JSON Lines by extension [default: CSV on stdout]; with a
+    /// Kafka input, the result topic `kafka://HOST:PORT/TOPIC`
+    #[arg(long, value_name = "FILE|kafka://B/T")]
+    pub(crate) output: Option<PathBuf>,
+
+    /// Kafka consumer group of the workers (with a kafka:// input)
+    #[arg(long, value_name = "G")]
+    pub(crate) group: Option<String>,
+
+    /// A stable name for this worker (with a kafka:// input): a restart under the same
+    /// name fences its predecessor's open transaction and rejoins the group at once
+    #[arg(long, value_name = "ID")]
+    pub(crate) worker_id: Option<String>,
+
+    /// Stop after a final checkpoint when no event arrived for this long (with a
+    /// kafka:// input; default: run until SIGINT/SIGTERM)
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) idle_exit: Option<String>,
 
     #[command(flatten)]
-    input_args: InputArgs,
+    pub(crate) input_args: InputArgs,
 
     /// State store of the aggregation state: hashlog, mem, adaptive, rocksdb (if built in)
     #[arg(long, default_value = "hashlog", value_name = "STORE")]
-    store: StoreKind,
+    pub(crate) store: StoreKind,
 
     /// Memory budget of the state store, e.g. 256MiB
     #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
-    memory_budget: u64,
+    pub(crate) memory_budget: u64,
 
     /// Expected number of partition keys, a sizing hint for the store (hashlog presizes
     /// its index instead of doubling it while keys arrive)
     #[arg(long, value_parser = parse_count, value_name = "N")]
-    expected_keys: Option<u64>,
+    pub(crate) expected_keys: Option<u64>,
 
     /// How far behind the newest event time an event may arrive and still be exact,
     /// e.g. 5s; later events go to the side output
     #[arg(long, default_value = "0", value_name = "DURATION")]
-    allowed_lateness: String,
+    pub(crate) allowed_lateness: String,
 
     /// Where events later than the allowed lateness are written [default:
     /// <output>.late.<ext>, or late-events.csv when writing to stdout]
     #[arg(long, value_name = "FILE")]
-    side_output: Option<PathBuf>,
+    pub(crate) side_output: Option<PathBuf>,
 
     /// Malformed input rows: stop (default) or skip to the dead-letter file
     #[arg(long, value_enum, default_value = "stop")]
-    on_error: OnErrorArg,
+    pub(crate) on_error: OnErrorArg,
 
     /// Dead-letter file for --on-error skip [default: <input>.dead-letter]
     #[arg(long, value_name = "FILE")]
-    dead_letter: Option<PathBuf>,
+    pub(crate) dead_letter: Option<PathBuf>,
 
     /// Directory for the state store, event reservoir and checkpoints [default: a
     /// temporary directory, removed at the end]
     #[arg(long, value_name = "DIR")]
-    checkpoint_dir: Option<PathBuf>,
+    pub(crate) checkpoint_dir: Option<PathBuf>,
 
-    /// Checkpoint every N input events (with --checkpoint-dir)
-    #[arg(long, default_value = "1M", value_parser = parse_count, value_name = "N")]
-    checkpoint_every: u64,
+    /// Checkpoint every N input events (with --checkpoint-dir) [default: 1M]; with a
+    /// kafka:// input, a duration between checkpoints and transaction commits [default: 1s]
+    #[arg(long, value_name = "N|DURATION")]
+    pub(crate) checkpoint_every: Option<String>,
 
     /// Continue a killed run from its last checkpoint (same arguments)
     #[arg(long)]
-    resume: bool,
+    pub(crate) resume: bool,
 
     /// Compression of the reservoir's chunks
     #[arg(long, value_enum, default_value = "lz4")]
-    compression: CompressionArg,
+    pub(crate) compression: CompressionArg,
 
     /// No progress line on stderr
     #[arg(long, short)]
-    quiet: bool,
+    pub(crate) quiet: bool,
 }
 
 /// `spillway demo`.
@@ -197,7 +214,7 @@ pub struct ExplainArgs {
     input_args: InputArgs,
 }
 
-fn read_query(q: &str) -> Result<String> {
+pub(crate) fn read_query(q: &str) -> Result<String> {
     let p = Path::new(q);
     if p.is_file() {
         std::fs::read_to_string(p)
@@ -209,7 +226,7 @@ fn read_query(q: &str) -> Result<String> {
     }
 }
 
-fn source_options(a: &InputArgs, on_error: OnError) -> Result<SourceOptions> {
+pub(crate) fn source_options(a: &InputArgs, on_error: OnError) -> Result<SourceOptions> {
     let mut o = SourceOptions::new(&a.time_column);
     o.time_unit = a.time_unit;
     o.on_error = on_error;
@@ -219,7 +236,7 @@ fn source_options(a: &InputArgs, on_error: OnError) -> Result<SourceOptions> {
     Ok(o)
 }
 
-fn progress_bar(quiet: bool) -> ProgressBar {
+pub(crate) fn progress_bar(quiet: bool) -> ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -276,6 +293,30 @@ fn print_summary(s: &JobSummary) {
 
 /// `spillway run`.
 pub fn run(a: RunArgs) -> Result<()> {
+    let kafka_input = a.input.to_str().is_some_and(|s| s.starts_with("kafka://"));
+    if kafka_input {
+        #[cfg(feature = "kafka")]
+        return crate::kafka_cmd::run_worker(a);
+        #[cfg(not(feature = "kafka"))]
+        bail!("--input {}: this spillway was built without Kafka support; build it with `cargo build --release --features kafka` (needs librdkafka-dev)", a.input.display());
+    }
+    for (flag, set) in [
+        ("--group", a.group.is_some()),
+        ("--worker-id", a.worker_id.is_some()),
+        ("--idle-exit", a.idle_exit.is_some()),
+    ] {
+        if set {
+            bail!("{flag} is for Kafka workers (--input kafka://HOST:PORT/TOPIC)");
+        }
+    }
+    if a.output.as_ref().and_then(|o| o.to_str()).is_some_and(|s| s.starts_with("kafka://")) {
+        bail!("a kafka:// output needs a kafka:// input (a worker of --group); write a file output and `spillway kafka produce` it instead");
+    }
+    let checkpoint_every = match &a.checkpoint_every {
+        None => 1_000_000,
+        Some(s) => parse_count(s)
+            .map_err(|e| anyhow!("--checkpoint-every: {e} (a count of input events, e.g. 1M)"))?,
+    };
     let query = read_query(&a.query)?;
     let on_error = match a.on_error {
         OnErrorArg::Stop => OnError::Stop,
@@ -303,7 +344,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         expected_keys: a.expected_keys,
         allowed_lateness: lateness,
         checkpoint_dir: a.checkpoint_dir.clone(),
-        checkpoint_every: a.checkpoint_every,
+        checkpoint_every,
         resume: a.resume,
         compression: match a.compression {
             CompressionArg::Lz4 => Compression::Lz4,

@@ -3,6 +3,8 @@
 //! `spillway-store` and `spillway-engine`. Errors print as `error: ...` with exit code 1.
 
 mod engine_cmd;
+#[cfg(feature = "kafka")]
+mod kafka_cmd;
 mod workload_cmd;
 mod workload_run;
 
@@ -47,6 +49,11 @@ enum Command {
     /// Run benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Kafka topics: produce a file to a topic, consume a result topic (workers are
+    /// `spillway run --input kafka://...`).
+    #[cfg(feature = "kafka")]
+    #[command(subcommand)]
+    Kafka(kafka_cmd::KafkaCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -405,6 +412,8 @@ fn main() -> ExitCode {
         }
         Command::Report(args) => workload_cmd::report(args),
         Command::Run(args) => engine_cmd::run(args),
+        #[cfg(feature = "kafka")]
+        Command::Kafka(cmd) => kafka_cmd::run(cmd),
         Command::Demo(args) => engine_cmd::demo(args),
         Command::Explain(args) => engine_cmd::explain(args),
     };

@@ -29,6 +29,9 @@ pub enum Error {
     Checkpoint(String),
     /// A bad option value.
     Config(String),
+    /// The Kafka client or broker failed (the message names the broker address and the
+    /// topic or operation).
+    Kafka(String),
 }
 
 impl fmt::Display for Error {
@@ -42,6 +45,7 @@ impl fmt::Display for Error {
             Error::State(m) => write!(f, "aggregation state: {m}"),
             Error::Checkpoint(m) => write!(f, "checkpoint: {m}"),
             Error::Config(m) => f.write_str(m),
+            Error::Kafka(m) => write!(f, "kafka: {m}"),
         }
     }
 }
@@ -56,7 +60,7 @@ impl std::error::Error for Error {
             Error::Source(e) => e.source(),
             Error::Reservoir(e) => e.source(),
             Error::Store(e) => e.source(),
-            Error::State(_) | Error::Checkpoint(_) | Error::Config(_) => None,
+            Error::State(_) | Error::Checkpoint(_) | Error::Config(_) | Error::Kafka(_) => None,
         }
     }
 }

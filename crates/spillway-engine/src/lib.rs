@@ -36,6 +36,8 @@ pub mod bench;
 pub mod duration;
 pub mod error;
 pub mod job;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod plan;
 pub mod reservoir;
 pub mod runtime;

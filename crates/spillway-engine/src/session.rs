@@ -51,6 +51,8 @@ use crate::value::{DataType, Event, Row, Schema, Value};
 
 /// Key of a session's checkpoint metadata in the `meta` namespace.
 const SESSION_META_KEY: &str = "session";
+/// Key of the caller's tag of a checkpoint ([`Session::checkpoint_tagged`]).
+const SESSION_TAG_KEY: &str = "session.tag";
 /// Version of the session checkpoint metadata layout.
 const SESSION_META_VERSION: u32 = 1;
 /// Without checkpoints, reservoir segments behind every cursor are released every this
@@ -232,7 +234,7 @@ impl Session {
         let seq = self.next_seq;
         self.next_seq += 1;
         let outcome = self.runtime.process(Event { time, seq, row }, out)?;
-        if !self.checkpoints && self.next_seq % RELEASE_EVERY == 0 {
+        if !self.checkpoints && self.next_seq.is_multiple_of(RELEASE_EVERY) {
             self.runtime.release_reservoir()?;
         }
         Ok(outcome)
@@ -240,12 +242,20 @@ impl Session {
 
     /// Makes an atomic checkpoint (see the module docs). Needs [`SessionConfig::dir`].
     pub fn checkpoint(&mut self) -> Result<()> {
+        self.checkpoint_tagged(&[])
+    }
+
+    /// Like [`Session::checkpoint`], storing `tag` in the same atomic checkpoint (the
+    /// Kafka worker records the input offset the checkpoint covers); [`Session::tag`]
+    /// reads it back after a resume.
+    pub fn checkpoint_tagged(&mut self, tag: &[u8]) -> Result<()> {
         if !self.checkpoints {
             return Err(Error::Config(
                 "checkpoint() needs a checkpoint directory (the session runs in a temporary one)"
                     .into(),
             ));
         }
+        write_meta_blob(self.runtime.store_mut(), SESSION_TAG_KEY, tag)?;
         let reservoir = self.runtime.reservoir_mut().sync()?;
         let meta = SessionMeta {
             version: SESSION_META_VERSION,
@@ -261,6 +271,17 @@ impl Session {
         self.runtime.store_mut().checkpoint()?;
         self.runtime.release_reservoir()?;
         Ok(())
+    }
+}
+
+impl Session {
+    /// The tag of the checkpoint this session resumed from (empty when it was written by
+    /// [`Session::checkpoint`]); `None` for a session that did not resume.
+    pub fn tag(&mut self) -> Result<Option<Vec<u8>>> {
+        if !self.resumed {
+            return Ok(None);
+        }
+        Ok(Some(read_meta_blob(self.runtime.store_mut(), SESSION_TAG_KEY)?.unwrap_or_default()))
     }
 }
 

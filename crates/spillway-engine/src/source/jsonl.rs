@@ -158,7 +158,7 @@ impl<'a> Scanner<'a> {
 /// Parses one JSON object into a row of `schema` (`index`: column of each name). Numbers
 /// for float columns are parsed from their text with Rust's exact (correctly rounded)
 /// parser, so floats round-trip exactly.
-pub(super) fn parse_row(
+pub(crate) fn parse_row(
     text: &[u8],
     schema: &Schema,
     index: &HashMap<String, usize>,

@@ -29,7 +29,7 @@
 mod delimited;
 mod generator;
 mod infer;
-mod jsonl;
+pub(crate) mod jsonl;
 mod sink;
 
 use std::fmt;
@@ -40,6 +40,8 @@ use std::path::{Path, PathBuf};
 use crate::value::{DataType, Event, Schema, TimeUnit, Value};
 
 pub use generator::{generate_events, PaymentGenerator, PaymentOptions};
+#[cfg(feature = "kafka")]
+pub(crate) use sink::{json_prefixes, json_row};
 pub use sink::{schema_columns, Sink, SinkFormat};
 
 /// What a source does with a malformed row.

@@ -54,6 +54,45 @@ pub struct Sink {
     rows: u64,
 }
 
+/// Per column, the JSON text before its value in a row object (`{"a":`, `,"b":`).
+pub(crate) fn json_prefixes(columns: &[String]) -> Vec<Vec<u8>> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut p = Vec::with_capacity(c.len() + 4);
+            p.push(if i == 0 { b'{' } else { b',' });
+            // Writing a &str into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut p, c);
+            p.push(b':');
+            p
+        })
+        .collect()
+}
+
+/// Appends one row as a JSON object (no newline) to `line`: NULL as `null`, floats as
+/// JSON numbers (non-finite ones as `null`), strings escaped.
+pub(crate) fn json_row(line: &mut Vec<u8>, prefixes: &[Vec<u8>], values: &[Value]) {
+    for (v, prefix) in values.iter().zip(prefixes) {
+        line.extend_from_slice(prefix);
+        // Writes into a Vec cannot fail.
+        let _ = match v {
+            Value::Null => line.write_all(b"null"),
+            Value::Int(i) => write!(line, "{i}"),
+            Value::Float(f) if f.is_finite() => {
+                serde_json::to_writer(&mut *line, f).map_err(io::Error::other)
+            }
+            Value::Float(_) => line.write_all(b"null"),
+            Value::Str(s) => serde_json::to_writer(&mut *line, &**s).map_err(io::Error::other),
+            Value::Bool(b) => write!(line, "{b}"),
+        };
+    }
+    if prefixes.is_empty() {
+        line.push(b'{');
+    }
+    line.push(b'}');
+}
+
 /// The column names of a schema, for a side-output sink of raw events.
 pub fn schema_columns(schema: &Schema) -> Vec<String> {
     schema.fields().iter().map(|f| f.name.clone()).collect()
@@ -61,18 +100,7 @@ pub fn schema_columns(schema: &Schema) -> Vec<String> {
 
 impl Sink {
     fn new(label: String, out: Out, format: SinkFormat, columns: &[String]) -> Sink {
-        let prefixes = columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let mut p = Vec::with_capacity(c.len() + 4);
-                p.push(if i == 0 { b'{' } else { b',' });
-                // Writing a &str into a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut p, c);
-                p.push(b':');
-                p
-            })
-            .collect();
+        let prefixes = json_prefixes(columns);
         Sink {
             label,
             out,
@@ -184,27 +212,7 @@ impl Sink {
                     }
                 }
             }
-            SinkFormat::JsonLines => {
-                for (v, prefix) in values.iter().zip(&self.prefixes) {
-                    self.line.extend_from_slice(prefix);
-                    let _ = match v {
-                        Value::Null => self.line.write_all(b"null"),
-                        Value::Int(i) => write!(self.line, "{i}"),
-                        Value::Float(f) if f.is_finite() => {
-                            serde_json::to_writer(&mut self.line, f).map_err(io::Error::other)
-                        }
-                        Value::Float(_) => self.line.write_all(b"null"),
-                        Value::Str(s) => {
-                            serde_json::to_writer(&mut self.line, &**s).map_err(io::Error::other)
-                        }
-                        Value::Bool(b) => write!(self.line, "{b}"),
-                    };
-                }
-                if self.columns == 0 {
-                    self.line.push(b'{');
-                }
-                self.line.push(b'}');
-            }
+            SinkFormat::JsonLines => json_row(&mut self.line, &self.prefixes, values),
         }
         self.line.push(b'\n');
         self.flush_line()?;

@@ -1,0 +1,167 @@
+//! `spillway kafka consume`: a result (or event) topic into a CSV / JSON Lines file,
+//! reading only committed messages (`isolation.level=read_committed`), so what it writes
+//! is what the workers' transactions committed.
+//!
+//! It reads every partition from its beginning (no consumer group, nothing committed) and
+//! stops after `count` rows or at the timeout. Each row's event id (the message key) is
+//! tracked: the summary counts ids seen more than once, the exactly-once check. With
+//! `sort`, rows are written in event-id order (numeric ids numerically), which for a
+//! complete result topic is exactly the file `spillway run` writes for the same input.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{
+    client_config, column_index, decode_event, decode_result, kerr, partition_count, read_schema,
+    TopicSchema,
+};
+use crate::error::{Error, Result};
+use crate::source::{schema_columns, Sink};
+use crate::value::Value;
+
+/// Turns a message's value into a row.
+type Decode = dyn Fn(&[u8]) -> std::result::Result<Vec<Value>, String>;
+
+/// What to consume.
+#[derive(Clone, Debug)]
+pub struct ConsumeConfig {
+    /// Bootstrap servers.
+    pub brokers: String,
+    /// Topic to read.
+    pub topic: String,
+    /// Output file (`None`: CSV on stdout).
+    pub output: Option<PathBuf>,
+    /// Stop after this many rows.
+    pub count: Option<u64>,
+    /// Stop after this long in all.
+    pub timeout: Duration,
+    /// Write rows in event-id order (buffers them until the end).
+    pub sort: bool,
+    /// Add the event id as a first column `event_id`.
+    pub with_id: bool,
+}
+
+/// What a finished consume reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ConsumeSummary {
+    /// Rows written.
+    pub rows: u64,
+    /// Rows whose event id had been seen before (0 when every result came exactly once).
+    pub duplicate_ids: u64,
+    /// True when the timeout ended the read before `count` rows.
+    pub timed_out: bool,
+    /// Wall seconds.
+    pub seconds: f64,
+}
+
+/// Reads the topic into the output; `progress` gets the row count about every 100 ms.
+pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<ConsumeSummary> {
+    let brokers = &cfg.brokers;
+    let Some(parts) = partition_count(brokers, &cfg.topic)? else {
+        return Err(Error::Kafka(format!(
+            "topic {} does not exist (brokers {brokers})",
+            cfg.topic
+        )));
+    };
+    let Some(ts) = read_schema(brokers, &cfg.topic)? else {
+        return Err(Error::Kafka(format!(
+            "topic {} has no schema in {}: it was not written by `spillway kafka produce` or a `spillway run` worker",
+            cfg.topic,
+            super::schema_topic(&cfg.topic)
+        )));
+    };
+    let (mut columns, decode): (Vec<String>, Box<Decode>) = match ts {
+        TopicSchema::Results { columns } => {
+            (columns.into_iter().map(|c| c.0).collect(), Box::new(decode_result))
+        }
+        TopicSchema::Events { schema } => {
+            let index = column_index(&schema);
+            let cols = schema_columns(&schema);
+            (cols, Box::new(move |b: &[u8]| decode_event(b, &schema, &index).map(|e| e.1)))
+        }
+    };
+    if cfg.with_id {
+        columns.insert(0, "event_id".into());
+    }
+    let consumer: BaseConsumer = client_config(brokers)
+        .set("group.id", "spillway-consume")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "false")
+        .create()
+        .map_err(kerr(brokers, "creating a consumer"))?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..parts {
+        tpl.add_partition_offset(&cfg.topic, p, Offset::Beginning)
+            .map_err(kerr(brokers, "assigning partitions"))?;
+    }
+    consumer.assign(&tpl).map_err(kerr(brokers, &format!("assigning {}", cfg.topic)))?;
+
+    let mut sink = Sink::create(cfg.output.as_deref(), &columns)?;
+    let mut seen = HashSet::new();
+    let mut buffered: Vec<(String, Vec<Value>)> = Vec::new();
+    let (mut rows, mut dups) = (0u64, 0u64);
+    let start = Instant::now();
+    let mut last_progress = start;
+    let mut timed_out = false;
+    while cfg.count.is_none_or(|n| rows < n) {
+        let left = cfg.timeout.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            timed_out = cfg.count.is_some();
+            break;
+        }
+        let Some(m) = consumer.poll(left.min(Duration::from_millis(100))) else { continue };
+        let m = m.map_err(kerr(brokers, &format!("reading {}", cfg.topic)))?;
+        let Some(body) = m.payload() else { continue };
+        let id = match m.key() {
+            Some(k) => String::from_utf8_lossy(k).into_owned(),
+            None => super::event_id(&m),
+        };
+        let mut row = decode(body).map_err(|e| {
+            Error::Kafka(format!(
+                "{} partition {} offset {}: {e}",
+                cfg.topic,
+                m.partition(),
+                m.offset()
+            ))
+        })?;
+        if !seen.insert(id.clone()) {
+            dups += 1;
+        }
+        if cfg.with_id {
+            row.insert(0, Value::Str(id.clone().into()));
+        }
+        if cfg.sort {
+            buffered.push((id, row));
+        } else {
+            sink.write_row(&row)?;
+        }
+        rows += 1;
+        if last_progress.elapsed() >= Duration::from_millis(100) {
+            last_progress = Instant::now();
+            progress(rows);
+        }
+    }
+    if cfg.sort {
+        buffered.sort_by(|a, b| match (a.0.parse::<u64>(), b.0.parse::<u64>()) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            _ => a.0.cmp(&b.0),
+        });
+        for (_, row) in &buffered {
+            sink.write_row(row)?;
+        }
+    }
+    sink.sync()?;
+    progress(rows);
+    Ok(ConsumeSummary {
+        rows,
+        duplicate_ids: dups,
+        timed_out,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}

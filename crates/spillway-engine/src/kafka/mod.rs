@@ -1,0 +1,392 @@
+//! Kafka: event and result topics, the `spillway kafka produce|consume` tools and the
+//! workers of `spillway run --input kafka://...` (feature `kafka`, librdkafka from
+//! Debian through `rdkafka`'s dynamic linking).
+//!
+//! This module owns the topic conventions (names, message layouts, the schema topic) and
+//! the client settings; [`produce`], [`consume`] and [`worker`] are the three programs.
+//! The design follows Railgun (shared/papers/004): a processor unit owns a set of
+//! (topic, partition) task processors, each with its own reservoir, plan and state; a
+//! failed unit's partitions are reassigned and rewound to the last checkpoint.
+//!
+//! # FORMAT
+//! - **Event message** (topic `T`): value = one JSON object, the row as `spillway run`'s
+//!   JSON Lines input takes it (floats parsed exactly); key = the routing column's value
+//!   as text (absent without `--key`); header `spillway.id` = the event id, the row's
+//!   0-based index in the produced file, as decimal ASCII. An event without the header
+//!   gets the id `T/PARTITION/OFFSET`.
+//! - **Schema topic** (`T.schema`, one partition, compacted): key `schema`, value JSON
+//!   `{"format":"spillway.events.v1","schema":{...}}` (the [`Schema`]: fields, time
+//!   column, unit) or, for a result topic, `{"format":"spillway.results.v1","columns":
+//!   [["name","int"],...]}`. The newest message wins. Producers and workers write it;
+//!   workers and `consume` read it, so no topic's types are ever guessed.
+//! - **Result message** (topic `OUT`): key = the event id (as above); value = byte `0x01`
+//!   (layout version) followed by the output row as postcard (`Vec<Value>`: exact floats,
+//!   NULLs, non-finite values). `spillway kafka consume` turns them into CSV / JSON
+//!   Lines exactly as `spillway run` writes its output.
+//! - **Late events** (topic `OUT.late`): events later than the allowed lateness, as
+//!   event messages.
+
+pub mod consume;
+pub mod produce;
+pub mod worker;
+
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::error::{Error, Result};
+use crate::value::{DataType, Schema, Value};
+
+/// Header carrying an event's id.
+pub const ID_HEADER: &str = "spillway.id";
+/// First byte of a result message's value (its layout version).
+pub const RESULT_VERSION: u8 = 1;
+/// How long metadata and admin calls may take before they fail with a message naming
+/// the broker.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A `kafka://HOST:PORT[,HOST:PORT...]/TOPIC` address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaUrl {
+    /// Bootstrap servers, comma-separated.
+    pub brokers: String,
+    /// Topic name.
+    pub topic: String,
+}
+
+impl KafkaUrl {
+    /// Parses `kafka://BROKERS/TOPIC`; `None` when `s` does not start with `kafka://`.
+    pub fn parse(s: &str) -> Option<Result<KafkaUrl>> {
+        let rest = s.strip_prefix("kafka://")?;
+        let bad = |why: &str| {
+            Error::Config(format!(
+                "{s:?} is not a Kafka address: {why} (expected kafka://HOST:PORT/TOPIC)"
+            ))
+        };
+        Some((|| {
+            let (brokers, topic) = rest.split_once('/').ok_or_else(|| bad("no topic"))?;
+            if brokers.is_empty() {
+                return Err(bad("no broker"));
+            }
+            check_topic_name(topic).map_err(|m| bad(&m))?;
+            Ok(KafkaUrl { brokers: brokers.to_string(), topic: topic.to_string() })
+        })())
+    }
+}
+
+/// Kafka's own topic-name rule: 1-249 characters of `[a-zA-Z0-9._-]`.
+pub fn check_topic_name(t: &str) -> std::result::Result<(), String> {
+    if t.is_empty() || t.len() > 249 {
+        return Err(format!("topic name {t:?} must have 1 to 249 characters"));
+    }
+    if let Some(c) =
+        t.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "topic name {t:?} has {c:?}; Kafka allows letters, digits, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// The schema topic of `topic`.
+pub fn schema_topic(topic: &str) -> String {
+    format!("{topic}.schema")
+}
+
+/// The late-event topic of the output topic `topic`.
+pub fn late_topic(topic: &str) -> String {
+    format!("{topic}.late")
+}
+
+/// Client settings shared by every client: the bootstrap servers, loopback-friendly
+/// timeouts, and librdkafka's own logs kept off stderr unless they are errors.
+pub fn client_config(brokers: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", brokers)
+        .set("socket.timeout.ms", "10000")
+        .set("log_level", "3")
+        .set("broker.address.family", "v4");
+    c
+}
+
+/// Wraps a client error with the broker address and what was being done.
+pub(crate) fn kerr<'a>(
+    brokers: &'a str,
+    what: &str,
+) -> impl Fn(rdkafka::error::KafkaError) -> Error + 'a {
+    let what = what.to_string();
+    move |e| Error::Kafka(format!("{what} (brokers {brokers}): {e}"))
+}
+
+/// What a schema topic holds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "format")]
+pub enum TopicSchema {
+    /// An event topic: the rows' schema.
+    #[serde(rename = "spillway.events.v1")]
+    Events {
+        /// The schema.
+        schema: Schema,
+    },
+    /// A result topic: output column names and types.
+    #[serde(rename = "spillway.results.v1")]
+    Results {
+        /// Column names and types.
+        columns: Vec<(String, DataType)>,
+    },
+}
+
+/// Creates `topic` with `partitions` partitions (replication 1) unless it exists; an
+/// existing topic must have `partitions` partitions when that is given. Returns the
+/// topic's partition count.
+pub fn ensure_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: Option<i32>,
+    compact: bool,
+) -> Result<i32> {
+    if let Some(n) = partition_count(brokers, topic)? {
+        if let Some(want) = partitions {
+            if want != n {
+                return Err(Error::Kafka(format!(
+                    "topic {topic} exists with {n} partitions, not the {want} asked for (brokers {brokers}); \
+                     delete it or ask for {n}"
+                )));
+            }
+        }
+        return Ok(n);
+    }
+    let n = partitions.unwrap_or(1);
+    if n < 1 {
+        return Err(Error::Config(format!("a topic needs at least 1 partition, not {n}")));
+    }
+    let admin: AdminClient<DefaultClientContext> =
+        client_config(brokers).create().map_err(kerr(brokers, "creating an admin client"))?;
+    let mut t = NewTopic::new(topic, n, TopicReplication::Fixed(1));
+    if compact {
+        t = t.set("cleanup.policy", "compact");
+    }
+    let opts = AdminOptions::new().operation_timeout(Some(CALL_TIMEOUT));
+    let res = futures_executor::block_on(admin.create_topics([&t], &opts))
+        .map_err(kerr(brokers, &format!("creating topic {topic}")))?;
+    for r in res {
+        match r {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, code)) => {
+                return Err(Error::Kafka(format!("creating topic {t} (brokers {brokers}): {code}")))
+            }
+        }
+    }
+    // Wait until the topic's partitions have leaders (bounded).
+    let start = Instant::now();
+    loop {
+        if partition_count(brokers, topic)? == Some(n) {
+            return Ok(n);
+        }
+        if start.elapsed() > CALL_TIMEOUT {
+            return Err(Error::Kafka(format!(
+                "topic {topic} was created but has no leaders after {}s (brokers {brokers})",
+                CALL_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The partition count of `topic` (`None`: no such topic). Errors name the broker.
+pub fn partition_count(brokers: &str, topic: &str) -> Result<Option<i32>> {
+    let c: BaseConsumer =
+        client_config(brokers).create().map_err(kerr(brokers, "creating a client"))?;
+    let md = c
+        .fetch_metadata(Some(topic), CALL_TIMEOUT)
+        .map_err(kerr(brokers, "reading metadata; is a broker running there?"))?;
+    let Some(t) = md.topics().iter().find(|t| t.name() == topic) else { return Ok(None) };
+    match t.error() {
+        None => {
+            let ps = t.partitions();
+            if ps.iter().any(|p| p.leader() < 0 || p.error().is_some()) {
+                return Ok(None);
+            }
+            Ok(Some(ps.len() as i32))
+        }
+        Some(e) if RDKafkaErrorCode::from(e) == RDKafkaErrorCode::UnknownTopicOrPartition => {
+            Ok(None)
+        }
+        Some(e) => Err(Error::Kafka(format!(
+            "metadata of topic {topic} (brokers {brokers}): {}",
+            RDKafkaErrorCode::from(e)
+        ))),
+    }
+}
+
+/// Writes `schema` to `topic`'s schema topic (creating it), waiting for the broker's
+/// acknowledgement.
+pub fn write_schema(brokers: &str, topic: &str, schema: &TopicSchema) -> Result<()> {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let st = schema_topic(topic);
+    ensure_topic(brokers, &st, Some(1), true)?;
+    if read_schema(brokers, topic)?.as_ref() == Some(schema) {
+        return Ok(());
+    }
+    let p: BaseProducer = client_config(brokers)
+        .set("acks", "all")
+        .create()
+        .map_err(kerr(brokers, "creating a producer"))?;
+    let body =
+        serde_json::to_vec(schema).map_err(|e| Error::Kafka(format!("encoding a schema: {e}")))?;
+    p.send(BaseRecord::to(&st).key("schema").payload(&body))
+        .map_err(|(e, _)| kerr(brokers, &format!("writing the schema to {st}"))(e))?;
+    p.flush(CALL_TIMEOUT).map_err(kerr(brokers, &format!("writing the schema to {st}")))
+}
+
+/// Reads the newest schema of `topic` (`None`: it has none).
+pub fn read_schema(brokers: &str, topic: &str) -> Result<Option<TopicSchema>> {
+    let st = schema_topic(topic);
+    if partition_count(brokers, &st)?.is_none() {
+        return Ok(None);
+    }
+    let c: BaseConsumer = client_config(brokers)
+        .set("enable.auto.commit", "false")
+        .set("group.id", "spillway-schema-reader")
+        .create()
+        .map_err(kerr(brokers, "creating a consumer"))?;
+    let (lo, hi) = c
+        .fetch_watermarks(&st, 0, CALL_TIMEOUT)
+        .map_err(kerr(brokers, &format!("reading the offsets of {st}")))?;
+    if hi <= lo {
+        return Ok(None);
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&st, 0, Offset::Offset(lo))
+        .map_err(kerr(brokers, &format!("assigning {st}")))?;
+    c.assign(&tpl).map_err(kerr(brokers, &format!("assigning {st}")))?;
+    let start = Instant::now();
+    let mut newest = None;
+    while start.elapsed() < CALL_TIMEOUT {
+        let Some(m) = c.poll(Duration::from_millis(100)) else { continue };
+        let m = m.map_err(kerr(brokers, &format!("reading {st}")))?;
+        if let Some(body) = m.payload() {
+            let s: TopicSchema = serde_json::from_slice(body).map_err(|e| {
+                Error::Kafka(format!("{st} offset {}: not a Spillway schema: {e}", m.offset()))
+            })?;
+            newest = Some(s);
+        }
+        if m.offset() + 1 >= hi {
+            return Ok(newest);
+        }
+    }
+    Err(Error::Kafka(format!(
+        "reading {st} timed out after {}s (brokers {brokers})",
+        CALL_TIMEOUT.as_secs()
+    )))
+}
+
+/// The event id of a message: its `spillway.id` header, else `TOPIC/PARTITION/OFFSET`.
+pub fn event_id<M: Message>(m: &M) -> String {
+    if let Some(h) = m.headers() {
+        for i in 0..h.count() {
+            let hdr = h.get(i);
+            if hdr.key == ID_HEADER {
+                if let Some(v) = hdr.value.and_then(|v| std::str::from_utf8(v).ok()) {
+                    return v.to_string();
+                }
+            }
+        }
+    }
+    format!("{}/{}/{}", m.topic(), m.partition(), m.offset())
+}
+
+/// Encodes a result row (see FORMAT).
+pub fn encode_result(values: &[Value], out: &mut Vec<u8>) {
+    out.clear();
+    out.push(RESULT_VERSION);
+    // Serializing plain values into a Vec cannot fail.
+    let body = postcard::to_stdvec(values).expect("postcard encodes values");
+    out.extend_from_slice(&body);
+}
+
+/// Decodes a result row (see FORMAT).
+pub fn decode_result(bytes: &[u8]) -> std::result::Result<Vec<Value>, String> {
+    match bytes.split_first() {
+        Some((&RESULT_VERSION, body)) => {
+            postcard::from_bytes(body).map_err(|e| format!("not a result row: {e}"))
+        }
+        Some((v, _)) => Err(format!(
+            "result layout version {v} is not supported (this build reads {RESULT_VERSION})"
+        )),
+        None => Err("empty message".into()),
+    }
+}
+
+/// Decodes an event message's JSON object into a row of `schema`, with its event time.
+pub(crate) fn decode_event(
+    bytes: &[u8],
+    schema: &Schema,
+    index: &std::collections::HashMap<String, usize>,
+) -> std::result::Result<(i64, Vec<Value>), String> {
+    let row = crate::source::jsonl::parse_row(bytes, schema, index).map_err(|p| p.to_string())?;
+    match row[schema.time_index()] {
+        Value::Int(t) => Ok((t, row)),
+        _ => {
+            Err(format!("the time column `{}` is null", schema.fields()[schema.time_index()].name))
+        }
+    }
+}
+
+/// Column index by name (the JSON row parser's lookup table).
+pub(crate) fn column_index(schema: &Schema) -> std::collections::HashMap<String, usize> {
+    schema.fields().iter().enumerate().map(|(i, f)| (f.name.clone(), i)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_and_bad_ones_say_why() {
+        let u = KafkaUrl::parse("kafka://127.0.0.1:9092,h:1/pay.ments_1").unwrap().unwrap();
+        assert_eq!(u.brokers, "127.0.0.1:9092,h:1");
+        assert_eq!(u.topic, "pay.ments_1");
+        assert!(KafkaUrl::parse("payments.csv").is_none());
+        for bad in ["kafka://h:1", "kafka:///t", "kafka://h:1/", "kafka://h:1/a b"] {
+            let e = KafkaUrl::parse(bad).unwrap().unwrap_err().to_string();
+            assert!(e.contains("not a Kafka address"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn results_round_trip_exactly() {
+        let row = vec![
+            Value::Int(-3),
+            Value::Float(0.1 + 0.2),
+            Value::Float(f64::NAN),
+            Value::Null,
+            Value::Str("a,\"b\"".into()),
+            Value::Bool(true),
+        ];
+        let mut buf = Vec::new();
+        encode_result(&row, &mut buf);
+        let back = decode_result(&buf).unwrap();
+        assert_eq!(back.len(), row.len());
+        assert_eq!(back[1], Value::Float(0.1 + 0.2));
+        assert!(matches!(back[2], Value::Float(f) if f.is_nan()));
+        assert_eq!(back[4], row[4]);
+        assert!(decode_result(&[9, 1]).unwrap_err().contains("version 9"));
+        assert!(decode_result(&[]).is_err());
+    }
+
+    #[test]
+    fn schema_messages_are_tagged_json() {
+        let s = TopicSchema::Results { columns: vec![("n".into(), DataType::Int)] };
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(j.contains("\"format\":\"spillway.results.v1\""), "{j}");
+        assert_eq!(serde_json::from_str::<TopicSchema>(&j).unwrap(), s);
+    }
+}

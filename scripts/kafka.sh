@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# A single-node Apache Kafka broker (KRaft, loopback only) for tests, benchmarks and
+# local runs of `spillway run --input kafka://...`.
+#
+#   scripts/kafka.sh start DIR [--port P]   start a broker whose data and log live in DIR;
+#                                           prints its bootstrap address (127.0.0.1:P)
+#   scripts/kafka.sh stop DIR               stop the broker started in DIR (SIGTERM, then
+#                                           SIGKILL after 20 s)
+#   scripts/kafka.sh status DIR             print the bootstrap address if it runs
+#   scripts/kafka.sh fetch                  resolve the jars only
+#
+# Idempotent: `start` on a DIR whose broker runs prints its address again; `stop` on a
+# DIR without one does nothing. The jars (Kafka 4.3.1 from Maven Central) are resolved
+# once into ${SPILLWAY_KAFKA_HOME:-~/.cache/spillway/kafka-4.3.1}. Needs a JDK (17+) and
+# Maven. Topics default to one replica; the internal topics (offsets, transaction state)
+# are set to one replica too, or transactions never initialise on a single node.
+set -euo pipefail
+
+KAFKA_VERSION=4.3.1
+HOME_DIR=${SPILLWAY_KAFKA_HOME:-$HOME/.cache/spillway/kafka-$KAFKA_VERSION}
+
+die() { echo "kafka.sh: $*" >&2; exit 1; }
+
+fetch() {
+  [ -f "$HOME_DIR/libs/.complete" ] && return 0
+  command -v java >/dev/null || die "java not found: install a JDK 17 or newer (apt-get install openjdk-17-jre-headless)"
+  command -v mvn >/dev/null || die "mvn not found: install Maven (apt-get install maven)"
+  mkdir -p "$HOME_DIR"
+  cat >"$HOME_DIR/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>spillway</groupId><artifactId>kafka-broker</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.25.4</version></dependency>
+  </dependencies>
+</project>
+EOF
+  echo "kafka.sh: resolving Kafka $KAFKA_VERSION jars with Maven into $HOME_DIR/libs" >&2
+  (cd "$HOME_DIR" && mvn -q -B dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime >&2) \
+    || die "Maven could not resolve the Kafka jars (see the output above)"
+  touch "$HOME_DIR/libs/.complete"
+}
+
+running_pid() { # prints the pid of DIR's broker if it is alive
+  local dir=$1 pid
+  [ -f "$dir/broker.pid" ] || return 1
+  pid=$(cat "$dir/broker.pid")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q kafka.Kafka "/proc/$pid/cmdline" 2>/dev/null || return 1
+  echo "$pid"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+start() {
+  local dir=$1; shift
+  local port=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --port) [ $# -ge 2 ] || die "--port needs a value"; port=$2; shift 2 ;;
+      *) die "unknown option $1 (usage: kafka.sh start DIR [--port P])" ;;
+    esac
+  done
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  if running_pid "$dir" >/dev/null; then
+    cat "$dir/bootstrap"
+    return 0
+  fi
+  fetch
+  [ -n "$port" ] || port=$(free_port)
+  local cport; cport=$(free_port)
+  [ "$cport" != "$port" ] || cport=$(free_port)
+  cat >"$dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.flush.interval.messages=9223372036854775807
+EOF
+  local cp="$HOME_DIR/libs/*"
+  if [ ! -f "$dir/data/meta.properties" ]; then
+    local id
+    id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
+    java -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
+      || die "formatting the broker's storage failed: $(tail -3 "$dir/format.log")"
+  fi
+  nohup java -Xmx512m -XX:+UseSerialGC -cp "$cp" kafka.Kafka "$dir/server.properties" >"$dir/broker.log" 2>&1 &
+  local pid=$!
+  echo "$pid" >"$dir/broker.pid"
+  # Ready when the PLAINTEXT port accepts connections (bounded: 60 s).
+  for _ in $(seq 1 600); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      die "the broker exited during start-up; last lines of $dir/broker.log: $(tail -5 "$dir/broker.log")"
+    fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "127.0.0.1:$port" >"$dir/bootstrap"
+      cat "$dir/bootstrap"
+      return 0
+    fi
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  die "the broker did not listen on 127.0.0.1:$port within 60 s (see $dir/broker.log)"
+}
+
+stop() {
+  local dir=$1 pid
+  pid=$(running_pid "$dir") || { rm -f "$dir/broker.pid" "$dir/bootstrap"; return 0; }
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$dir/broker.pid" "$dir/bootstrap"
+}
+
+[ $# -ge 1 ] || die "usage: kafka.sh start DIR [--port P] | stop DIR | status DIR | fetch"
+cmd=$1; shift
+case $cmd in
+  start) [ $# -ge 1 ] || die "usage: kafka.sh start DIR [--port P]"; start "$@" ;;
+  stop) [ $# -eq 1 ] || die "usage: kafka.sh stop DIR"; stop "$1" ;;
+  status) [ $# -eq 1 ] || die "usage: kafka.sh status DIR"
+          running_pid "$1" >/dev/null && cat "$1/bootstrap" || { echo "no broker runs in $1" >&2; exit 3; } ;;
+  fetch) fetch ;;
+  *) die "unknown command $cmd (start, stop, status, fetch)" ;;
+esac
