@@ -2,12 +2,13 @@
 # The whole test suite on a fresh machine (README's second command; .ci/run calls it).
 # Installs what the tests need (idempotent), then checks formatting, runs clippy with
 # warnings denied, checks the default build (no RocksDB), and runs every test with the
-# RocksDB baseline linked against Debian's librocksdb (never the bundled C++ build),
+# RocksDB baseline linked against Debian's librocksdb (never the bundled C++ build) and
+# the Kafka client against Debian's librdkafka (the Kafka test starts its own broker),
 # then builds the Python package into a virtualenv and runs its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(librocksdb-dev libclang-dev clang pkg-config python3-venv python3-pip)
+packages=(librocksdb-dev libclang-dev clang pkg-config python3-venv python3-pip librdkafka-dev openjdk-17-jre-headless maven)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,10 +28,12 @@ echo "==> cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --manifest-path crates/spillway-py/Cargo.toml --check
 echo "==> cargo clippy (warnings denied)"
-cargo clippy --workspace --all-targets --features spillway-cli/rocksdb -- -D warnings
-echo "==> default build (no RocksDB)"
+cargo clippy --workspace --all-targets --features spillway-cli/rocksdb,spillway-cli/kafka -- -D warnings
+echo "==> default build (no RocksDB, no Kafka)"
 cargo check --workspace
 echo "==> tests"
-cargo test --workspace --features spillway-cli/rocksdb
+echo "==> Kafka 4.3.1 jars (Maven; the Kafka test starts and stops its own broker)"
+./scripts/kafka.sh fetch
+cargo test --workspace --features spillway-cli/rocksdb,spillway-cli/kafka
 echo "==> Python package (crates/spillway-py)"
 ./scripts/test-python.sh

@@ -79,7 +79,7 @@ pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<Con
         TopicSchema::Results { columns } => {
             (columns.into_iter().map(|c| c.0).collect(), Box::new(decode_result))
         }
-        TopicSchema::Events { schema } => {
+        TopicSchema::Events { schema, .. } => {
             let index = column_index(&schema);
             let cols = schema_columns(&schema);
             (cols, Box::new(move |b: &[u8]| decode_event(b, &schema, &index).map(|e| e.1)))

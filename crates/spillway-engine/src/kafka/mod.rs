@@ -15,8 +15,8 @@
 //!   0-based index in the produced file, as decimal ASCII. An event without the header
 //!   gets the id `T/PARTITION/OFFSET`.
 //! - **Schema topic** (`T.schema`, one partition, compacted): key `schema`, value JSON
-//!   `{"format":"spillway.events.v1","schema":{...}}` (the [`Schema`]: fields, time
-//!   column, unit) or, for a result topic, `{"format":"spillway.results.v1","columns":
+//!   `{"format":"spillway.events.v1","schema":{...},"key":"card"}` (the [`Schema`]:
+//!   fields, time column, unit; the key column, if any) or, for a result topic, `{"format":"spillway.results.v1","columns":
 //!   [["name","int"],...]}`. The newest message wins. Producers and workers write it;
 //!   workers and `consume` read it, so no topic's types are ever guessed.
 //! - **Result message** (topic `OUT`): key = the event id (as above); value = byte `0x01`
@@ -134,6 +134,9 @@ pub enum TopicSchema {
     Events {
         /// The schema.
         schema: Schema,
+        /// The column whose value keys the messages (`None`: unkeyed or unknown).
+        #[serde(default)]
+        key: Option<String>,
     },
     /// A result topic: output column names and types.
     #[serde(rename = "spillway.results.v1")]

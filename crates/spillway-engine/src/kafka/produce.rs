@@ -109,7 +109,12 @@ pub fn produce(cfg: &ProduceConfig, mut progress: impl FnMut(u64)) -> Result<Pro
     };
     let brokers = &cfg.brokers;
     let partitions = ensure_topic(brokers, &cfg.topic, cfg.partitions, false)?;
-    write_schema(brokers, &cfg.topic, &TopicSchema::Events { schema: schema.clone() })?;
+    let key_name = key_col.map(|k| schema.fields()[k].name.clone());
+    write_schema(
+        brokers,
+        &cfg.topic,
+        &TopicSchema::Events { schema: schema.clone(), key: key_name },
+    )?;
 
     let producer: ThreadedProducer<Deliveries> = client_config(brokers)
         .set("acks", "all")

@@ -178,8 +178,8 @@ pub fn run_worker(
             cfg.input
         )));
     };
-    let schema = match read_schema(b, &cfg.input)? {
-        Some(TopicSchema::Events { schema }) => schema,
+    let (schema, key) = match read_schema(b, &cfg.input)? {
+        Some(TopicSchema::Events { schema, key }) => (schema, key),
         Some(TopicSchema::Results { .. }) => {
             return Err(Error::Config(format!("{} is a result topic, not an event topic", cfg.input)))
         }
@@ -199,6 +199,7 @@ pub fn run_worker(
     let columns = {
         let q = crate::sql::parse_query(&cfg.session.query, &schema)?;
         let plan = crate::plan::Plan::build(&q, &schema)?;
+        check_routing(&plan, &schema, key.as_deref(), parts, &cfg.input)?;
         output_types(&plan, &schema)?
     };
     ensure_topic(b, &cfg.output, Some(parts), false)
@@ -206,7 +207,7 @@ pub fn run_worker(
     write_schema(b, &cfg.output, &TopicSchema::Results { columns })?;
     for t in [late_topic(&cfg.output), dead_letter_topic(&cfg.output)] {
         ensure_topic(b, &t, None, false)?;
-        write_schema(b, &t, &TopicSchema::Events { schema: schema.clone() })?;
+        write_schema(b, &t, &TopicSchema::Events { schema: schema.clone(), key: key.clone() })?;
     }
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| Error::Config(format!("cannot create {}: {e}", cfg.dir.display())))?;
@@ -267,6 +268,41 @@ pub fn run_worker(
     r?;
     w.st.summary.seconds = start.elapsed().as_secs_f64();
     Ok(w.st.summary)
+}
+
+/// Railgun's subset rule: a metric is exact per partition when the topic is keyed by one
+/// of the metric's `PARTITION BY` columns (all events of a metric's group then share a
+/// partition). A metric without `PARTITION BY` needs every event in one partition.
+fn check_routing(
+    plan: &crate::plan::Plan,
+    schema: &Schema,
+    key: Option<&str>,
+    parts: i32,
+    topic: &str,
+) -> Result<()> {
+    if parts == 1 {
+        return Ok(());
+    }
+    let key_idx = key.and_then(|k| schema.index_of(k));
+    for g in &plan.groups {
+        if key_idx.is_some_and(|k| g.partition_by.contains(&k)) {
+            continue;
+        }
+        let by: Vec<&str> =
+            g.partition_by.iter().map(|&i| schema.fields()[i].name.as_str()).collect();
+        let keyed = key.map_or("not keyed by a column".to_string(), |k| format!("keyed by {k}"));
+        return Err(Error::Config(if by.is_empty() {
+            format!("a metric without PARTITION BY needs every event in one partition, but {topic} has {parts} partitions")
+        } else {
+            format!(
+                "a metric partitioned by ({}) needs each group's events in one partition, but {topic} ({parts} partitions) is {keyed}; \
+                 produce the topic with --key {} (routing one event to several keyed topics is not built yet)",
+                by.join(", "),
+                by[0]
+            )
+        }));
+    }
+    Ok(())
 }
 
 /// The dead-letter topic of the output topic `topic`.
