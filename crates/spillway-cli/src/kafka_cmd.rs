@@ -237,6 +237,15 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
             "{} events in {:.2} s ({} replayed after a restore), {} results, {} late, {} malformed; {} transactions committed, {} rebalances",
             s.events, s.seconds, s.replayed, s.emitted, s.late, s.dead_letters, s.commits, s.rebalances
         );
+        if s.events > 0 {
+            let busy = (s.last_event_ms - s.first_event_ms) / 1e3;
+            eprintln!(
+                "busy from unix ms {:.0} to {:.0}: {:.0} events/s over {busy:.2} s",
+                s.first_event_ms,
+                s.last_event_ms,
+                s.events as f64 / busy.max(1e-9)
+            );
+        }
     }
     Ok(())
 }

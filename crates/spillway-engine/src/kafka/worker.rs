@@ -113,6 +113,17 @@ pub struct WorkerSummary {
     pub rebalances: u64,
     /// Wall seconds.
     pub seconds: f64,
+    /// Unix time in milliseconds of the first and the last event processed (0 without
+    /// events): throughput over the busy span, without the start-up and idle tail.
+    pub first_event_ms: f64,
+    /// See `first_event_ms`.
+    pub last_event_ms: f64,
+}
+
+fn unix_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 /// Counts rebalance callbacks; the worker rebuilds its tasks when the count moves.
@@ -350,6 +361,13 @@ impl Worker<'_> {
                 ))?;
                 if self.st.process(&m, &mut out, &mut buf)? {
                     last_event = Instant::now();
+                    let s = &mut self.st.summary;
+                    if s.first_event_ms == 0.0 {
+                        s.first_event_ms = unix_ms();
+                    }
+                    if s.events.is_multiple_of(1024) {
+                        s.last_event_ms = unix_ms();
+                    }
                 }
             }
             if last_ckpt.elapsed() >= self.st.cfg.checkpoint_every {
@@ -360,6 +378,11 @@ impl Worker<'_> {
                 last_progress = Instant::now();
                 progress(self.st.summary.events);
             }
+        }
+        if self.st.summary.events > 0 {
+            // The last event's time, to within the idle poll that noticed the end.
+            let idle = last_event.elapsed().as_secs_f64() * 1e3;
+            self.st.summary.last_event_ms = unix_ms() - idle;
         }
         self.checkpoint()?;
         progress(self.st.summary.events);
