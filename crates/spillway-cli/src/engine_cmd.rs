@@ -38,6 +38,15 @@ pub enum CompressionArg {
     Zstd,
 }
 
+impl From<CompressionArg> for Compression {
+    fn from(c: CompressionArg) -> Compression {
+        match c {
+            CompressionArg::Lz4 => Compression::Lz4,
+            CompressionArg::Zstd => Compression::Zstd(3),
+        }
+    }
+}
+
 /// How the input is read (shared by `run` and `explain`).
 #[derive(Debug, Args)]
 pub struct InputArgs {
@@ -346,10 +355,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         checkpoint_dir: a.checkpoint_dir.clone(),
         checkpoint_every,
         resume: a.resume,
-        compression: match a.compression {
-            CompressionArg::Lz4 => Compression::Lz4,
-            CompressionArg::Zstd => Compression::Zstd(3),
-        },
+        compression: a.compression.into(),
         input_identity: format!("{}|{:?}", a.input.display(), sopts),
     };
     let input = a.input.clone();

@@ -12,14 +12,11 @@ use spillway_engine::kafka::consume::{consume, ConsumeConfig};
 use spillway_engine::kafka::produce::{produce, ProduceConfig};
 use spillway_engine::kafka::worker::{run_worker as worker, WorkerConfig};
 use spillway_engine::kafka::{check_topic_name, KafkaUrl};
-use spillway_engine::reservoir::Compression;
 use spillway_engine::session::SessionConfig;
 use spillway_engine::source::OnError;
 use spillway_engine::value::TimeUnit;
 
-use crate::engine_cmd::{
-    progress_bar, read_query, source_options, CompressionArg, InputArgs, RunArgs,
-};
+use crate::engine_cmd::{progress_bar, read_query, source_options, InputArgs, RunArgs};
 
 /// `spillway kafka ...`.
 #[derive(Debug, Subcommand)]
@@ -206,10 +203,7 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     session.store = a.store;
     session.memory_budget = a.memory_budget;
     session.expected_keys = a.expected_keys;
-    session.compression = match a.compression {
-        CompressionArg::Lz4 => Compression::Lz4,
-        CompressionArg::Zstd => Compression::Zstd(3),
-    };
+    session.compression = a.compression.into();
     // The lateness is in the topic's time unit, known once its schema is read; the
     // worker converts it (a plain number is already in that unit).
     session.allowed_lateness = 0;

@@ -116,11 +116,16 @@ pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<Con
             break;
         }
         let Some(m) = consumer.poll(left.min(Duration::from_millis(100))) else { continue };
-        let m = m.map_err(kerr(brokers, &format!("reading {}", cfg.topic)))?;
+        // The error's context is formatted only on an error, not per message.
+        let m = m.map_err(|e| kerr(brokers, &format!("reading {}", cfg.topic))(e))?;
         let Some(body) = m.payload() else { continue };
         let id = match m.key() {
             Some(k) => String::from_utf8_lossy(k).into_owned(),
-            None => super::event_id(&m),
+            None => {
+                let mut id = String::new();
+                super::event_id(&m, &mut id);
+                id
+            }
         };
         let mut row = decode(body).map_err(|e| {
             Error::Kafka(format!(

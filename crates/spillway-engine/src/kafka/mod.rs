@@ -291,28 +291,34 @@ pub fn read_schema(brokers: &str, topic: &str) -> Result<Option<TopicSchema>> {
     )))
 }
 
-/// The event id of a message: its `spillway.id` header, else `TOPIC/PARTITION/OFFSET`.
-pub fn event_id<M: Message>(m: &M) -> String {
+/// The event id of a message into `out` (cleared first): its `spillway.id` header, else
+/// `TOPIC/PARTITION/OFFSET`. Workers reuse one buffer for every message.
+pub fn event_id<M: Message>(m: &M, out: &mut String) {
+    use std::fmt::Write;
+    out.clear();
     if let Some(h) = m.headers() {
         for i in 0..h.count() {
             let hdr = h.get(i);
             if hdr.key == ID_HEADER {
                 if let Some(v) = hdr.value.and_then(|v| std::str::from_utf8(v).ok()) {
-                    return v.to_string();
+                    out.push_str(v);
+                    return;
                 }
             }
         }
     }
-    format!("{}/{}/{}", m.topic(), m.partition(), m.offset())
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{}/{}/{}", m.topic(), m.partition(), m.offset());
 }
 
-/// Encodes a result row (see FORMAT).
+/// Encodes a result row (see FORMAT) into `out`, replacing its contents and reusing its
+/// allocation.
 pub fn encode_result(values: &[Value], out: &mut Vec<u8>) {
-    out.clear();
-    out.push(RESULT_VERSION);
+    let mut buf = std::mem::take(out);
+    buf.clear();
+    buf.push(RESULT_VERSION);
     // Serializing plain values into a Vec cannot fail.
-    let body = postcard::to_stdvec(values).expect("postcard encodes values");
-    out.extend_from_slice(&body);
+    *out = postcard::to_extend(values, buf).expect("postcard encodes values");
 }
 
 /// Decodes a result row (see FORMAT).

@@ -8,6 +8,7 @@
 //! first. The producer is idempotent with `acks=all`; every delivery is confirmed before
 //! the command reports success, and a failed delivery fails the command.
 
+use std::fmt::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -143,14 +144,17 @@ pub fn produce(cfg: &ProduceConfig, mut progress: impl FnMut(u64)) -> Result<Pro
         body.clear();
         json_row(&mut body, &prefixes, &ev.row);
         id.clear();
-        id.push_str(&ev.seq.to_string());
+        // Writes into a String cannot fail.
+        let _ = write!(id, "{}", ev.seq);
         let headers = OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&id) });
         let mut record = BaseRecord::to(&cfg.topic).payload(&body).headers(headers);
         if let Some(k) = key_col {
             key.clear();
             match &ev.row[k] {
                 Value::Null => {}
-                v => key.push_str(&v.to_string()),
+                v => {
+                    let _ = write!(key, "{v}");
+                }
             }
             record = record.key(&key);
         }

@@ -173,6 +173,8 @@ struct Tasks<'a> {
     index: std::collections::HashMap<String, usize>,
     late: String,
     dead_letter: String,
+    /// The current message's event id (one buffer for all messages).
+    id: String,
 }
 
 /// Runs a worker until `stop` is set or, with `idle_exit`, the input stays idle; makes a
@@ -213,8 +215,10 @@ pub fn run_worker(
         check_routing(&plan, &schema, key.as_deref(), parts, &cfg.input)?;
         output_types(&plan, &schema)?
     };
-    ensure_topic(b, &cfg.output, Some(parts), false)
-        .or_else(|_| ensure_topic(b, &cfg.output, None, false))?;
+    // A new result topic gets the input's partition count; an existing one is used as is.
+    if partition_count(b, &cfg.output)?.is_none() {
+        ensure_topic(b, &cfg.output, Some(parts), false)?;
+    }
     write_schema(b, &cfg.output, &TopicSchema::Results { columns })?;
     for t in [late_topic(&cfg.output), dead_letter_topic(&cfg.output)] {
         ensure_topic(b, &t, None, false)?;
@@ -262,6 +266,7 @@ pub fn run_worker(
             index,
             late: late_topic(&cfg.output),
             dead_letter: dead_letter_topic(&cfg.output),
+            id: String::new(),
             cfg,
             session: session_cfg,
             schema,
@@ -355,18 +360,15 @@ impl Worker<'_> {
                 continue;
             }
             if let Some(m) = msg {
-                let m = m.map_err(kerr(
-                    &self.st.cfg.brokers,
-                    &format!("reading {}", self.st.cfg.input),
-                ))?;
+                // The error's context is formatted only on an error, not per message.
+                let m = m.map_err(|e| {
+                    kerr(&self.st.cfg.brokers, &format!("reading {}", self.st.cfg.input))(e)
+                })?;
                 if self.st.process(&m, &mut out, &mut buf)? {
                     last_event = Instant::now();
                     let s = &mut self.st.summary;
                     if s.first_event_ms == 0.0 {
                         s.first_event_ms = unix_ms();
-                    }
-                    if s.events.is_multiple_of(1024) {
-                        s.last_event_ms = unix_ms();
                     }
                 }
             }
@@ -406,7 +408,9 @@ impl Tasks<'_> {
         task.next = m.offset() + 1;
         task.dirty = true;
         let produce = m.offset() >= task.produce_from;
-        let id = event_id(m);
+        let id = &mut self.id;
+        event_id(m, id);
+        let id = id.as_str();
         self.summary.events += 1;
         if !produce {
             self.summary.replayed += 1;
@@ -422,10 +426,10 @@ impl Tasks<'_> {
                     let why =
                         format!("{} partition {p} offset {}: {why}", self.cfg.input, m.offset());
                     let headers = OwnedHeaders::new()
-                        .insert(Header { key: ID_HEADER, value: Some(&id) })
+                        .insert(Header { key: ID_HEADER, value: Some(id) })
                         .insert(Header { key: "spillway.error", value: Some(&why) });
                     let rec = BaseRecord::to(&self.dead_letter)
-                        .key(id.as_str())
+                        .key(id)
                         .payload(m.payload().unwrap_or_default())
                         .headers(headers);
                     send(&self.producer, rec, &self.cfg.brokers)?;
@@ -439,7 +443,7 @@ impl Tasks<'_> {
                 encode_result(out, buf);
                 send(
                     &self.producer,
-                    BaseRecord::to(&self.cfg.output).key(id.as_str()).payload(&buf[..]),
+                    BaseRecord::to(&self.cfg.output).key(id).payload(&buf[..]),
                     &self.cfg.brokers,
                 )?;
                 self.summary.emitted += 1;
@@ -448,9 +452,8 @@ impl Tasks<'_> {
                 buf.clear();
                 json_row(buf, &self.late_prefixes, &ev.row);
                 let headers =
-                    OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&id) });
-                let rec =
-                    BaseRecord::to(&self.late).key(id.as_str()).payload(&buf[..]).headers(headers);
+                    OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(id) });
+                let rec = BaseRecord::to(&self.late).key(id).payload(&buf[..]).headers(headers);
                 send(&self.producer, rec, &self.cfg.brokers)?;
                 self.summary.late += 1;
             }
@@ -627,8 +630,7 @@ fn seek(
     loop {
         match consumer.seek(topic, p, Offset::Offset(offset), Duration::from_secs(5)) {
             Ok(()) => return Ok(()),
-            Err(e) if start.elapsed() < Duration::from_secs(10) => {
-                let _ = e;
+            Err(_) if start.elapsed() < Duration::from_secs(10) => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
