@@ -93,6 +93,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub(crate) worker_id: Option<String>,
 
+    /// With a one-partition kafka:// input: route each event to one topic per group-by
+    /// key with this many partitions, computed in parallel and joined per event (1: run
+    /// the whole query in the input's one task) [default: 4]
+    #[arg(long, value_name = "N")]
+    pub(crate) route_partitions: Option<i32>,
+
+    /// Commit the workers' transaction this often: results reach `read_committed`
+    /// readers at this pace (with a kafka:// input; at most --checkpoint-every)
+    /// [default: 100ms]
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) commit_every: Option<String>,
+
     /// Stop after a final checkpoint when no event arrived for this long (with a
     /// kafka:// input; default: run until SIGINT/SIGTERM)
     #[arg(long, value_name = "DURATION")]
@@ -138,7 +150,7 @@ pub struct RunArgs {
     pub(crate) checkpoint_dir: Option<PathBuf>,
 
     /// Checkpoint every N input events (with --checkpoint-dir) [default: 1M]; with a
-    /// kafka:// input, a duration between checkpoints and transaction commits [default: 1s]
+    /// kafka:// input, a duration between checkpoints of the tasks' state [default: 1s]
     #[arg(long, value_name = "N|DURATION")]
     pub(crate) checkpoint_every: Option<String>,
 
@@ -313,6 +325,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         ("--group", a.group.is_some()),
         ("--worker-id", a.worker_id.is_some()),
         ("--idle-exit", a.idle_exit.is_some()),
+        ("--commit-every", a.commit_every.is_some()),
+        ("--route-partitions", a.route_partitions.is_some()),
     ] {
         if set {
             bail!("{flag} is for Kafka workers (--input kafka://HOST:PORT/TOPIC)");

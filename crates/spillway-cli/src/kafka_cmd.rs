@@ -81,6 +81,16 @@ pub struct ConsumeArgs {
     /// Add the event id as a first column `event_id`
     #[arg(long)]
     with_id: bool,
+    /// Measure end-to-end latency: read time minus each message's timestamp (the time an
+    /// event was due with `kafka produce --rate`); prints p50/p99/p99.9/max
+    #[arg(long)]
+    latency: bool,
+    /// With --latency, write one CSV line per message: consumed_unix_ms,latency_ms,partition
+    #[arg(long, value_name = "FILE", requires = "latency")]
+    latency_log: Option<PathBuf>,
+    /// Also write the summary as JSON to this file
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// No progress line on stderr
     #[arg(long, short)]
     quiet: bool,
@@ -136,6 +146,8 @@ pub fn run(cmd: KafkaCommand) -> Result<()> {
                 timeout: wall_duration(&a.timeout, "--timeout")?,
                 sort: a.sort,
                 with_id: a.with_id,
+                latency: a.latency,
+                latency_log: a.latency_log,
             };
             let pb = progress_bar(a.quiet);
             let s = consume(&cfg, |n| pb.set_message(format!("{n} rows")))?;
@@ -144,6 +156,22 @@ pub fn run(cmd: KafkaCommand) -> Result<()> {
                 "{} rows from {} in {:.2} s; {} event ids seen more than once",
                 s.rows, cfg.topic, s.seconds, s.duplicate_ids
             );
+            if let Some(l) = &s.latency {
+                eprintln!(
+                    "end-to-end latency over {} messages: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms{}",
+                    l.count,
+                    l.p50_ms,
+                    l.p99_ms,
+                    l.p999_ms,
+                    l.max_ms,
+                    if l.unstamped > 0 { format!(" ({} without a timestamp)", l.unstamped) } else { String::new() }
+                );
+            }
+            if let Some(p) = &a.json {
+                let body = serde_json::to_string_pretty(&s)?;
+                std::fs::write(p, body + "\n")
+                    .map_err(|e| anyhow!("cannot write {}: {e}", p.display()))?;
+            }
             if s.timed_out {
                 bail!(
                     "timed out after {} with {} of {} rows",
@@ -198,6 +226,18 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     }
     let checkpoint_every =
         wall_duration(a.checkpoint_every.as_deref().unwrap_or("1s"), "--checkpoint-every")?;
+    // Default: 100 ms, or the checkpoint interval when that is shorter.
+    let commit_every = match a.commit_every.as_deref() {
+        Some(c) => wall_duration(c, "--commit-every")?,
+        None => checkpoint_every.min(std::time::Duration::from_millis(100)),
+    };
+    if commit_every > checkpoint_every {
+        bail!(
+            "--commit-every ({}) must not be longer than --checkpoint-every ({}): a checkpoint covers only committed input",
+            a.commit_every.as_deref().unwrap_or_default(),
+            a.checkpoint_every.as_deref().unwrap_or("1s")
+        );
+    }
     let idle_exit = a.idle_exit.as_deref().map(|s| wall_duration(s, "--idle-exit")).transpose()?;
     let mut session = SessionConfig::new(read_query(&a.query)?);
     session.store = a.store;
@@ -207,12 +247,18 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     // The lateness is in the topic's time unit, known once its schema is read; the
     // worker converts it (a plain number is already in that unit).
     session.allowed_lateness = 0;
+    let route_partitions = a.route_partitions.unwrap_or(4);
+    if route_partitions < 1 {
+        bail!("--route-partitions: a topic needs at least 1 partition, not {route_partitions}");
+    }
     let cfg = WorkerConfig {
+        route_partitions,
         brokers: input.brokers,
         input: input.topic,
         output: output.topic,
         group,
         dir,
+        commit_every,
         checkpoint_every,
         worker_id: a.worker_id.clone(),
         session,
@@ -228,8 +274,8 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     pb.finish_and_clear();
     if !a.quiet {
         eprintln!(
-            "{} events in {:.2} s ({} replayed after a restore), {} results, {} late, {} malformed; {} transactions committed, {} rebalances",
-            s.events, s.seconds, s.replayed, s.emitted, s.late, s.dead_letters, s.commits, s.rebalances
+            "{} events in {:.2} s ({} messages, {} replayed after a restore), {} results, {} late, {} malformed; {} routed, {} partial results; {} transactions committed, {} checkpoints, {} rebalances",
+            s.events, s.seconds, s.messages, s.replayed, s.emitted, s.late, s.dead_letters, s.routed, s.partials, s.commits, s.checkpoints, s.rebalances
         );
         if s.events > 0 {
             let busy = (s.last_event_ms - s.first_event_ms) / 1e3;

@@ -77,6 +77,10 @@ pub struct SessionConfig {
     /// Directory of the store, reservoir and checkpoints (default `None`: a temporary
     /// directory removed when the session is dropped; no checkpoints).
     pub dir: Option<PathBuf>,
+    /// Compute only these SELECT items (positions in the query, in output order) and the
+    /// windows they use; `None`: all of them. A Kafka routing stage computes the metrics
+    /// of its key this way ([`crate::sql::QuerySpec::retain_items`]).
+    pub items: Option<Vec<usize>>,
 }
 
 impl SessionConfig {
@@ -90,6 +94,7 @@ impl SessionConfig {
             allowed_lateness: 0,
             compression: Compression::Lz4,
             dir: None,
+            items: None,
         }
     }
 }
@@ -120,7 +125,10 @@ impl Session {
     /// Parses and plans the query against `schema` and opens the store and reservoir,
     /// continuing from the checkpoint in [`SessionConfig::dir`] if it holds one.
     pub fn open(cfg: &SessionConfig, schema: Schema) -> Result<Session> {
-        let query = parse_query(&cfg.query, &schema)?;
+        let mut query = parse_query(&cfg.query, &schema)?;
+        if let Some(keep) = &cfg.items {
+            query.retain_items(keep).map_err(Error::Config)?;
+        }
         let plan = Plan::build(&query, &schema)?;
         let columns = output_types(&plan, &schema)?;
         let (base, tmp) = match &cfg.dir {
@@ -143,8 +151,11 @@ impl Session {
         }
         let res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
         let identity = format!(
-            "query={:?};lateness={};store={};schema={:?}",
+            "query={:?};{}lateness={};store={};schema={:?}",
             cfg.query,
+            // Only a part of a query names its items, so whole-query checkpoints written
+            // before this option existed still resume.
+            cfg.items.as_ref().map_or(String::new(), |i| format!("items={i:?};")),
             cfg.allowed_lateness,
             cfg.store.name(),
             schema

@@ -7,8 +7,17 @@
 //! tracked: the summary counts ids seen more than once, the exactly-once check. With
 //! `sort`, rows are written in event-id order (numeric ids numerically), which for a
 //! complete result topic is exactly the file `spillway run` writes for the same input.
+//!
+//! With `latency`, each message's end-to-end latency is the time it was read minus its
+//! Kafka timestamp. Workers keep their input's timestamp on what they write, and `kafka
+//! produce --rate` stamps each event with the time it was due on the open-loop schedule,
+//! so this is produce-time (as scheduled: coordinated omission corrected) to
+//! reply-consumed-time, Railgun's end-to-end measure. The producer, workers and this
+//! reader must share a clock (one machine here). Latencies go into an HDR histogram
+//! (1 µs to 1 h, 3 significant digits) and, with `latency_log`, one CSV line per message.
 
 use std::collections::HashSet;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -44,6 +53,27 @@ pub struct ConsumeConfig {
     pub sort: bool,
     /// Add the event id as a first column `event_id`.
     pub with_id: bool,
+    /// Measure each message's end-to-end latency (module docs).
+    pub latency: bool,
+    /// With `latency`: write `consumed_unix_ms,latency_ms,partition` per message here.
+    pub latency_log: Option<PathBuf>,
+}
+
+/// End-to-end latency percentiles, in milliseconds.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Latency {
+    /// Messages measured.
+    pub count: u64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// 99.9th percentile.
+    pub p999_ms: f64,
+    /// Largest.
+    pub max_ms: f64,
+    /// Messages without a timestamp (not measured).
+    pub unstamped: u64,
 }
 
 /// What a finished consume reports.
@@ -57,6 +87,8 @@ pub struct ConsumeSummary {
     pub timed_out: bool,
     /// Wall seconds.
     pub seconds: f64,
+    /// With `latency`.
+    pub latency: Option<Latency>,
 }
 
 /// Reads the topic into the output; `progress` gets the row count about every 100 ms.
@@ -93,6 +125,8 @@ pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<Con
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "false")
+        // An idle fetch returns within this (it would add to measured latency).
+        .set("fetch.wait.max.ms", "10")
         .create()
         .map_err(kerr(brokers, "creating a consumer"))?;
     let mut tpl = TopicPartitionList::new();
@@ -109,6 +143,19 @@ pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<Con
     let start = Instant::now();
     let mut last_progress = start;
     let mut timed_out = false;
+    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+        .expect("valid histogram bounds");
+    let mut unstamped = 0u64;
+    let mut log = match &cfg.latency_log {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p)
+                .map_err(|e| Error::Config(format!("cannot create {}: {e}", p.display())))?,
+        )),
+        None => None,
+    };
+    if let Some(l) = &mut log {
+        writeln!(l, "consumed_unix_ms,latency_ms,partition").map_err(log_err(cfg))?;
+    }
     while cfg.count.is_none_or(|n| rows < n) {
         let left = cfg.timeout.saturating_sub(start.elapsed());
         if left.is_zero() {
@@ -118,6 +165,28 @@ pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<Con
         let Some(m) = consumer.poll(left.min(Duration::from_millis(100))) else { continue };
         // The error's context is formatted only on an error, not per message.
         let m = m.map_err(|e| kerr(brokers, &format!("reading {}", cfg.topic))(e))?;
+        if cfg.latency {
+            let now_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64);
+            match m.timestamp().to_millis() {
+                Some(ts) => {
+                    let us = (now_us - ts * 1000).max(1);
+                    hist.saturating_record(us as u64);
+                    if let Some(l) = &mut log {
+                        writeln!(
+                            l,
+                            "{:.3},{:.3},{}",
+                            now_us as f64 / 1e3,
+                            us as f64 / 1e3,
+                            m.partition()
+                        )
+                        .map_err(log_err(cfg))?;
+                    }
+                }
+                None => unstamped += 1,
+            }
+        }
         let Some(body) = m.payload() else { continue };
         let id = match m.key() {
             Some(k) => String::from_utf8_lossy(k).into_owned(),
@@ -162,11 +231,31 @@ pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<Con
         }
     }
     sink.sync()?;
+    if let Some(mut l) = log {
+        l.flush().map_err(log_err(cfg))?;
+    }
     progress(rows);
+    let q = |p: f64| hist.value_at_quantile(p) as f64 / 1e3;
+    let latency = cfg.latency.then(|| Latency {
+        count: hist.len(),
+        p50_ms: q(0.5),
+        p99_ms: q(0.99),
+        p999_ms: q(0.999),
+        max_ms: hist.max() as f64 / 1e3,
+        unstamped,
+    });
     Ok(ConsumeSummary {
         rows,
         duplicate_ids: dups,
         timed_out,
         seconds: start.elapsed().as_secs_f64(),
+        latency,
     })
+}
+
+fn log_err(cfg: &ConsumeConfig) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| {
+        let p = cfg.latency_log.as_deref().unwrap_or(std::path::Path::new("?"));
+        Error::Config(format!("cannot write {}: {e}", p.display()))
+    }
 }

@@ -28,6 +28,7 @@
 
 pub mod consume;
 pub mod produce;
+pub mod route;
 pub mod worker;
 
 use std::time::{Duration, Instant};
@@ -309,6 +310,17 @@ pub fn event_id<M: Message>(m: &M, out: &mut String) {
     }
     // Writing into a String cannot fail.
     let _ = write!(out, "{}/{}/{}", m.topic(), m.partition(), m.offset());
+}
+
+/// Writes the message key for value `v` of a key column: its text, empty for NULL (all
+/// NULL keys share a partition). The producer and the router use the same text, so a key
+/// lands in the same partition number of every topic with as many partitions.
+pub fn write_key(out: &mut String, v: &Value) {
+    use std::fmt::Write;
+    if !matches!(v, Value::Null) {
+        // Writes into a String cannot fail.
+        let _ = write!(out, "{v}");
+    }
 }
 
 /// Encodes a result row (see FORMAT) into `out`, replacing its contents and reusing its

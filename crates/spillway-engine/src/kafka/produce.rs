@@ -19,10 +19,9 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
-use super::{client_config, ensure_topic, kerr, write_schema, TopicSchema, ID_HEADER};
+use super::{client_config, ensure_topic, kerr, write_key, write_schema, TopicSchema, ID_HEADER};
 use crate::error::{Error, Result};
 use crate::source::{self, json_prefixes, json_row, SourceOptions};
-use crate::value::Value;
 
 /// What to produce.
 #[derive(Clone, Debug)]
@@ -131,8 +130,16 @@ pub fn produce(cfg: &ProduceConfig, mut progress: impl FnMut(u64)) -> Result<Pro
     let mut last_progress = start;
     let mut sent = 0u64;
     let mut max_behind = Duration::ZERO;
+    let start_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3);
     while let Some(ev) = src.next_event()? {
+        // With a rate, each message's timestamp is the time it was due, not the time it
+        // went out: latency measured from it counts the wait of a producer that fell
+        // behind (coordinated omission corrected, as wrk2 and Railgun's harness do).
+        let mut due_ms = None;
         if let Some(rate) = cfg.rate {
+            due_ms = Some((start_unix_ms + sent as f64 * 1e3 / rate) as i64);
             let due = start + Duration::from_secs_f64(sent as f64 / rate);
             let now = Instant::now();
             if due > now {
@@ -148,14 +155,12 @@ pub fn produce(cfg: &ProduceConfig, mut progress: impl FnMut(u64)) -> Result<Pro
         let _ = write!(id, "{}", ev.seq);
         let headers = OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&id) });
         let mut record = BaseRecord::to(&cfg.topic).payload(&body).headers(headers);
+        if let Some(ms) = due_ms {
+            record = record.timestamp(ms);
+        }
         if let Some(k) = key_col {
             key.clear();
-            match &ev.row[k] {
-                Value::Null => {}
-                v => {
-                    let _ = write!(key, "{v}");
-                }
-            }
+            write_key(&mut key, &ev.row[k]);
             record = record.key(&key);
         }
         loop {

@@ -1,49 +1,60 @@
 //! A worker of `spillway run --input kafka://B/T --output kafka://B/OUT --group G
 //! --checkpoint-dir DIR`: one consumer-group member (Railgun's processor unit) running one
-//! task processor per assigned partition, with exactly-once results.
+//! task processor per assigned (topic, partition), with exactly-once results.
 //!
 //! # Task processors
-//! Each assigned partition `p` of `T` gets a [`Session`] (runtime, reservoir, state
-//! store) in `DIR/T-p/`, guarded by an exclusive lock on `DIR/T-p/LOCK` so two workers
-//! never open the same partition's state (a worker that lost `p` in a rebalance lets go
-//! before the new owner opens it; a killed worker's lock goes with its process). Event
-//! time is per partition: each session has its own frontier, so a lagging partition never
+//! A worker subscribes to the input topic and, when the query's metrics need other keys
+//! than the input's (see [`super::route`]), to the stage topics `OUT.by-COL`/`OUT.all` and the
+//! reply topic `OUT.reply`; the group spreads all their partitions over the workers. Each
+//! assigned partition gets a task in `DIR/TOPIC-p/`, guarded by an exclusive lock on
+//! `DIR/TOPIC-p/LOCK` so two workers never open the same partition's state (a worker that
+//! lost it in a rebalance lets go before the new owner opens it; a killed worker's lock
+//! goes with its process):
+//! - an input partition's task decodes each event, routes it to the stage topics, and
+//!   computes the input's own stage in a [`Session`] (runtime, reservoir, state store);
+//! - a stage partition's task computes its stage's metrics in a [`Session`];
+//! - a reply partition's task joins the stages' partials per event ([`Join`]).
+//!
+//! Event time is per task: each session has its own frontier, so a lagging partition never
 //! makes another's events late. With each key's events in one partition and in time
 //! order there, every event's result equals the single-process `spillway run`'s.
 //!
 //! # Exactly once
-//! Results are produced inside a Kafka transaction (one transactional producer per
-//! worker; the transactional id is `spillway-G-ID` for `--worker-id ID`, so a restarted
-//! worker fences its predecessor at once, else a random one). Every checkpoint interval
-//! the worker, in this order:
-//! 1. adds each partition's next input offset to the transaction
-//!    (`send_offsets_to_transaction` with the consumer's group metadata, KIP-447, so a
-//!    worker that was already replaced cannot commit) and commits it: the results of
-//!    every event before those offsets and the offsets become visible together to
-//!    `read_committed` readers;
-//! 2. checkpoints each partition's session, tagging the checkpoint with that offset.
+//! Everything a worker writes goes out inside a Kafka transaction (one transactional
+//! producer per worker; the transactional id is `spillway-G-ID` for `--worker-id ID`, so a
+//! restarted worker fences its predecessor at once, else a random one). Every commit
+//! interval (`--commit-every`) the worker adds each moved partition's next input offset to
+//! the transaction (`send_offsets_to_transaction` with the consumer's group metadata,
+//! KIP-447, so a worker that was already replaced cannot commit) and commits it: the
+//! output of every message before those offsets and the offsets become visible together
+//! to `read_committed` readers. Every checkpoint interval (`--checkpoint-every`, a
+//! multiple of the commit interval in effect) it commits, then checkpoints each moved
+//! task's state tagged with the offset just committed.
 //!
-//! A crash before 1 aborts the transaction (the broker aborts it when the transaction
-//! times out or the same `--worker-id` restarts); the new owner finds checkpoint offset
-//! `K` equal to the committed offset `C` and continues there. A crash between 1 and 2
-//! leaves `K < C`: the new owner restores the checkpoint, rewinds to `K` and reprocesses
-//! `K..C` without producing (those results are already committed) — processing is
-//! deterministic per partition, so the state arrives at `C` exactly as it was. `K > C`
-//! cannot happen and is refused. This is the order of Flink's two-phase commit sink with
-//! the pre-commit replaced by replay, and the same reasoning as Kafka Streams'
-//! exactly-once-v2 (`TaskManager::commitOffsetsOrTransaction`): offsets commit inside the
-//! producer's transaction.
+//! So a task's checkpoint offset `K` is never above the group's committed offset `C`. A
+//! crash loses the open transaction (the broker aborts it when it times out or the same
+//! `--worker-id` restarts). The partition's next owner restores the checkpoint, rewinds to
+//! `K` and reprocesses `K..C` without producing (that output is already committed):
+//! processing is deterministic per partition, so the state arrives at `C` exactly as it
+//! was, and goes on producing from `C`. `K > C` cannot happen and is refused. Committing
+//! more often than checkpointing keeps results' latency low (a `read_committed` reader
+//! sees a result only once its transaction commits) while the state is written once per
+//! checkpoint; the price is up to one checkpoint interval of replay after a failover.
+//! This is Kafka Streams' exactly-once-v2 (`TaskManager::commitOffsetsOrTransaction`:
+//! offsets commit inside the producer's transaction; `commit.interval.ms`), with its
+//! changelog replay replaced by the replay from the checkpoint offset.
 //!
 //! # Rebalances
 //! On any rebalance (a member joins, leaves or is killed and times out) the worker aborts
-//! its open transaction, closes every session and reopens the sessions of its new
-//! assignment from their checkpoints, rewinding each partition as above. Work since the
-//! last checkpoint (at most one interval) is redone by whoever owns the partition next.
+//! its open transaction, closes every task and reopens the tasks of its new assignment
+//! from their checkpoints, rewinding each partition as above.
 //!
 //! # Bad messages
-//! A message that does not decode as an event of the topic's schema goes, with the error
-//! in header `spillway.error`, to `OUT.dead-letter` in the same transaction and is
-//! counted; events later than the allowed lateness go to `OUT.late`.
+//! An input message that does not decode as an event of the topic's schema goes, with the
+//! error in header `spillway.error`, to `OUT.dead-letter` in the same transaction and is
+//! counted; events later than the allowed lateness go to `OUT.late`. A malformed message
+//! on a stage or reply topic (only workers write there) stops the worker with an error
+//! naming its topic, partition and offset.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -58,15 +69,20 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
+use super::route::{
+    decode_partial, encode_partial_late, encode_partial_result, reply_topic, Join, Joined, Routing,
+};
 use super::{
     client_config, column_index, decode_event, encode_result, ensure_topic, event_id, kerr,
-    late_topic, partition_count, read_schema, write_schema, TopicSchema, CALL_TIMEOUT, ID_HEADER,
+    late_topic, partition_count, read_schema, write_key, write_schema, TopicSchema, CALL_TIMEOUT,
+    ID_HEADER,
 };
 use crate::error::{Error, Result};
 use crate::runtime::Outcome;
 use crate::session::{output_types, Session, SessionConfig};
 use crate::source::{json_prefixes, json_row, schema_columns};
-use crate::value::Schema;
+use crate::sql::Expr;
+use crate::value::{Schema, Value};
 
 /// How to run a worker.
 #[derive(Clone, Debug)]
@@ -81,13 +97,20 @@ pub struct WorkerConfig {
     pub group: String,
     /// Directory of the task processors' state and checkpoints (shared by the workers).
     pub dir: PathBuf,
-    /// Time between checkpoints (and transaction commits).
+    /// Partitions of the stage topics a one-partition input is routed to (1: no routing,
+    /// the query runs in the input's one task); see [`super::route`].
+    pub route_partitions: i32,
+    /// Time between transaction commits: results become visible to `read_committed`
+    /// readers at this pace.
+    pub commit_every: Duration,
+    /// Time between checkpoints of the tasks' state (each after a commit).
     pub checkpoint_every: Duration,
     /// A stable name of this worker (static group membership and transactional id).
     pub worker_id: Option<String>,
-    /// Query, store and lateness of every task processor (`dir` is set per partition).
+    /// Query, store and lateness of every task processor (`dir` and `items` are set per
+    /// task).
     pub session: SessionConfig,
-    /// Stop (after a final checkpoint) when no event arrived for this long.
+    /// Stop (after a final checkpoint) when no message arrived for this long.
     pub idle_exit: Option<Duration>,
     /// Allowed lateness as `spillway run` takes it (`5s`, or a number in the topic's time
     /// unit); replaces `session.allowed_lateness` once the topic's schema is known.
@@ -97,24 +120,32 @@ pub struct WorkerConfig {
 /// What a finished worker reports.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct WorkerSummary {
-    /// Events processed (including replayed ones).
+    /// Input events processed (including replayed ones).
     pub events: u64,
-    /// Events reprocessed without producing, after a restore behind the committed offset.
+    /// Messages processed on every topic (input, stage and reply), including replayed ones.
+    pub messages: u64,
+    /// Messages reprocessed without producing, after a restore behind the committed offset.
     pub replayed: u64,
     /// Result rows produced (in committed and aborted transactions).
     pub emitted: u64,
+    /// Events forwarded to stage topics.
+    pub routed: u64,
+    /// Partial results sent to the reply topic.
+    pub partials: u64,
     /// Late events sent to `OUT.late`.
     pub late: u64,
     /// Malformed messages sent to `OUT.dead-letter`.
     pub dead_letters: u64,
     /// Transactions committed.
     pub commits: u64,
+    /// Checkpoints taken (each of all moved tasks).
+    pub checkpoints: u64,
     /// Rebalances seen (assignments rebuilt).
     pub rebalances: u64,
     /// Wall seconds.
     pub seconds: f64,
-    /// Unix time in milliseconds of the first and the last event processed (0 without
-    /// events): throughput over the busy span, without the start-up and idle tail.
+    /// Unix time in milliseconds of the first and the last message processed (0 without
+    /// any): throughput over the busy span, without the start-up and idle tail.
     pub first_event_ms: f64,
     /// See `first_event_ms`.
     pub last_event_ms: f64,
@@ -142,14 +173,31 @@ impl ConsumerContext for Ctx {
     }
 }
 
+/// What a task does with its partition's messages (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Input events: route them, compute the input's own stage (if any).
+    Input,
+    /// Routed events of stage `.0`.
+    Stage(usize),
+    /// Partials to join.
+    Reply,
+}
+
 struct Task {
-    session: Session,
+    role: Role,
+    dir: PathBuf,
+    /// The stage this task computes, with its session.
+    session: Option<(usize, Session)>,
+    join: Option<Join>,
     /// Offset of the next message to process.
     next: i64,
-    /// Messages below this offset have committed results: process, do not produce.
+    /// Messages below this offset have committed output: process, do not produce.
     produce_from: i64,
-    /// Processed since the last checkpoint.
-    dirty: bool,
+    /// Moved since the last commit.
+    uncommitted: bool,
+    /// Moved since the last checkpoint.
+    unsaved: bool,
     _lock: File,
 }
 
@@ -163,18 +211,28 @@ struct Worker<'a> {
 /// Everything but the consumer (a polled message borrows the consumer).
 struct Tasks<'a> {
     cfg: &'a WorkerConfig,
-    /// Every task's session settings (`dir` set per partition).
+    /// Every task's session settings (`dir`, `items` set per task).
     session: SessionConfig,
     schema: Schema,
+    routing: Routing,
+    /// The query's `WHERE`: rejected events are not routed.
+    filter: Option<Expr>,
+    /// Subscribed topics: the input, the forwarded stages' topics, the reply topic.
+    topics: Vec<String>,
+    roles: Vec<Role>,
     producer: ThreadedProducer<DefaultProducerContext>,
-    tasks: BTreeMap<i32, Task>,
+    tasks: BTreeMap<(usize, i32), Task>,
     summary: WorkerSummary,
     late_prefixes: Vec<Vec<u8>>,
     index: std::collections::HashMap<String, usize>,
     late: String,
     dead_letter: String,
-    /// The current message's event id (one buffer for all messages).
+    reply: String,
+    /// The current message's event id and a routing key (buffers for all messages).
     id: String,
+    key: String,
+    buf: Vec<u8>,
+    out: Vec<Value>,
 }
 
 /// Runs a worker until `stop` is set or, with `idle_exit`, the input stays idle; makes a
@@ -209,12 +267,25 @@ pub fn run_worker(
         crate::duration::parse_duration(&cfg.allowed_lateness, schema.time_unit())
             .map_err(|e| Error::Config(format!("--allowed-lateness: {e}")))?;
     // The query must plan against the schema before anything is created.
-    let columns = {
-        let q = crate::sql::parse_query(&cfg.session.query, &schema)?;
-        let plan = crate::plan::Plan::build(&q, &schema)?;
-        check_routing(&plan, &schema, key.as_deref(), parts, &cfg.input)?;
-        output_types(&plan, &schema)?
+    let q = crate::sql::parse_query(&cfg.session.query, &schema)?;
+    let columns = output_types(&crate::plan::Plan::build(&q, &schema)?, &schema)?;
+    let key_idx = match key.as_deref() {
+        Some(k) => Some(schema.index_of(k).ok_or_else(|| {
+            Error::Config(format!(
+                "{}'s schema names key column {k}, which it does not have",
+                cfg.input
+            ))
+        })?),
+        None => None,
     };
+    let routing =
+        Routing::plan(&q, &schema, &cfg.input, &cfg.output, key_idx, parts, cfg.route_partitions)?;
+    if cfg.commit_every.is_zero() || cfg.checkpoint_every < cfg.commit_every {
+        return Err(Error::Config(format!(
+            "the commit interval ({:?}) must be positive and at most the checkpoint interval ({:?})",
+            cfg.commit_every, cfg.checkpoint_every
+        )));
+    }
     // A new result topic gets the input's partition count; an existing one is used as is.
     if partition_count(b, &cfg.output)?.is_none() {
         ensure_topic(b, &cfg.output, Some(parts), false)?;
@@ -223,6 +294,22 @@ pub fn run_worker(
     for t in [late_topic(&cfg.output), dead_letter_topic(&cfg.output)] {
         ensure_topic(b, &t, None, false)?;
         write_schema(b, &t, &TopicSchema::Events { schema: schema.clone(), key: key.clone() })?;
+    }
+    let mut topics = vec![cfg.input.clone()];
+    let mut roles = vec![Role::Input];
+    for (i, st) in routing.stages.iter().enumerate() {
+        if i == 0 && routing.on_input {
+            continue;
+        }
+        ensure_topic(b, &st.topic, Some(st.partitions), false)?;
+        topics.push(st.topic.clone());
+        roles.push(Role::Stage(i));
+    }
+    let reply = reply_topic(&cfg.output);
+    if routing.joins() {
+        ensure_topic(b, &reply, Some(parts), false)?;
+        topics.push(reply.clone());
+        roles.push(Role::Reply);
     }
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| Error::Config(format!("cannot create {}: {e}", cfg.dir.display())))?;
@@ -235,6 +322,8 @@ pub fn run_worker(
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", "6000")
         .set("heartbeat.interval.ms", "1000")
+        // An idle fetch returns within this; results wait on it at every hop.
+        .set("fetch.wait.max.ms", "10")
         .set("enable.partition.eof", "false");
     if let Some(id) = &cfg.worker_id {
         cc.set("group.instance.id", id);
@@ -254,26 +343,33 @@ pub fn run_worker(
         .create()
         .map_err(kerr(b, "creating a producer"))?;
     producer.init_transactions(CALL_TIMEOUT).map_err(kerr(b, "initialising transactions"))?;
-    consumer.subscribe(&[&cfg.input]).map_err(kerr(b, &format!("subscribing to {}", cfg.input)))?;
+    let subs: Vec<&str> = topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&subs).map_err(kerr(b, &format!("subscribing to {}", subs.join(", "))))?;
 
-    let late_prefixes = json_prefixes(&schema_columns(&schema));
-    let index = column_index(&schema);
     let mut w = Worker {
         consumer,
         in_txn: false,
         seen_epoch: 0,
         st: Tasks {
-            index,
+            index: column_index(&schema),
+            late_prefixes: json_prefixes(&schema_columns(&schema)),
             late: late_topic(&cfg.output),
             dead_letter: dead_letter_topic(&cfg.output),
+            reply,
             id: String::new(),
+            key: String::new(),
+            buf: Vec::new(),
+            out: Vec::new(),
             cfg,
             session: session_cfg,
+            filter: q.filter.clone(),
             schema,
+            routing,
+            topics,
+            roles,
             producer,
             tasks: BTreeMap::new(),
             summary: WorkerSummary::default(),
-            late_prefixes,
         },
     };
     let start = Instant::now();
@@ -284,41 +380,6 @@ pub fn run_worker(
     r?;
     w.st.summary.seconds = start.elapsed().as_secs_f64();
     Ok(w.st.summary)
-}
-
-/// Railgun's subset rule: a metric is exact per partition when the topic is keyed by one
-/// of the metric's `PARTITION BY` columns (all events of a metric's group then share a
-/// partition). A metric without `PARTITION BY` needs every event in one partition.
-fn check_routing(
-    plan: &crate::plan::Plan,
-    schema: &Schema,
-    key: Option<&str>,
-    parts: i32,
-    topic: &str,
-) -> Result<()> {
-    if parts == 1 {
-        return Ok(());
-    }
-    let key_idx = key.and_then(|k| schema.index_of(k));
-    for g in &plan.groups {
-        if key_idx.is_some_and(|k| g.partition_by.contains(&k)) {
-            continue;
-        }
-        let by: Vec<&str> =
-            g.partition_by.iter().map(|&i| schema.fields()[i].name.as_str()).collect();
-        let keyed = key.map_or("not keyed by a column".to_string(), |k| format!("keyed by {k}"));
-        return Err(Error::Config(if by.is_empty() {
-            format!("a metric without PARTITION BY needs every event in one partition, but {topic} has {parts} partitions")
-        } else {
-            format!(
-                "a metric partitioned by ({}) needs each group's events in one partition, but {topic} ({parts} partitions) is {keyed}; \
-                 produce the topic with --key {} (routing one event to several keyed topics is not built yet)",
-                by.join(", "),
-                by[0]
-            )
-        }));
-    }
-    Ok(())
 }
 
 /// The dead-letter topic of the output topic `topic`.
@@ -337,11 +398,10 @@ impl Worker<'_> {
         start: Instant,
         progress: &mut impl FnMut(u64),
     ) -> Result<()> {
+        let mut last_commit = Instant::now();
         let mut last_ckpt = Instant::now();
         let mut last_event = Instant::now();
         let mut last_progress = start;
-        let mut out = Vec::new();
-        let mut buf = Vec::new();
         loop {
             if stop.load(Ordering::SeqCst) {
                 break;
@@ -349,7 +409,7 @@ impl Worker<'_> {
             if self.st.cfg.idle_exit.is_some_and(|d| last_event.elapsed() >= d) {
                 break;
             }
-            let msg = self.consumer.poll(Duration::from_millis(50));
+            let msg = self.consumer.poll(Duration::from_millis(5));
             let epoch = self.consumer.context().epoch.load(Ordering::SeqCst);
             if epoch != self.seen_epoch {
                 // A message fetched before the rewinds below is dropped: the seeks
@@ -361,10 +421,8 @@ impl Worker<'_> {
             }
             if let Some(m) = msg {
                 // The error's context is formatted only on an error, not per message.
-                let m = m.map_err(|e| {
-                    kerr(&self.st.cfg.brokers, &format!("reading {}", self.st.cfg.input))(e)
-                })?;
-                if self.st.process(&m, &mut out, &mut buf)? {
+                let m = m.map_err(|e| kerr(&self.st.cfg.brokers, "reading the input")(e))?;
+                if self.st.process(&m)? {
                     last_event = Instant::now();
                     let s = &mut self.st.summary;
                     if s.first_event_ms == 0.0 {
@@ -372,49 +430,99 @@ impl Worker<'_> {
                     }
                 }
             }
-            if last_ckpt.elapsed() >= self.st.cfg.checkpoint_every {
-                self.checkpoint()?;
-                last_ckpt = Instant::now();
+            if last_commit.elapsed() >= self.st.cfg.commit_every {
+                let save = last_ckpt.elapsed() >= self.st.cfg.checkpoint_every;
+                self.commit(save)?;
+                last_commit = Instant::now();
+                if save {
+                    last_ckpt = last_commit;
+                }
             }
             if last_progress.elapsed() >= Duration::from_millis(100) {
                 last_progress = Instant::now();
                 progress(self.st.summary.events);
             }
         }
-        if self.st.summary.events > 0 {
-            // The last event's time, to within the idle poll that noticed the end.
+        if self.st.summary.messages > 0 {
+            // The last message's time, to within the idle poll that noticed the end.
             let idle = last_event.elapsed().as_secs_f64() * 1e3;
             self.st.summary.last_event_ms = unix_ms() - idle;
         }
-        self.checkpoint()?;
+        self.commit(true)?;
         progress(self.st.summary.events);
         Ok(())
     }
 }
 
 impl Tasks<'_> {
-    /// Processes one input message; false when it was not for a current task.
-    fn process<M: Message>(
-        &mut self,
-        m: &M,
-        out: &mut Vec<crate::value::Value>,
-        buf: &mut Vec<u8>,
-    ) -> Result<bool> {
+    /// Processes one message; false when it was not for a current task.
+    fn process<M: Message>(&mut self, m: &M) -> Result<bool> {
         let p = m.partition();
-        let Some(task) = self.tasks.get_mut(&p) else { return Ok(false) };
+        let Some(t) = self.topics.iter().position(|t| t == m.topic()) else { return Ok(false) };
+        let Some(task) = self.tasks.get_mut(&(t, p)) else { return Ok(false) };
         if m.offset() < task.next {
             return Ok(false);
         }
         task.next = m.offset() + 1;
-        task.dirty = true;
+        task.uncommitted = true;
+        task.unsaved = true;
         let produce = m.offset() >= task.produce_from;
-        let id = &mut self.id;
-        event_id(m, id);
-        let id = id.as_str();
-        self.summary.events += 1;
+        let role = task.role;
+        event_id(m, &mut self.id);
+        self.summary.messages += 1;
         if !produce {
             self.summary.replayed += 1;
         }
+        let ts = m.timestamp().to_millis();
+        match role {
+            Role::Input => self.process_input(m, (t, p), produce, ts)?,
+            Role::Stage(_) => {
+                let (time, row) = match m.payload() {
+                    Some(b) => decode_event(b, &self.schema, &self.index),
+                    None => Err("empty message".into()),
+                }
+                .map_err(|why| self.internal(m, &why))?;
+                self.compute((t, p), time, row, produce, ts)?;
+            }
+            Role::Reply => {
+                let (stage, partial) = decode_partial(m.payload().unwrap_or_default())
+                    .map_err(|why| self.internal(m, &why))?;
+                let task = self.tasks.get_mut(&(t, p)).expect("task present");
+                let join = task.join.as_mut().expect("a reply task joins");
+                let done = join
+                    .add(&self.routing, &self.id, stage, partial)
+                    .map_err(|why| self.internal(m, &why))?;
+                match done {
+                    Some(Joined::Row(row)) if produce => self.emit_row(&row, ts)?,
+                    Some(Joined::Late(json)) if produce => {
+                        self.buf = json;
+                        self.emit_late(ts)?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn internal<M: Message>(&self, m: &M, why: &str) -> Error {
+        Error::Kafka(format!(
+            "{} partition {} offset {}: {why} (only Spillway workers write this topic)",
+            m.topic(),
+            m.partition(),
+            m.offset()
+        ))
+    }
+
+    /// An input event: dead-letter it, or route it and compute the input's own stage.
+    fn process_input<M: Message>(
+        &mut self,
+        m: &M,
+        task: (usize, i32),
+        produce: bool,
+        ts: Option<i64>,
+    ) -> Result<()> {
+        self.summary.events += 1;
         let decoded = match m.payload() {
             Some(b) => decode_event(b, &self.schema, &self.index),
             None => Err("empty message".into()),
@@ -423,43 +531,140 @@ impl Tasks<'_> {
             Ok(e) => e,
             Err(why) => {
                 if produce {
-                    let why =
-                        format!("{} partition {p} offset {}: {why}", self.cfg.input, m.offset());
+                    let why = format!(
+                        "{} partition {} offset {}: {why}",
+                        self.cfg.input,
+                        m.partition(),
+                        m.offset()
+                    );
                     let headers = OwnedHeaders::new()
-                        .insert(Header { key: ID_HEADER, value: Some(id) })
+                        .insert(Header { key: ID_HEADER, value: Some(&self.id) })
                         .insert(Header { key: "spillway.error", value: Some(&why) });
                     let rec = BaseRecord::to(&self.dead_letter)
-                        .key(id)
+                        .key(self.id.as_str())
                         .payload(m.payload().unwrap_or_default())
                         .headers(headers);
-                    send(&self.producer, rec, &self.cfg.brokers)?;
+                    send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
                     self.summary.dead_letters += 1;
                 }
-                return Ok(true);
+                return Ok(());
             }
         };
-        match task.session.process(time, row, out)? {
-            Outcome::Emitted if produce => {
-                encode_result(out, buf);
-                send(
-                    &self.producer,
-                    BaseRecord::to(&self.cfg.output).key(id).payload(&buf[..]),
-                    &self.cfg.brokers,
-                )?;
-                self.summary.emitted += 1;
+        let forwarded = self.routing.forwarded();
+        if !forwarded.is_empty() && self.filter.as_ref().is_none_or(|f| f.eval_bool(&row)) {
+            // Rejected events are neither windowed nor output anywhere: not routed.
+            if produce {
+                for st in forwarded {
+                    self.key.clear();
+                    if let Some(k) = st.key {
+                        write_key(&mut self.key, &row[k]);
+                    }
+                    let headers = OwnedHeaders::new()
+                        .insert(Header { key: ID_HEADER, value: Some(&self.id) });
+                    let mut rec = BaseRecord::to(&st.topic)
+                        .payload(m.payload().unwrap_or_default())
+                        .headers(headers);
+                    rec = if st.key.is_some() {
+                        rec.key(self.key.as_str())
+                    } else {
+                        rec.partition(0)
+                    };
+                    send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+                    self.summary.routed += 1;
+                }
             }
-            Outcome::TooLate(ev) if produce => {
-                buf.clear();
-                json_row(buf, &self.late_prefixes, &ev.row);
-                let headers =
-                    OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(id) });
-                let rec = BaseRecord::to(&self.late).key(id).payload(&buf[..]).headers(headers);
-                send(&self.producer, rec, &self.cfg.brokers)?;
-                self.summary.late += 1;
-            }
-            _ => {}
         }
-        Ok(true)
+        if self.tasks[&task].session.is_some() {
+            self.compute(task, time, row, produce, ts)?;
+        }
+        Ok(())
+    }
+
+    /// Runs an event through the task's session and sends what comes out: a result row or
+    /// a late event, to the output topics or, when stages join, as a partial.
+    fn compute(
+        &mut self,
+        task: (usize, i32),
+        time: i64,
+        row: Vec<Value>,
+        produce: bool,
+        ts: Option<i64>,
+    ) -> Result<()> {
+        let t = self.tasks.get_mut(&task).expect("task present");
+        let (stage, session) = t.session.as_mut().expect("a computing task has a session");
+        let stage = *stage;
+        let outcome = session.process(time, row, &mut self.out)?;
+        if !produce {
+            return Ok(());
+        }
+        let joins = self.routing.joins();
+        match outcome {
+            Outcome::Emitted if joins => {
+                encode_partial_result(stage, &self.out, &mut self.buf);
+                self.emit_partial(ts)?;
+            }
+            Outcome::Emitted => {
+                let out = std::mem::take(&mut self.out);
+                let r = self.emit_row(&out, ts);
+                self.out = out;
+                r?;
+            }
+            Outcome::TooLate(ev) => {
+                self.buf.clear();
+                json_row(&mut self.buf, &self.late_prefixes, &ev.row);
+                if joins {
+                    let json = std::mem::take(&mut self.buf);
+                    encode_partial_late(stage, &json, &mut self.buf);
+                    self.emit_partial(ts)?;
+                } else {
+                    self.emit_late(ts)?;
+                }
+            }
+            Outcome::Filtered => {}
+        }
+        Ok(())
+    }
+
+    fn emit_row(&mut self, row: &[Value], ts: Option<i64>) -> Result<()> {
+        encode_result(row, &mut self.buf);
+        let rec = BaseRecord::to(&self.cfg.output).key(self.id.as_str()).payload(&self.buf[..]);
+        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+        self.summary.emitted += 1;
+        Ok(())
+    }
+
+    /// Sends the JSON row in `buf` to `OUT.late`.
+    fn emit_late(&mut self, ts: Option<i64>) -> Result<()> {
+        let headers = OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&self.id) });
+        let rec = BaseRecord::to(&self.late)
+            .key(self.id.as_str())
+            .payload(&self.buf[..])
+            .headers(headers);
+        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+        self.summary.late += 1;
+        Ok(())
+    }
+
+    /// Sends the partial in `buf` to the reply topic.
+    fn emit_partial(&mut self, ts: Option<i64>) -> Result<()> {
+        let headers = OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&self.id) });
+        let rec = BaseRecord::to(&self.reply)
+            .key(self.id.as_str())
+            .payload(&self.buf[..])
+            .headers(headers);
+        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+        self.summary.partials += 1;
+        Ok(())
+    }
+}
+
+/// Output keeps its input's timestamp, as Kafka Streams does
+/// (`ProcessorContext::forward` keeps the record's timestamp): with `kafka produce --rate`
+/// that is the time the event was due, so `kafka consume --latency` measures end to end.
+fn with_ts<'a>(rec: BaseRecord<'a, str, [u8]>, ts: Option<i64>) -> BaseRecord<'a, str, [u8]> {
+    match ts {
+        Some(ms) => rec.timestamp(ms),
+        None => rec,
     }
 }
 
@@ -486,29 +691,80 @@ impl Worker<'_> {
         )?;
         for el in assignment.elements() {
             let (topic, p) = (el.topic().to_string(), el.partition());
+            let Some(ti) = self.st.topics.iter().position(|t| *t == topic) else { continue };
+            let role = self.st.roles[ti];
             let c = committed.find_partition(&topic, p).and_then(|e| match e.offset() {
                 Offset::Offset(o) => Some(o),
                 _ => None,
             });
             let dir = self.st.cfg.dir.join(format!("{topic}-{p}"));
             let lock = lock_dir(&dir)?;
-            let mut scfg = self.st.session.clone();
-            scfg.dir = Some(dir.clone());
-            let mut session = Session::open(&scfg, self.st.schema.clone()).map_err(|e| {
-                Error::Checkpoint(format!("partition {p} of {topic} in {}: {e}", dir.display()))
-            })?;
-            let k = match session.tag()? {
-                Some(tag) => Some(i64::from_le_bytes(tag.as_slice().try_into().map_err(|_| {
-                    Error::Checkpoint(format!(
-                        "{}: the checkpoint carries no input offset (written by a session outside a Kafka worker?)",
-                        dir.display()
-                    ))
-                })?)),
-                None => None,
+            let stage = match role {
+                Role::Input if self.st.routing.on_input => Some(0),
+                Role::Stage(s) => Some(s),
+                _ => None,
+            };
+            let mut task = Task {
+                role,
+                dir: dir.clone(),
+                session: None,
+                join: None,
+                next: 0,
+                produce_from: 0,
+                uncommitted: false,
+                unsaved: false,
+                _lock: lock,
+            };
+            // The offset the task's state covers: `None` without a checkpoint,
+            // `Some(None)` for a task without state (it starts at the committed offset).
+            let k: Option<Option<i64>> = if let Some(s) = stage {
+                let mut scfg = self.st.session.clone();
+                scfg.dir = Some(dir.clone());
+                let n = self.st.routing.columns.len();
+                let items = &self.st.routing.stages[s].items;
+                if items.len() != n || items.iter().enumerate().any(|(i, &x)| i != x) {
+                    scfg.items = Some(items.clone());
+                }
+                let mut session = Session::open(&scfg, self.st.schema.clone()).map_err(|e| {
+                    Error::Checkpoint(format!("partition {p} of {topic} in {}: {e}", dir.display()))
+                })?;
+                let k = match session.tag()? {
+                    Some(tag) => Some(Some(i64::from_le_bytes(tag.as_slice().try_into().map_err(
+                        |_| {
+                            Error::Checkpoint(format!(
+                                "{}: the checkpoint carries no input offset (written by a session outside a Kafka worker?)",
+                                dir.display()
+                            ))
+                        },
+                    )?))),
+                    None => None,
+                };
+                task.session = Some((s, session));
+                k
+            } else if role == Role::Reply {
+                match Join::load(&dir)? {
+                    Some((join, k)) => {
+                        task.join = Some(join);
+                        Some(Some(k))
+                    }
+                    None => {
+                        task.join = Some(Join::default());
+                        None
+                    }
+                }
+            } else {
+                Some(None)
             };
             let (start, produce_from) = match (k, c) {
-                (Some(k), Some(c)) if k <= c => (k, c),
-                (Some(k), c) => {
+                (Some(None), c) => {
+                    let lo = match c {
+                        Some(c) => c,
+                        None => self.low_watermark(&topic, p)?,
+                    };
+                    (lo, lo)
+                }
+                (Some(Some(k)), Some(c)) if k <= c => (k, c),
+                (Some(Some(k)), c) => {
                     return Err(Error::Checkpoint(format!(
                         "{}: the checkpoint covers partition {p} of {topic} up to offset {k}, but group {} committed {}; \
                          was this directory used with another group or topic?",
@@ -520,10 +776,7 @@ impl Worker<'_> {
                 (None, c) => {
                     // No checkpoint: the state is empty, i.e. the state at the start of
                     // the partition, which must still be there.
-                    let (lo, _) = self
-                        .consumer
-                        .fetch_watermarks(&topic, p, CALL_TIMEOUT)
-                        .map_err(kerr(&b, &format!("reading the offsets of {topic}")))?;
+                    let lo = self.low_watermark(&topic, p)?;
                     if lo > 0 && c.is_some_and(|c| c > 0) {
                         return Err(Error::Checkpoint(format!(
                             "partition {p} of {topic}: group {} committed offset {} but {} has no checkpoint, \
@@ -537,64 +790,83 @@ impl Worker<'_> {
                 }
             };
             seek(&self.consumer, &topic, p, start, &b)?;
-            self.st
-                .tasks
-                .insert(p, Task { session, next: start, produce_from, dirty: false, _lock: lock });
+            task.next = start;
+            task.produce_from = produce_from;
+            self.st.tasks.insert((ti, p), task);
         }
         self.st.producer.begin_transaction().map_err(kerr(&b, "beginning a transaction"))?;
         self.in_txn = true;
         Ok(())
     }
 
-    /// Commits the transaction with the tasks' offsets, then checkpoints the tasks that
-    /// moved (module docs). A transaction the broker aborts (a rebalance fenced it) makes
-    /// the worker rebuild from its checkpoints instead.
-    fn checkpoint(&mut self) -> Result<()> {
+    fn low_watermark(&self, topic: &str, p: i32) -> Result<i64> {
+        let (lo, _) = self
+            .consumer
+            .fetch_watermarks(topic, p, CALL_TIMEOUT)
+            .map_err(kerr(&self.st.cfg.brokers, &format!("reading the offsets of {topic}")))?;
+        Ok(lo)
+    }
+
+    /// Commits the transaction with the moved tasks' offsets and, with `save`, then
+    /// checkpoints the tasks moved since their last checkpoint (module docs). A
+    /// transaction the broker aborts (a rebalance fenced it) makes the worker rebuild from
+    /// its checkpoints instead.
+    fn commit(&mut self, save: bool) -> Result<()> {
         if !self.in_txn {
             return Ok(());
         }
         let b = self.st.cfg.brokers.clone();
         let mut offsets = TopicPartitionList::new();
-        for (&p, t) in &self.st.tasks {
-            if t.dirty {
+        for (&(ti, p), t) in &self.st.tasks {
+            if t.uncommitted {
                 offsets
-                    .add_partition_offset(&self.st.cfg.input, p, Offset::Offset(t.next))
+                    .add_partition_offset(&self.st.topics[ti], p, Offset::Offset(t.next))
                     .map_err(kerr(&b, "listing offsets"))?;
             }
         }
-        if offsets.count() == 0 {
-            return Ok(());
-        }
-        let meta = self.consumer.group_metadata().ok_or_else(|| {
-            Error::Kafka(format!(
-                "the consumer of group {} has no group metadata",
-                self.st.cfg.group
-            ))
-        })?;
-        let r = (|| {
-            self.st.producer.send_offsets_to_transaction(&offsets, &meta, CALL_TIMEOUT)?;
-            self.st.producer.commit_transaction(CALL_TIMEOUT)
-        })();
-        self.in_txn = false;
-        match r {
-            Ok(()) => {}
-            Err(KafkaError::Transaction(e)) if !e.is_fatal() => {
-                // Fenced by a rebalance or a timeout: what this transaction held is
-                // redone from the checkpoints.
-                if e.txn_requires_abort() {
-                    let _ = self.st.producer.abort_transaction(CALL_TIMEOUT);
+        if offsets.count() > 0 {
+            let meta = self.consumer.group_metadata().ok_or_else(|| {
+                Error::Kafka(format!(
+                    "the consumer of group {} has no group metadata",
+                    self.st.cfg.group
+                ))
+            })?;
+            let r = (|| {
+                self.st.producer.send_offsets_to_transaction(&offsets, &meta, CALL_TIMEOUT)?;
+                self.st.producer.commit_transaction(CALL_TIMEOUT)
+            })();
+            self.in_txn = false;
+            match r {
+                Ok(()) => {}
+                Err(KafkaError::Transaction(e)) if !e.is_fatal() => {
+                    // Fenced by a rebalance or a timeout: what this transaction held is
+                    // redone from the checkpoints.
+                    if e.txn_requires_abort() {
+                        let _ = self.st.producer.abort_transaction(CALL_TIMEOUT);
+                    }
+                    return self.rebuild();
                 }
-                return self.rebuild();
+                Err(e) => return Err(kerr(&b, "committing a transaction")(e)),
             }
-            Err(e) => return Err(kerr(&b, "committing a transaction")(e)),
+            self.st.summary.commits += 1;
+            for t in self.st.tasks.values_mut() {
+                t.uncommitted = false;
+            }
+            self.st.producer.begin_transaction().map_err(kerr(&b, "beginning a transaction"))?;
+            self.in_txn = true;
         }
-        self.st.summary.commits += 1;
-        for t in self.st.tasks.values_mut().filter(|t| t.dirty) {
-            t.session.checkpoint_tagged(&offset_tag(t.next))?;
-            t.dirty = false;
+        if save && self.st.tasks.values().any(|t| t.unsaved) {
+            for t in self.st.tasks.values_mut().filter(|t| t.unsaved) {
+                if let Some((_, s)) = &mut t.session {
+                    s.checkpoint_tagged(&offset_tag(t.next))?;
+                }
+                if let Some(j) = &t.join {
+                    j.save(&t.dir, t.next)?;
+                }
+                t.unsaved = false;
+            }
+            self.st.summary.checkpoints += 1;
         }
-        self.st.producer.begin_transaction().map_err(kerr(&b, "beginning a transaction"))?;
-        self.in_txn = true;
         Ok(())
     }
 }

@@ -98,6 +98,38 @@ pub struct QuerySpec {
     pub windows: Vec<WindowSpec>,
 }
 
+impl QuerySpec {
+    /// Keeps only the SELECT items at positions `keep` (in that order) and the windows
+    /// they use, renumbered: the part of a query one Kafka routing stage computes. An
+    /// out-of-range position is an error naming it.
+    pub fn retain_items(&mut self, keep: &[usize]) -> Result<(), String> {
+        let n = self.items.len();
+        let mut items = Vec::with_capacity(keep.len());
+        for &i in keep {
+            items.push(
+                self.items
+                    .get(i)
+                    .cloned()
+                    .ok_or_else(|| format!("SELECT item {i} does not exist (the query has {n})"))?,
+            );
+        }
+        let mut renumber = vec![None; self.windows.len()];
+        let mut windows = Vec::new();
+        for item in &mut items {
+            if let SelectItem::Metric { metric, .. } = item {
+                let w = *renumber[metric.window].get_or_insert_with(|| {
+                    windows.push(self.windows[metric.window].clone());
+                    windows.len() - 1
+                });
+                metric.window = w;
+            }
+        }
+        self.items = items;
+        self.windows = windows;
+        Ok(())
+    }
+}
+
 /// One output column.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SelectItem {
