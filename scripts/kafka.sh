@@ -91,6 +91,10 @@ offsets.topic.num.partitions=4
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=4
+# A killed worker's open transaction blocks read_committed readers of its partitions until
+# the coordinator aborts it (transaction.timeout.ms after its start); the default 10 s
+# between the coordinator's checks would add up to 10 s more to every failover.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0

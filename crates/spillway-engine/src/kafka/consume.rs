@@ -126,7 +126,7 @@ pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<Con
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "false")
         // An idle fetch returns within this (it would add to measured latency).
-        .set("fetch.wait.max.ms", "10")
+        .set("fetch.wait.max.ms", "100")
         .create()
         .map_err(kerr(brokers, "creating a consumer"))?;
     let mut tpl = TopicPartitionList::new();

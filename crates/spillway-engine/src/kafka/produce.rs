@@ -119,7 +119,7 @@ pub fn produce(cfg: &ProduceConfig, mut progress: impl FnMut(u64)) -> Result<Pro
     let producer: ThreadedProducer<Deliveries> = client_config(brokers)
         .set("acks", "all")
         .set("enable.idempotence", "true")
-        .set("linger.ms", if cfg.rate.is_some() { "0" } else { "5" })
+        .set("linger.ms", if cfg.rate.is_some() { "1" } else { "5" })
         .set("compression.type", "lz4")
         .set("queue.buffering.max.messages", "500000")
         .create_with_context(Deliveries::default())

@@ -142,6 +142,10 @@ pub struct WorkerSummary {
     pub checkpoints: u64,
     /// Rebalances seen (assignments rebuilt).
     pub rebalances: u64,
+    /// Producers replaced after the coordinator refused to abort a transaction.
+    pub producer_resets: u64,
+    /// The longest rebuild of the tasks after a rebalance (restores, rewinds), in ms.
+    pub longest_rebuild_ms: f64,
     /// Wall seconds.
     pub seconds: f64,
     /// Unix time in milliseconds of the first and the last message processed (0 without
@@ -221,6 +225,8 @@ struct Tasks<'a> {
     topics: Vec<String>,
     roles: Vec<Role>,
     producer: ThreadedProducer<DefaultProducerContext>,
+    /// The producer's transactional id (a replacement producer takes the same).
+    txn_id: String,
     tasks: BTreeMap<(usize, i32), Task>,
     summary: WorkerSummary,
     late_prefixes: Vec<Vec<u8>>,
@@ -323,7 +329,7 @@ pub fn run_worker(
         .set("session.timeout.ms", "6000")
         .set("heartbeat.interval.ms", "1000")
         // An idle fetch returns within this; results wait on it at every hop.
-        .set("fetch.wait.max.ms", "10")
+        .set("fetch.wait.max.ms", "100")
         .set("enable.partition.eof", "false");
     if let Some(id) = &cfg.worker_id {
         cc.set("group.instance.id", id);
@@ -335,14 +341,7 @@ pub fn run_worker(
         Some(id) => format!("spillway-{}-{id}", cfg.group),
         None => format!("spillway-{}-{:016x}", cfg.group, rand::random::<u64>()),
     };
-    let producer: ThreadedProducer<DefaultProducerContext> = client_config(b)
-        .set("transactional.id", &txn_id)
-        .set("transaction.timeout.ms", "10000")
-        .set("linger.ms", "2")
-        .set("compression.type", "lz4")
-        .create()
-        .map_err(kerr(b, "creating a producer"))?;
-    producer.init_transactions(CALL_TIMEOUT).map_err(kerr(b, "initialising transactions"))?;
+    let producer = transactional_producer(b, &txn_id)?;
     let subs: Vec<&str> = topics.iter().map(String::as_str).collect();
     consumer.subscribe(&subs).map_err(kerr(b, &format!("subscribing to {}", subs.join(", "))))?;
 
@@ -368,6 +367,7 @@ pub fn run_worker(
             topics,
             roles,
             producer,
+            txn_id,
             tasks: BTreeMap::new(),
             summary: WorkerSummary::default(),
         },
@@ -380,6 +380,37 @@ pub fn run_worker(
     r?;
     w.st.summary.seconds = start.elapsed().as_secs_f64();
     Ok(w.st.summary)
+}
+
+/// A transactional producer with id `txn_id`, its transactions initialised: this fences
+/// any earlier producer with the same id and aborts what it left open.
+fn transactional_producer(
+    brokers: &str,
+    txn_id: &str,
+) -> Result<ThreadedProducer<DefaultProducerContext>> {
+    let producer: ThreadedProducer<DefaultProducerContext> = client_config(brokers)
+        .set("transactional.id", txn_id)
+        // A killed worker's open transaction blocks read_committed readers of what it
+        // wrote until the coordinator aborts it this long after it began (unless a
+        // restart under the same --worker-id aborts it at once); a transaction spans one
+        // commit interval.
+        .set("transaction.timeout.ms", "5000")
+        // librdkafka requires socket.timeout.ms <= transaction.timeout.ms + 100.
+        .set("socket.timeout.ms", "5000")
+        .set("linger.ms", "2")
+        .set("compression.type", "lz4")
+        .create()
+        .map_err(kerr(brokers, "creating a producer"))?;
+    producer.init_transactions(CALL_TIMEOUT).map_err(kerr(brokers, "initialising transactions"))?;
+    Ok(producer)
+}
+
+/// Whether `e` says a newer producer with the same transactional id took over.
+fn is_fenced(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
+    )
 }
 
 /// The dead-letter topic of the output topic `topic`.
@@ -416,7 +447,11 @@ impl Worker<'_> {
                 // deliver it again if it is still due.
                 drop(msg);
                 self.seen_epoch = epoch;
+                let t = Instant::now();
                 self.rebuild()?;
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                let s = &mut self.st.summary;
+                s.longest_rebuild_ms = s.longest_rebuild_ms.max(ms);
                 continue;
             }
             if let Some(m) = msg {
@@ -674,11 +709,25 @@ impl Worker<'_> {
     fn rebuild(&mut self) -> Result<()> {
         let b = self.st.cfg.brokers.clone();
         if self.in_txn {
-            self.st
-                .producer
-                .abort_transaction(CALL_TIMEOUT)
-                .map_err(kerr(&b, "aborting a transaction"))?;
             self.in_txn = false;
+            match self.st.producer.abort_transaction(CALL_TIMEOUT) {
+                Ok(()) => {}
+                Err(e) if is_fenced(&e) => {
+                    // A newer producer with this transactional id exists: this worker
+                    // was replaced (a restart under the same --worker-id) and must stop.
+                    return Err(kerr(
+                        &b,
+                        "aborting a transaction (fenced by a newer instance of this worker)",
+                    )(e));
+                }
+                Err(_) => {
+                    // The coordinator refused the abort (the transaction had already
+                    // ended there). A new producer under the same transactional id aborts
+                    // whatever is still open and starts clean.
+                    self.st.summary.producer_resets += 1;
+                    self.st.producer = transactional_producer(&b, &self.st.txn_id)?;
+                }
+            }
         }
         self.st.tasks.clear();
         let assignment = self.consumer.assignment().map_err(kerr(&b, "reading the assignment"))?;
