@@ -96,6 +96,8 @@ struct Job<'a> {
     input: &'a str,
     output: &'a str,
     dir: PathBuf,
+    /// Checkpoint interval; commits come every 100 ms, so a restore replays up to this.
+    checkpoint_every: &'a str,
 }
 
 fn worker(b: &Broker, job: &Job<'_>, id: &str) -> Child {
@@ -114,7 +116,7 @@ fn worker(b: &Broker, job: &Job<'_>, id: &str) -> Child {
             "--checkpoint-dir",
             dir.to_str().expect("utf-8"),
             "--checkpoint-every",
-            "300ms",
+            job.checkpoint_every,
             "--worker-id",
             id,
             "--idle-exit",
@@ -160,14 +162,56 @@ fn kafka_end_to_end() {
     let e =
         spillway(&["run", "--query", QUERY, "--input", &format!("kafka://{}/pay", b.bootstrap)]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("--output kafka://"), "{e:?}");
+    let worker_args = |extra: &[&str]| {
+        let (i, o) = (format!("kafka://{}/pay", b.bootstrap), format!("kafka://{}/o", b.bootstrap));
+        let mut a = vec!["run", "--query", QUERY, "--input", &i, "--output", &o, "--group", "g0"];
+        a.extend_from_slice(&["--checkpoint-dir", t.to_str().expect("utf-8")]);
+        a.extend_from_slice(extra);
+        String::from_utf8_lossy(&spillway(&a).stderr).into_owned()
+    };
+    let e = worker_args(&["--commit-every", "2s", "--checkpoint-every", "1s"]);
+    assert!(
+        e.contains("--commit-every (2s) must not be longer than --checkpoint-every (1s)"),
+        "{e}"
+    );
+    let e = worker_args(&["--route-partitions", "0"]);
+    assert!(e.contains("--route-partitions: a topic needs at least 1 partition"), "{e}");
+    let e = spillway(&["run", "--query", QUERY, "--input", "x.csv", "--commit-every", "1s"]);
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("--commit-every is for Kafka workers"),
+        "{e:?}"
+    );
+    let e = spillway(&[
+        "kafka",
+        "consume",
+        "--brokers",
+        &b.bootstrap,
+        "--topic",
+        "x",
+        "--latency-log",
+        "l.csv",
+    ]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("--latency"), "{e:?}");
 
     // -- Exactly once under SIGKILLs, against the single-process run.
     let input = t.join("pay.csv");
     let n = 24_000;
     payments(&input, n, 400, 7);
     let jobs = [
-        Job { query: QUERY, input: "pay", output: "out", dir: t.join("ckpt") },
-        Job { query: ROUTED, input: "pay1", output: "rout", dir: t.join("rckpt") },
+        Job {
+            query: QUERY,
+            input: "pay",
+            output: "out",
+            dir: t.join("ckpt"),
+            checkpoint_every: "300ms",
+        },
+        Job {
+            query: ROUTED,
+            input: "pay1",
+            output: "rout",
+            dir: t.join("rckpt"),
+            checkpoint_every: "1s",
+        },
     ];
     let mut singles = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
@@ -278,6 +322,7 @@ fn kafka_end_to_end() {
         let o = c.wait_with_output().expect("worker");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "a worker failed: {err}");
+        eprintln!("{}", err.trim());
         replayed_somewhere |= !err.contains(" 0 replayed");
     }
     for (job, single) in jobs.iter().zip(&singles) {
@@ -296,8 +341,12 @@ fn kafka_end_to_end() {
             "--timeout",
             "60s",
             "--sort",
+            "--latency",
         ]));
         assert!(c.contains("0 event ids seen more than once"), "{}: {c}", job.output);
+        // Every result carries its event's due time (produce --rate), kept by each stage.
+        assert!(c.contains(&format!("end-to-end latency over {n} messages")), "{c}");
+        assert!(!c.contains("without a timestamp"), "{c}");
         let (want, got) =
             (std::fs::read_to_string(single).unwrap(), std::fs::read_to_string(&got).unwrap());
         assert_eq!(got.lines().count(), n + 1, "{}: rows (with the header)", job.output);

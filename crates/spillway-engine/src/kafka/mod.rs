@@ -114,6 +114,15 @@ pub fn client_config(brokers: &str) -> ClientConfig {
         .set("socket.timeout.ms", "10000")
         .set("log_level", "3")
         .set("broker.address.family", "v4");
+    // Extra librdkafka properties, `k=v,k=v` (tuning and debugging; they apply to every
+    // client and override the settings above, not the per-role ones set after this).
+    if let Ok(extra) = std::env::var("SPILLWAY_KAFKA_CONFIG") {
+        for kv in extra.split(',').filter(|s| !s.is_empty()) {
+            if let Some((k, v)) = kv.split_once('=') {
+                c.set(k.trim(), v.trim());
+            }
+        }
+    }
     c
 }
 
