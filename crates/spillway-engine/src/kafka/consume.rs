@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{
@@ -193,11 +193,10 @@ pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<Con
         }
         let Some(body) = m.payload() else { continue };
         // The id header (events, late and dead-letter messages), else the key (results).
-        let has_header =
-            m.headers().is_some_and(|h| (0..h.count()).any(|i| h.get(i).key == super::ID_HEADER));
-        let id = match m.key() {
-            Some(k) if !has_header => String::from_utf8_lossy(k).into_owned(),
-            _ => {
+        let id = match (super::id_header(&m), m.key()) {
+            (Some(h), _) => h.to_string(),
+            (None, Some(k)) => String::from_utf8_lossy(k).into_owned(),
+            (None, None) => {
                 let mut id = String::new();
                 super::event_id(&m, &mut id);
                 id

@@ -118,9 +118,10 @@ pub fn client_config(brokers: &str) -> ClientConfig {
     // client and override the settings above, not the per-role ones set after this).
     if let Ok(extra) = std::env::var("SPILLWAY_KAFKA_CONFIG") {
         for kv in extra.split(',').filter(|s| !s.is_empty()) {
-            if let Some((k, v)) = kv.split_once('=') {
-                c.set(k.trim(), v.trim());
-            }
+            // An entry without `=` is passed with an empty value, so librdkafka names
+            // it in the error it gives when the client is created; nothing is dropped.
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            c.set(k.trim(), v.trim());
         }
     }
     c
@@ -301,24 +302,26 @@ pub fn read_schema(brokers: &str, topic: &str) -> Result<Option<TopicSchema>> {
     )))
 }
 
+/// The `spillway.id` header of a message, if it has one.
+pub fn id_header<M: Message>(m: &M) -> Option<&str> {
+    let h = m.headers()?;
+    (0..h.count())
+        .map(|i| h.get(i))
+        .find(|hdr| hdr.key == ID_HEADER)
+        .and_then(|hdr| hdr.value.and_then(|v| std::str::from_utf8(v).ok()))
+}
+
 /// The event id of a message into `out` (cleared first): its `spillway.id` header, else
 /// `TOPIC/PARTITION/OFFSET`. Workers reuse one buffer for every message.
 pub fn event_id<M: Message>(m: &M, out: &mut String) {
     use std::fmt::Write;
     out.clear();
-    if let Some(h) = m.headers() {
-        for i in 0..h.count() {
-            let hdr = h.get(i);
-            if hdr.key == ID_HEADER {
-                if let Some(v) = hdr.value.and_then(|v| std::str::from_utf8(v).ok()) {
-                    out.push_str(v);
-                    return;
-                }
-            }
+    match id_header(m) {
+        Some(id) => out.push_str(id),
+        None => {
+            let _ = write!(out, "{}/{}/{}", m.topic(), m.partition(), m.offset());
         }
     }
-    // Writing into a String cannot fail.
-    let _ = write!(out, "{}/{}/{}", m.topic(), m.partition(), m.offset());
 }
 
 /// Writes the message key for value `v` of a key column: its text, empty for NULL (all

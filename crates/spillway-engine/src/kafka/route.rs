@@ -227,23 +227,6 @@ impl Routing {
     pub fn joins(&self) -> bool {
         self.stages.len() > 1
     }
-
-    /// One line per stage, for logs and `--help`-level explanations.
-    pub fn describe(&self, schema: &Schema) -> String {
-        let mut s = String::new();
-        for st in &self.stages {
-            let key = st
-                .key
-                .map_or("unkeyed".to_string(), |k| format!("keyed by {}", schema.fields()[k].name));
-            s.push_str(&format!(
-                "{} ({key}, {} partition(s)): {} item(s)\n",
-                st.topic,
-                st.partitions,
-                st.items.len()
-            ));
-        }
-        s
-    }
 }
 
 /// The reply topic of output topic `out`.
@@ -258,14 +241,6 @@ pub enum Partial {
     Result(Vec<Value>),
     /// The event (JSON row) was later than the allowed lateness in this stage.
     Late(Vec<u8>),
-}
-
-/// Encodes a partial into `out` (FORMAT in the module docs).
-pub fn encode_partial(stage: usize, p: &Partial, out: &mut Vec<u8>) {
-    match p {
-        Partial::Result(values) => encode_partial_result(stage, values, out),
-        Partial::Late(row) => encode_partial_late(stage, row, out),
-    }
 }
 
 /// Encodes stage `stage`'s result columns as a partial into `out`.
@@ -533,13 +508,11 @@ mod tests {
     #[test]
     fn partials_and_join_state_round_trip_and_damage_is_named() {
         let mut buf = Vec::new();
-        for p in [
-            Partial::Result(vec![Value::Int(3), Value::Null]),
-            Partial::Late(b"{\"a\":1}".to_vec()),
-        ] {
-            encode_partial(5, &p, &mut buf);
-            assert_eq!(decode_partial(&buf).unwrap(), (5, p));
-        }
+        let values = vec![Value::Int(3), Value::Null];
+        encode_partial_result(5, &values, &mut buf);
+        assert_eq!(decode_partial(&buf).unwrap(), (5, Partial::Result(values)));
+        encode_partial_late(5, b"{\"a\":1}", &mut buf);
+        assert_eq!(decode_partial(&buf).unwrap(), (5, Partial::Late(b"{\"a\":1}".to_vec())));
         assert!(decode_partial(&[9, 0, 0]).unwrap_err().contains("version 9"));
         assert!(decode_partial(&[]).is_err());
 

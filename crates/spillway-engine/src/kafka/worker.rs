@@ -144,10 +144,6 @@ pub struct WorkerSummary {
     pub rebalances: u64,
     /// Producers replaced after the coordinator refused to abort a transaction.
     pub producer_resets: u64,
-    /// Committed-offset reads repeated because a transaction was still completing.
-    pub unstable_offset_reads: u64,
-    /// Committed-offset reads that found a larger offset than the read before them.
-    pub stale_offset_reads: u64,
     /// The longest rebuild of the tasks after a rebalance (restores, rewinds), in ms.
     pub longest_rebuild_ms: f64,
     /// Wall seconds.
@@ -510,7 +506,15 @@ impl Tasks<'_> {
     /// Processes one message; false when it was not for a current task.
     fn process<M: Message>(&mut self, m: &M) -> Result<bool> {
         let p = m.partition();
-        let Some(t) = self.topics.iter().position(|t| t == m.topic()) else { return Ok(false) };
+        // One topic unless the query is routed: no name lookup per message then.
+        let t = if self.topics.len() == 1 {
+            0
+        } else {
+            let Some(t) = self.topics.iter().position(|t| t == m.topic()) else {
+                return Ok(false);
+            };
+            t
+        };
         let Some(task) = self.tasks.get_mut(&(t, p)) else { return Ok(false) };
         if m.offset() < task.next {
             return Ok(false);
@@ -520,7 +524,13 @@ impl Tasks<'_> {
         task.unsaved = true;
         let produce = m.offset() >= task.produce_from;
         let role = task.role;
-        event_id(m, &mut self.id);
+        if role == Role::Reply {
+            // A partial's key is its event id (it carries no id header).
+            self.id.clear();
+            self.id.push_str(std::str::from_utf8(m.key().unwrap_or_default()).unwrap_or_default());
+        } else {
+            event_id(m, &mut self.id);
+        }
         self.summary.messages += 1;
         if !produce {
             self.summary.replayed += 1;
@@ -545,7 +555,10 @@ impl Tasks<'_> {
                     .add(&self.routing, &self.id, stage, partial)
                     .map_err(|why| self.internal(m, &why))?;
                 match done {
-                    Some(Joined::Row(row)) if produce => self.emit_row(&row, ts)?,
+                    Some(Joined::Row(row)) if produce => {
+                        encode_result(&row, &mut self.buf);
+                        self.emit_row(ts)?;
+                    }
                     Some(Joined::Late(json)) if produce => {
                         self.buf = json;
                         self.emit_late(ts)?;
@@ -656,10 +669,8 @@ impl Tasks<'_> {
                 self.emit_partial(ts)?;
             }
             Outcome::Emitted => {
-                let out = std::mem::take(&mut self.out);
-                let r = self.emit_row(&out, ts);
-                self.out = out;
-                r?;
+                encode_result(&self.out, &mut self.buf);
+                self.emit_row(ts)?;
             }
             Outcome::TooLate(ev) => {
                 self.buf.clear();
@@ -677,34 +688,36 @@ impl Tasks<'_> {
         Ok(())
     }
 
-    fn emit_row(&mut self, row: &[Value], ts: Option<i64>) -> Result<()> {
-        encode_result(row, &mut self.buf);
-        let rec = BaseRecord::to(&self.cfg.output).key(self.id.as_str()).payload(&self.buf[..]);
-        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+    /// Sends `buf` to `topic`, keyed by the event id, with the id also in a header when
+    /// `id_header` (messages whose key is not the id's only carrier for readers of
+    /// event topics: late events and dead letters).
+    fn send_buf(&self, topic: &str, id_header: bool, ts: Option<i64>) -> Result<()> {
+        let mut rec = BaseRecord::to(topic).key(self.id.as_str()).payload(&self.buf[..]);
+        if id_header {
+            rec = rec.headers(
+                OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&self.id) }),
+            );
+        }
+        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)
+    }
+
+    /// Sends the result row encoded in `buf` to the output topic.
+    fn emit_row(&mut self, ts: Option<i64>) -> Result<()> {
+        self.send_buf(&self.cfg.output, false, ts)?;
         self.summary.emitted += 1;
         Ok(())
     }
 
     /// Sends the JSON row in `buf` to `OUT.late`.
     fn emit_late(&mut self, ts: Option<i64>) -> Result<()> {
-        let headers = OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&self.id) });
-        let rec = BaseRecord::to(&self.late)
-            .key(self.id.as_str())
-            .payload(&self.buf[..])
-            .headers(headers);
-        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+        self.send_buf(&self.late, true, ts)?;
         self.summary.late += 1;
         Ok(())
     }
 
     /// Sends the partial in `buf` to the reply topic.
     fn emit_partial(&mut self, ts: Option<i64>) -> Result<()> {
-        let headers = OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&self.id) });
-        let rec = BaseRecord::to(&self.reply)
-            .key(self.id.as_str())
-            .payload(&self.buf[..])
-            .headers(headers);
-        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+        self.send_buf(&self.reply, false, ts)?;
         self.summary.partials += 1;
         Ok(())
     }
@@ -819,7 +832,7 @@ impl Worker<'_> {
             };
             opened.push((ti, topic, p, task, k));
         }
-        let committed = self.settled_committed(&assignment, &opened)?;
+        let committed = self.committed(&assignment, &opened)?;
         for (ti, topic, p, mut task, k) in opened {
             let dir = task.dir.clone();
             let c = committed.get(&(ti, p)).copied().flatten();
@@ -867,90 +880,38 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// The committed offset of each opened task (`None`: nothing committed), read so that
-    /// a commit still completing is not missed. librdkafka's `committed()` does not
-    /// always wait for a transaction whose offsets the coordinator has accepted but
-    /// whose markers are not written yet (KIP-447's stable read); reading the older
-    /// offset would make this task produce again what is committed. So the offsets are
-    /// read twice, 200 ms apart (a commit completes within milliseconds of its EndTxn),
-    /// keeping the larger, and read again (up to 10 s) while one is below the task's
-    /// checkpoint offset, which can only be a stale read since a checkpoint never runs
-    /// ahead of the commit.
+    /// The group's committed offset of each opened task (`None`: nothing committed).
+    /// With `isolation.level=read_committed` librdkafka asks for stable offsets
+    /// (KIP-447's `require_stable`: `rd_kafka_committed` sets it and retries while a
+    /// transaction's offsets are pending), so an offset a previous owner committed is
+    /// never read as its older value. A per-partition error is an error here.
     #[allow(clippy::type_complexity)]
-    fn settled_committed(
-        &mut self,
+    fn committed(
+        &self,
         assignment: &TopicPartitionList,
         opened: &[(usize, String, i32, Task, Option<Option<i64>>)],
     ) -> Result<std::collections::HashMap<(usize, i32), Option<i64>>> {
-        let read = |w: &mut Self| -> Result<std::collections::HashMap<(usize, i32), Option<i64>>> {
-            let c = w.stable_committed(assignment)?;
-            Ok(opened
-                .iter()
-                .map(|(ti, topic, p, _, _)| {
-                    let o = c.find_partition(topic, *p).and_then(|e| match e.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    });
-                    ((*ti, *p), o)
-                })
-                .collect())
-        };
-        let mut best = read(self)?;
-        let start = Instant::now();
-        let mut settled = false;
-        loop {
-            std::thread::sleep(Duration::from_millis(if settled { 50 } else { 200 }));
-            let again = read(self)?;
-            let mut changed = false;
-            for (key, o) in again {
-                let e = best.entry(key).or_insert(None);
-                if o > *e {
-                    *e = o;
-                    changed = true;
-                }
-            }
-            if changed {
-                self.st.summary.stale_offset_reads += 1;
-            }
-            settled = true;
-            let behind = opened.iter().any(|(ti, _, p, _, k)| {
-                matches!(k, Some(Some(k)) if best.get(&(*ti, *p)).copied().flatten().is_none_or(|c| c < *k))
-            });
-            if !behind || start.elapsed() > Duration::from_secs(10) {
-                return Ok(best);
-            }
-        }
-    }
-
-    /// The group's committed offsets of `assignment`, read again while the coordinator
-    /// reports any of them unstable: a transaction that committed offsets has not yet
-    /// written its markers (KIP-447's `require_stable`), and reading past that would
-    /// give an older offset, whose replay would produce committed results again.
-    fn stable_committed(&mut self, assignment: &TopicPartitionList) -> Result<TopicPartitionList> {
         let b = &self.st.cfg.brokers;
-        let start = Instant::now();
-        loop {
-            let c = self.consumer.committed_offsets(assignment.clone(), CALL_TIMEOUT).map_err(
-                kerr(b, &format!("reading group {}'s committed offsets", self.st.cfg.group)),
-            )?;
-            let err = c
-                .elements()
-                .iter()
-                .find_map(|e| e.error().err().map(|x| (e.topic().to_string(), e.partition(), x)));
-            match err {
-                None => return Ok(c),
-                Some(_) if start.elapsed() < CALL_TIMEOUT => {
-                    self.st.summary.unstable_offset_reads += 1;
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Some((t, p, e)) => {
-                    return Err(kerr(
-                        b,
-                        &format!("reading the committed offset of partition {p} of {t}"),
-                    )(e))
-                }
+        let c = self.consumer.committed_offsets(assignment.clone(), CALL_TIMEOUT).map_err(kerr(
+            b,
+            &format!("reading group {}'s committed offsets", self.st.cfg.group),
+        ))?;
+        let mut out = std::collections::HashMap::with_capacity(opened.len());
+        for (ti, topic, p, _, _) in opened {
+            let e = c.find_partition(topic, *p);
+            if let Some(Err(err)) = e.as_ref().map(|e| e.error()) {
+                return Err(kerr(
+                    b,
+                    &format!("reading the committed offset of partition {p} of {topic}"),
+                )(err));
             }
+            let o = e.and_then(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            });
+            out.insert((*ti, *p), o);
         }
+        Ok(out)
     }
 
     fn low_watermark(&self, topic: &str, p: i32) -> Result<i64> {
