@@ -46,17 +46,7 @@ mkdir -p "$OUT"
 rm -f "$OUT"/w*.log
 
 N=$((RATE * SECS))
-python3 - "$N" "$W/pay.csv" <<'EOF'
-import random, sys
-n, path = int(sys.argv[1]), sys.argv[2]
-r = random.Random(42)
-t = 1_700_000_000_000
-with open(path, "w") as f:
-    f.write("ts,card,merchant,amount\n")
-    for _ in range(n):
-        t += r.randint(0, 2)
-        f.write(f"{t},{r.randrange(100000)},{r.randrange(5000)},{r.randint(1, 100000) / 100}\n")
-EOF
+scripts/gen-payments.py "$N" 100000 5000 "$W/pay.csv"
 W5="RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW"
 if [ "$MODE" = inplace ]; then
   Q="SELECT card, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n FROM payments WINDOW w AS (PARTITION BY card ORDER BY ts $W5)"

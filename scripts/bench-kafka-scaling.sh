@@ -19,17 +19,7 @@ B=$(scripts/kafka.sh start "$W/broker")
 BPID=$(cat "$W/broker/broker.pid")
 cpu() { awk '{print ($14+$15)/100}' "/proc/$BPID/stat"; }
 
-python3 - "$N" "$CARDS" "$W/pay.csv" <<'EOF'
-import random, sys
-n, cards, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-r = random.Random(42)
-t = 1_700_000_000_000
-with open(path, "w") as f:
-    f.write("ts,card,amount\n")
-    for _ in range(n):
-        t += r.randint(0, 2)
-        f.write(f"{t},{r.randrange(cards)},{r.randint(1, 100000) / 100}\n")
-EOF
+scripts/gen-payments.py "$N" "$CARDS" 0 "$W/pay.csv"
 Q="SELECT card, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n FROM payments WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW)"
 
 single=$($S run --query "$Q" --input "$W/pay.csv" --output "$W/single.csv" 2>&1 | grep -o '[0-9.]*M events/s' | head -1)

@@ -56,6 +56,13 @@ fn spillway(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("run spillway")
 }
 
+/// `spillway kafka consume --brokers B --topic T` followed by `extra`.
+fn consume(brokers: &str, topic: &str, extra: &[&str]) -> Output {
+    let mut a = vec!["kafka", "consume", "--brokers", brokers, "--topic", topic];
+    a.extend_from_slice(extra);
+    spillway(&a)
+}
+
 fn ok(o: &Output) -> String {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "spillway failed: {err}");
@@ -135,28 +142,10 @@ fn kafka_end_to_end() {
     let t = tmp.path();
 
     // -- Errors a new user meets.
-    let e = spillway(&[
-        "kafka",
-        "consume",
-        "--brokers",
-        &b.bootstrap,
-        "--topic",
-        "nope",
-        "--timeout",
-        "2s",
-    ]);
+    let e = consume(&b.bootstrap, "nope", &["--timeout", "2s"]);
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("topic nope does not exist"), "{e:?}");
-    let e = spillway(&[
-        "kafka",
-        "consume",
-        "--brokers",
-        "127.0.0.1:1",
-        "--topic",
-        "x",
-        "--timeout",
-        "2s",
-    ]);
+    let e = consume("127.0.0.1:1", "x", &["--timeout", "2s"]);
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("127.0.0.1:1"), "{e:?}");
     let e =
@@ -181,16 +170,7 @@ fn kafka_end_to_end() {
         String::from_utf8_lossy(&e.stderr).contains("--commit-every is for Kafka workers"),
         "{e:?}"
     );
-    let e = spillway(&[
-        "kafka",
-        "consume",
-        "--brokers",
-        &b.bootstrap,
-        "--topic",
-        "x",
-        "--latency-log",
-        "l.csv",
-    ]);
+    let e = consume(&b.bootstrap, "x", &["--latency-log", "l.csv"]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("--latency"), "{e:?}");
 
     // -- Exactly once under SIGKILLs, against the single-process run.
@@ -251,21 +231,9 @@ fn kafka_end_to_end() {
     // Workers refuse a missing input topic: start them once both exist.
     for topic in ["pay", "pay1"] {
         let since = Instant::now();
-        while !spillway(&[
-            "kafka",
-            "consume",
-            "--brokers",
-            &b.bootstrap,
-            "--topic",
-            topic,
-            "--count",
-            "1",
-            "--timeout",
-            "10s",
-            "-q",
-        ])
-        .status
-        .success()
+        while !consume(&b.bootstrap, topic, &["--count", "1", "--timeout", "10s", "-q"])
+            .status
+            .success()
         {
             assert!(since.elapsed() < Duration::from_secs(30), "{topic} was never created");
             std::thread::sleep(Duration::from_millis(100));
@@ -327,22 +295,20 @@ fn kafka_end_to_end() {
     }
     for (job, single) in jobs.iter().zip(&singles) {
         let got = t.join(format!("{}.csv", job.output));
-        let c = ok(&spillway(&[
-            "kafka",
-            "consume",
-            "--brokers",
+        let c = ok(&consume(
             &b.bootstrap,
-            "--topic",
             job.output,
-            "--output",
-            got.to_str().expect("utf-8"),
-            "--count",
-            &n.to_string(),
-            "--timeout",
-            "60s",
-            "--sort",
-            "--latency",
-        ]));
+            &[
+                "--output",
+                got.to_str().expect("utf-8"),
+                "--count",
+                &n.to_string(),
+                "--timeout",
+                "60s",
+                "--sort",
+                "--latency",
+            ],
+        ));
         assert!(c.contains("0 event ids seen more than once"), "{}: {c}", job.output);
         // Every result carries its event's due time (produce --rate), kept by each stage.
         assert!(c.contains(&format!("end-to-end latency over {n} messages")), "{c}");
@@ -356,19 +322,11 @@ fn kafka_end_to_end() {
             job.output
         );
         // Nothing more than the n results was committed.
-        let extra = spillway(&[
-            "kafka",
-            "consume",
-            "--brokers",
+        let extra = consume(
             &b.bootstrap,
-            "--topic",
             job.output,
-            "--count",
-            &(n + 1).to_string(),
-            "--timeout",
-            "5s",
-            "-q",
-        ]);
+            &["--count", &(n + 1).to_string(), "--timeout", "5s", "-q"],
+        );
         assert!(
             String::from_utf8_lossy(&extra.stderr).contains(&format!("with {n} of {}", n + 1)),
             "{}: {extra:?}",
