@@ -123,6 +123,26 @@ pub enum Error {
     },
     /// The log's address space (documented in the hashlog FORMAT section) is used up.
     AddressSpaceExhausted,
+    /// A value (or key) of a typed collection ([`crate::collections`]) does not decode
+    /// as its declared type, or a value cannot be encoded.
+    Decode {
+        /// The collection: namespace, kind and id.
+        collection: String,
+        /// The key, in hex (empty when encoding a value failed).
+        key: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The Redis level of the tiered store failed (unreachable, killed, out of memory,
+    /// or its data was lost under the store).
+    Redis {
+        /// The server's address as configured (`redis://…`, `redis+unix://…`, `auto`).
+        addr: String,
+        /// What the store was doing ("connect", "read", "demote", "flush to L3", ...).
+        op: &'static str,
+        /// What went wrong.
+        detail: String,
+    },
     /// An error reported by an external engine (RocksDB).
     Backend {
         /// Which engine.
@@ -149,6 +169,7 @@ impl Error {
                 | Error::ShortIo { .. }
                 | Error::Corrupt { .. }
                 | Error::DirectIoUnsupported { .. }
+                | Error::Redis { .. }
         )
     }
 }
@@ -225,6 +246,22 @@ impl fmt::Display for Error {
                 "the hybrid log has used its whole address space (128 TiB of appends); \
                  checkpoint, then copy the state into a fresh store"
             ),
+            Error::Decode { collection, key, detail } if key.is_empty() => {
+                write!(f, "{collection}: {detail}")
+            }
+            Error::Decode { collection, key, detail } => {
+                write!(f, "{collection}, key {key}: {detail}")
+            }
+            Error::Redis { addr, op, detail } => {
+                write!(f, "Redis at {addr} failed during {op}: {detail}")?;
+                if !matches!(*op, "start" | "connect" | "open") {
+                    f.write_str(
+                        "; the tiered store does not guess what Redis held: reopen the store \
+                         to recover its last checkpoint",
+                    )?;
+                }
+                Ok(())
+            }
             Error::Backend { engine, message } => write!(f, "{engine} error: {message}"),
         }
     }

@@ -1,5 +1,6 @@
 //! Hot-path hints to the CPU and the kernel: cache-line prefetches and transparent
-//! huge pages for large arrays. The only module of the workspace allowed `unsafe`.
+//! huge pages for large arrays. One of the two modules of the workspace allowed `unsafe`
+//! (the other is the Redis launcher, `tiered::server`, for `PR_SET_PDEATHSIG`).
 //!
 //! Both hints change no program state that safe code can observe:
 //! - [`prefetch`] asks the CPU to start loading the cache line of a reference the

@@ -9,6 +9,7 @@
 //! | [`AppendLogStore`] | [`appendlog`] | per-key chunked append lists over the hybrid log | no | hashlog's |
 //! | [`TimeLogStore`] | [`timelog`] | time partitions of sorted segment files + memtables, sparse block index | yes | flushed segments + manifest |
 //! | `RocksStore` | `rocks` (feature `rocksdb`) | RocksDB LSM, Flink-style settings | yes | RocksDB checkpoint |
+//! | [`TieredStore`] | [`tiered`] | in-process W-TinyLFU cache ([`cache`]) over Redis over hashlog; any subset of levels | no | flush down + L3's checkpoint |
 //! | [`AdaptiveStore`] | [`adaptive`] | per namespace: hashlog, appendlog or timelog, chosen by hint and observer, migrated in steps | every namespace (natively in timelog, by walk + sort elsewhere) | parts' checkpoints + its manifest (two-phase) |
 //!
 //! ## The contract
@@ -39,6 +40,8 @@
 
 pub mod adaptive;
 pub mod appendlog;
+pub mod cache;
+pub mod collections;
 pub mod cursor;
 pub mod error;
 pub mod hashlog;
@@ -49,6 +52,7 @@ pub mod namespace;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
 pub mod stats;
+pub mod tiered;
 pub mod timelog;
 
 mod blockfile;
@@ -68,6 +72,7 @@ pub use namespace::{merges, AccessHint, MergeOp, NamespaceSpec, Ns};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksStore;
 pub use stats::{NamespaceLayout, StoreStats};
+pub use tiered::{TieredOptions, TieredStore};
 pub use timelog::{TimeLogOptions, TimeLogStore};
 
 /// Longest key any store accepts, in bytes.
@@ -443,6 +448,9 @@ pub struct StoreOptions {
     /// system without `O_DIRECT` fails the open with [`Error::DirectIoUnsupported`].
     /// Default: false.
     pub direct_io: bool,
+    /// The levels of a [`TieredStore`] opened through [`StoreKind::Tiered`] (other
+    /// stores ignore it). Default: [`TieredOptions::default`].
+    pub tiered: TieredOptions,
 }
 
 impl StoreOptions {
@@ -455,7 +463,15 @@ impl StoreOptions {
             expected_keys: None,
             recover_at: None,
             direct_io: false,
+            tiered: TieredOptions::default(),
         }
+    }
+
+    /// Sets the levels a [`StoreKind::Tiered`] store opens with (default:
+    /// [`TieredOptions::default`]).
+    pub fn tiered(mut self, t: TieredOptions) -> Self {
+        self.tiered = t;
+        self
     }
 
     /// Bypasses the OS page cache for the store's data files (default false; see
@@ -576,16 +592,20 @@ pub enum StoreKind {
     AppendLog,
     /// [`AdaptiveStore`]: a layout per namespace, chosen by hint and at run time.
     Adaptive,
+    /// [`TieredStore`]: L1 in process over Redis over hashlog, levels from
+    /// [`StoreOptions::tiered`].
+    Tiered,
 }
 
 impl StoreKind {
     /// All kinds this build knows, including ones whose feature is off.
-    pub const ALL: [StoreKind; 6] = [
+    pub const ALL: [StoreKind; 7] = [
         StoreKind::HashLog,
         StoreKind::AppendLog,
         StoreKind::Mem,
         StoreKind::TimeLog,
         StoreKind::Adaptive,
+        StoreKind::Tiered,
         StoreKind::Rocks,
     ];
 
@@ -598,6 +618,7 @@ impl StoreKind {
             StoreKind::TimeLog => "timelog",
             StoreKind::AppendLog => "appendlog",
             StoreKind::Adaptive => "adaptive",
+            StoreKind::Tiered => "tiered",
         }
     }
 
@@ -628,6 +649,10 @@ impl StoreKind {
                 Box::new(HashLogStore::open(opts, h)?)
             }
             StoreKind::Adaptive => Box::new(AdaptiveStore::open(opts, AdaptiveOptions::default())?),
+            StoreKind::Tiered => {
+                let t = opts.tiered.clone();
+                Box::new(TieredStore::open(opts, t)?)
+            }
             #[cfg(feature = "rocksdb")]
             StoreKind::Rocks => Box::new(RocksStore::open(opts)?),
             #[cfg(not(feature = "rocksdb"))]
@@ -653,6 +678,7 @@ impl std::str::FromStr for StoreKind {
             "timelog" => Ok(StoreKind::TimeLog),
             "appendlog" => Ok(StoreKind::AppendLog),
             "adaptive" => Ok(StoreKind::Adaptive),
+            "tiered" => Ok(StoreKind::Tiered),
             other => Err(format!(
                 "unknown store {other:?}; expected one of {}",
                 StoreKind::ALL.map(StoreKind::name).join(", ")

@@ -251,6 +251,35 @@ impl MemStore {
         Ok(())
     }
 
+    /// [`set`](Self::set) taking the value's buffer: it is swapped into the map and
+    /// `value` is left holding the old buffer (or an empty one), so a read-modify-write
+    /// of a large value costs no copy.
+    fn set_owned(&mut self, ns: Ns, key: &[u8], value: &mut Vec<u8>) -> Result<()> {
+        check_value(value.len(), max_value(key.len()))?;
+        let map = &mut self.maps[ns.index()];
+        match map.get_mut(key) {
+            Some(v) => {
+                let needed = self.bytes + value.len().saturating_sub(v.len()) as u64;
+                if needed > self.opts.memory_budget {
+                    return Err(Error::BudgetTooSmall {
+                        budget: self.opts.memory_budget,
+                        needed,
+                        what: "the in-memory state of the mem store".into(),
+                    });
+                }
+                self.bytes = self.bytes + value.len() as u64 - v.len() as u64;
+                std::mem::swap(v, value);
+                self.stats.in_place_updates += 1;
+            }
+            None => {
+                self.check_budget(entry_cost(key.len(), value.len()))?;
+                self.bytes += entry_cost(key.len(), value.len());
+                self.maps[ns.index()].insert(key.into(), std::mem::take(value));
+            }
+        }
+        Ok(())
+    }
+
     fn remove(&mut self, ns: Ns, key: &[u8]) {
         if let Some((k, v)) = self.maps[ns.index()].remove_entry(key) {
             self.bytes -= entry_cost(k.len(), v.len());
@@ -390,7 +419,8 @@ impl StateStore for MemStore {
         out.clear();
         let action = f(self.maps[ns.index()].get(key).map(|v| &v[..]), &mut out);
         let r = match action {
-            Rmw::Put => self.set(ns, key, &out),
+            // The new value moves into the map (no copy); the old buffer becomes scratch.
+            Rmw::Put => self.set_owned(ns, key, &mut out),
             Rmw::Delete => {
                 self.remove(ns, key);
                 Ok(())

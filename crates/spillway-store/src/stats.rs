@@ -42,6 +42,8 @@ pub struct StoreStats {
     pub last_checkpoint_micros: u64,
     /// Stores with several layouts (adaptive): where each namespace lives now.
     pub layouts: Vec<NamespaceLayout>,
+    /// The tiered store: per-level hits, misses and migrations.
+    pub tiers: Option<crate::tiered::TierStats>,
 }
 
 /// Where a namespace's state lives in a store with several layouts (adaptive).

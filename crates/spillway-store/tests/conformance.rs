@@ -188,6 +188,42 @@ proptest! {
     }
 }
 
+/// The tiered store through every subset of levels that can hold state, with a 2 KiB
+/// L1 (a few entries: nearly every operation promotes or demotes something) and the
+/// test binary's one Redis.
+fn tiered_config() -> ProptestConfig {
+    ProptestConfig { cases: 48, ..config() }
+}
+
+proptest! {
+    #![proptest_config(tiered_config())]
+
+    #[test]
+    fn tiered_l1_redis_hashlog_matches_model(ops in proptest::collection::vec(op(Kind::TieredL123.max_value()), 1..250)) {
+        run(Kind::TieredL123, &ops);
+    }
+
+    #[test]
+    fn tiered_l1_hashlog_matches_model(ops in proptest::collection::vec(op(Kind::TieredL13.max_value()), 1..250)) {
+        run(Kind::TieredL13, &ops);
+    }
+
+    #[test]
+    fn tiered_redis_hashlog_matches_model(ops in proptest::collection::vec(op(Kind::TieredL23.max_value()), 1..250)) {
+        run(Kind::TieredL23, &ops);
+    }
+
+    #[test]
+    fn tiered_l1_redis_matches_model(ops in proptest::collection::vec(op(Kind::TieredL12.max_value()), 1..250)) {
+        run(Kind::TieredL12, &ops);
+    }
+
+    #[test]
+    fn tiered_redis_alone_matches_model(ops in proptest::collection::vec(op(Kind::TieredL2.max_value()), 1..250)) {
+        run(Kind::TieredL2, &ops);
+    }
+}
+
 #[cfg(feature = "rocksdb")]
 proptest! {
     #![proptest_config(config())]

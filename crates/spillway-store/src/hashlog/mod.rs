@@ -752,8 +752,9 @@ impl HashLogStore {
         Ok(ns.0)
     }
 
-    /// Largest value a record with a key of `klen` bytes can hold.
-    fn max_value(&self, klen: usize) -> usize {
+    /// Largest value a record with a key of `klen` bytes can hold (bounded by the page
+    /// size; stores built on hashlog check their writes against it).
+    pub fn max_value(&self, klen: usize) -> usize {
         (self.log.page_size - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK - klen) & !7
     }
 

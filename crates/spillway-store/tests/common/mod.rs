@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use spillway_store::io::Fs;
+use spillway_store::tiered::{L2Config, L3Kind, RedisServer, TieredOptions, TieredStore};
 use spillway_store::{
     merges, AccessHint, AdaptiveOptions, AdaptiveStore, AppendLogOptions, AppendLogStore,
     Capabilities, CheckpointInfo, Cursor, Direction, HashLogOptions, HashLogStore, MemStore,
@@ -21,6 +22,9 @@ pub const KV: usize = 0;
 pub const LIST: usize = 1;
 pub const ORD: usize = 2;
 pub const NAMESPACES: [&str; 3] = ["kv", "lists", "ordered"];
+
+/// The Redis URL tiered kinds connect to when set (else the test binary's own server).
+pub const REDIS_URL_ENV: &str = "SPILLWAY_TEST_REDIS_URL";
 
 /// A store configuration under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +65,17 @@ pub enum Kind {
     /// Adaptive under 4 MiB with 64 KiB pages, forced migrations about every 5
     /// operations, one entry per step.
     AdaptiveTiny,
+    /// Tiered: a 2 KiB L1 (a handful of entries: nearly every operation migrates
+    /// something) over the test binary's Redis over a hashlog with 64 KiB pages.
+    TieredL123,
+    /// Tiered L1 (2 KiB) over hashlog, no Redis.
+    TieredL13,
+    /// Tiered Redis over hashlog, no L1.
+    TieredL23,
+    /// Tiered L1 (2 KiB) over Redis, no durable level.
+    TieredL12,
+    /// Tiered Redis alone.
+    TieredL2,
 }
 
 impl Kind {
@@ -79,7 +94,39 @@ impl Kind {
             Kind::Rocks,
             Kind::Adaptive,
             Kind::AdaptiveTiny,
+            Kind::TieredL123,
+            Kind::TieredL13,
+            Kind::TieredL23,
+            Kind::TieredL12,
+            Kind::TieredL2,
         ]
+    }
+
+    /// Whether the store survives a reopen (non-durable tiered stores refuse to
+    /// checkpoint and reopen empty).
+    pub fn durable(self) -> bool {
+        !matches!(self, Kind::TieredL12 | Kind::TieredL2)
+    }
+
+    /// The tiered levels of a tiered kind.
+    pub fn tiered(self) -> Option<TieredOptions> {
+        // A crash test's children use their parent's server (so that the keys a killed
+        // child leaves behind are there when the parent reopens the store).
+        let redis =
+            || {
+                L2Config::Url(std::env::var(REDIS_URL_ENV).unwrap_or_else(|_| {
+                    RedisServer::shared().unwrap_or_else(|e| panic!("{e}")).url()
+                }))
+            };
+        let t = match self {
+            Kind::TieredL123 => TieredOptions::new(2048).l2(redis()),
+            Kind::TieredL13 => TieredOptions::new(2048),
+            Kind::TieredL23 => TieredOptions::new(0).l2(redis()),
+            Kind::TieredL12 => TieredOptions::new(2048).l2(redis()).l3(L3Kind::None),
+            Kind::TieredL2 => TieredOptions::new(0).l2(redis()).l3(L3Kind::None),
+            _ => return None,
+        };
+        Some(t.l3_hashlog(hashlog_options(Kind::HashLogTiny)))
     }
 
     pub fn name(self) -> &'static str {
@@ -97,6 +144,11 @@ impl Kind {
             Kind::Rocks => "rocksdb",
             Kind::Adaptive => "adaptive",
             Kind::AdaptiveTiny => "adaptive-tiny",
+            Kind::TieredL123 => "tiered-l123",
+            Kind::TieredL13 => "tiered-l13",
+            Kind::TieredL23 => "tiered-l23",
+            Kind::TieredL12 => "tiered-l12",
+            Kind::TieredL2 => "tiered-l2",
         }
     }
 
@@ -126,7 +178,12 @@ impl Kind {
             | Kind::AppendLogTiny
             | Kind::AdaptiveTiny
             | Kind::HashLogDirect
-            | Kind::AppendLogDirect => 16 << 10,
+            | Kind::AppendLogDirect
+            | Kind::TieredL123
+            | Kind::TieredL13
+            | Kind::TieredL23
+            | Kind::TieredL12
+            | Kind::TieredL2 => 16 << 10,
             _ => 1 << 20,
         }
     }
@@ -148,6 +205,12 @@ impl Kind {
             Kind::Rocks => 16 << 20,
             Kind::Adaptive => 64 << 20,
             Kind::AdaptiveTiny => 4 << 20,
+            // L1's 2 KiB come off the top; hashlog gets the rest.
+            Kind::TieredL123
+            | Kind::TieredL13
+            | Kind::TieredL23
+            | Kind::TieredL12
+            | Kind::TieredL2 => (1 << 20) + 2048,
         }
     }
 }
@@ -213,6 +276,10 @@ pub fn open_with_fs(
     fs: Option<Arc<dyn Fs>>,
 ) -> Result<Box<dyn StateStore>> {
     let opts = options(dir, kind.budget()).direct_io(kind.direct_io());
+    if let Some(t) = kind.tiered() {
+        assert!(fs.is_none(), "the tiered store has no I/O seam");
+        return Ok(Box::new(TieredStore::open(opts, t)?));
+    }
     Ok(match (kind, fs) {
         (Kind::Mem, None) => Box::new(MemStore::open(opts)?),
         (Kind::Mem, Some(fs)) => Box::new(MemStore::open_with_fs(opts, fs)?),
@@ -246,6 +313,7 @@ pub fn open_with_fs(
                 Some(fs) => Box::new(AdaptiveStore::open_with_fs(opts, a, fs)?),
             }
         }
+        (k, _) => unreachable!("{k:?} is tiered"),
     })
 }
 
@@ -700,6 +768,19 @@ pub fn step(
                 .map(|((_, k), v)| (k.clone(), v.clone()))
                 .collect();
             assert_eq!(got, want, "{kind:?} walk ns {i} step {step_len} stop {stop:?}");
+        }
+        Op::Checkpoint if !kind.durable() => {
+            let r = store.checkpoint();
+            assert!(
+                matches!(r, Err(spillway_store::Error::Unsupported { .. })),
+                "{kind:?}: a store without a durable level must refuse to checkpoint, got {r:?}"
+            );
+        }
+        Op::Reopen if !kind.durable() => {
+            drop(std::mem::replace(store, Box::new(Closed(0))));
+            *store = reopen();
+            assert_eq!(store.checkpoint_seq(), 0);
+            model.live.clear();
         }
         Op::Checkpoint => {
             let before = store.checkpoint_seq();

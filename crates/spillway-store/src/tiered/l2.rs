@@ -1,0 +1,518 @@
+//! The Redis level (L2) of the tiered store: one connection, keys under the store's
+//! prefix, a buffer of demotions sent as one pipeline, and the set of keys that are
+//! newer in Redis than in the durable level below.
+//!
+//! Every operation is a pipeline or a single command over one synchronous connection
+//! (the store has a single writer; an async runtime would add a thread hop per miss).
+//! Any Redis error is returned as [`Error::Redis`] naming the address, and the caller
+//! poisons the store: after a failed or lost connection nobody knows what Redis holds,
+//! so the store does not guess (no reconnect that might read a restarted, empty Redis).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hashbrown::HashMap;
+
+use super::server::RedisServer;
+use super::L2Config;
+use crate::error::{Error, Result};
+
+/// Trailing tag byte of every value stored in Redis: a value or a tombstone. A delete
+/// must hide the older value a lower level still holds until the next checkpoint, so
+/// it is stored, not executed as `DEL`. The tag goes last so that a demoted value (an
+/// owned buffer) is sent and a fetched one returned without copying it.
+const TAG_VALUE: u8 = 1;
+const TAG_TOMBSTONE: u8 = 0;
+
+/// Demotions buffered before one pipeline sends them (RECIPES: one round trip costs
+/// ~7-15 us here, a 64-deep pipeline ~0.6 us per operation).
+const PENDING_MAX_ENTRIES: usize = 64;
+/// Bytes buffered before the pipeline is sent regardless of the count (a large value
+/// goes out at once rather than sitting in process memory).
+const PENDING_MAX_BYTES: usize = 1 << 20;
+/// Keys moved per round trip when the dirty set is flushed to L3 or the prefix cleared.
+const FLUSH_BATCH: usize = 32;
+/// Socket read and write timeout: a hung server becomes an error, not a hang.
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What Redis (or the demotion buffer) says of a key.
+pub(crate) enum Lookup {
+    /// The newest value.
+    Found(Vec<u8>),
+    /// Deleted: the levels below must not be asked.
+    Deleted,
+    /// L2 does not hold the key: ask the level below.
+    Absent,
+}
+
+/// A key (L1 form) and its newest value (`None`: deleted).
+pub(crate) type Newest = (Vec<u8>, Option<Vec<u8>>);
+
+/// Visits a key (L1 form) and its newest value (`None`: deleted); `false` stops.
+pub(crate) type NewestVisitor<'a> = dyn FnMut(&[u8], Option<&[u8]>) -> bool + 'a;
+
+/// L2 counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct L2Counters {
+    pub hits: u64,
+    pub misses: u64,
+    pub demotions: u64,
+    pub round_trips: u64,
+}
+
+pub(crate) struct RedisLevel {
+    addr: String,
+    con: redis::Connection,
+    /// Data keys: `prefix + "d:" + ns (u16 LE) + key`.
+    data_prefix: Vec<u8>,
+    /// The set of L1-form keys (ns + key) whose Redis value is newer than L3's.
+    dirty_key: Vec<u8>,
+    /// The prefix every key of this store instance starts with (cleared at open).
+    base: Vec<u8>,
+    track_dirty: bool,
+    pending: HashMap<Box<[u8]>, Option<Vec<u8>>>,
+    pending_bytes: usize,
+    /// Hashes of every key written to Redis since open. Redis held nothing under the
+    /// prefix at open (it was cleared) and only this store writes there, so a key whose
+    /// hash is absent is not in Redis: a read of a key that never left L1 (a new key)
+    /// costs no round trip. A hash collision only costs one.
+    written: hashbrown::HashSet<u64>,
+    /// The encoded pipeline of [`flush_pending`](Self::flush_pending), reused.
+    sendbuf: Vec<u8>,
+    pub counters: L2Counters,
+    keybuf: Vec<u8>,
+    /// Keeps a private `auto` server alive as long as the store.
+    _server: Option<Arc<RedisServer>>,
+}
+
+impl RedisLevel {
+    /// Connects, checks the server will not evict our keys, and clears every key left
+    /// under `base` by an earlier run (they may be newer than the checkpoint being
+    /// recovered). `track_dirty`: a durable level lies below (keep the dirty set).
+    pub(crate) fn connect(cfg: &L2Config, base: String, track_dirty: bool) -> Result<Self> {
+        let (server, url, addr) = match cfg {
+            L2Config::Auto => {
+                let s = RedisServer::shared()?;
+                let url = s.url();
+                (Some(s), url.clone(), format!("auto ({url})"))
+            }
+            L2Config::Url(u) => (None, u.clone(), u.clone()),
+            L2Config::None => unreachable!("connect is only called with an L2"),
+        };
+        let err = |op: &'static str, e: redis::RedisError| Error::Redis {
+            addr: addr.clone(),
+            op,
+            detail: e.to_string(),
+        };
+        let client = redis::Client::open(url.as_str()).map_err(|e| err("connect", e))?;
+        let con = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .map_err(|e| err("connect", e))?;
+        con.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| err("connect", e))?;
+        con.set_write_timeout(Some(IO_TIMEOUT)).map_err(|e| err("connect", e))?;
+        let base = base.into_bytes();
+        let mut data_prefix = base.clone();
+        data_prefix.extend_from_slice(b"d:");
+        let mut dirty_key = base.clone();
+        dirty_key.extend_from_slice(b"dirty");
+        let mut l2 = RedisLevel {
+            addr,
+            con,
+            data_prefix,
+            dirty_key,
+            base,
+            track_dirty,
+            pending: HashMap::new(),
+            pending_bytes: 0,
+            written: hashbrown::HashSet::new(),
+            sendbuf: Vec::new(),
+            counters: L2Counters::default(),
+            keybuf: Vec::new(),
+            _server: server,
+        };
+        l2.check_eviction_policy()?;
+        l2.clear_prefix()?;
+        Ok(l2)
+    }
+
+    /// Bytes of process memory L2 holds (the written-key hashes, the send buffer).
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        (self.written.capacity() * 9 + self.sendbuf.capacity() + self.pending_bytes) as u64
+    }
+
+    /// The address as configured, for messages.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    fn err(&self, op: &'static str, e: redis::RedisError) -> Error {
+        Error::Redis { addr: self.addr.clone(), op, detail: e.to_string() }
+    }
+
+    /// A Redis that evicts keys under memory pressure would silently lose demoted
+    /// writes. A server whose CONFIG command is disabled (managed Redis) is taken as is.
+    fn check_eviction_policy(&mut self) -> Result<()> {
+        let Ok(v) = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query::<Vec<String>>(&mut self.con)
+        else {
+            return Ok(());
+        };
+        match v.get(1).map(String::as_str) {
+            Some("noeviction") | None => Ok(()),
+            Some(p) => Err(Error::Redis {
+                addr: self.addr.clone(),
+                op: "open",
+                detail: format!(
+                    "its maxmemory-policy is {p}: Redis could evict keys the store demoted to \
+                     it and lose writes; set `maxmemory-policy noeviction` (or use --l2 auto)"
+                ),
+            }),
+        }
+    }
+
+    /// Deletes every key under this instance's prefix (SCAN + UNLINK in batches).
+    pub(crate) fn clear_prefix(&mut self) -> Result<()> {
+        let mut pattern = glob_escape(&self.base);
+        pattern.push(b'*');
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut self.con)
+                .map_err(|e| self.err("clear old keys", e))?;
+            self.counters.round_trips += 1;
+            if !keys.is_empty() {
+                redis::cmd("UNLINK")
+                    .arg(&keys)
+                    .query::<()>(&mut self.con)
+                    .map_err(|e| self.err("clear old keys", e))?;
+            }
+            cursor = next;
+            if cursor == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    fn data_key(&mut self, k: &[u8]) -> &[u8] {
+        self.keybuf.clear();
+        self.keybuf.extend_from_slice(&self.data_prefix);
+        self.keybuf.extend_from_slice(k);
+        &self.keybuf
+    }
+
+    /// The newest value of `k` (L1 form: ns + key) that L2 knows: the demotion buffer
+    /// first, then Redis.
+    pub(crate) fn get(&mut self, k: &[u8]) -> Result<Lookup> {
+        if let Some(v) = self.pending.get(k) {
+            self.counters.hits += 1;
+            return Ok(match v {
+                Some(v) => Lookup::Found(v.clone()),
+                None => Lookup::Deleted,
+            });
+        }
+        if !self.written.contains(&key_hash(k)) {
+            self.counters.misses += 1;
+            return Ok(Lookup::Absent);
+        }
+        let key = self.data_key(k).to_vec();
+        let got: Option<Vec<u8>> =
+            redis::cmd("GET").arg(&key).query(&mut self.con).map_err(|e| self.err("read", e))?;
+        self.counters.round_trips += 1;
+        match got {
+            None => {
+                self.counters.misses += 1;
+                Ok(Lookup::Absent)
+            }
+            Some(mut v) => {
+                self.counters.hits += 1;
+                match v.pop() {
+                    Some(TAG_VALUE) => Ok(Lookup::Found(v)),
+                    Some(TAG_TOMBSTONE) if v.is_empty() => Ok(Lookup::Deleted),
+                    _ => Err(Error::Redis {
+                        addr: self.addr.clone(),
+                        op: "read",
+                        detail: format!(
+                            "key {:?} holds a value this store did not write (bad tag): is \
+                             another program writing under the prefix {:?}?",
+                            String::from_utf8_lossy(&key),
+                            String::from_utf8_lossy(&self.base)
+                        ),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Whether [`get`](Self::get) of `k` would ask Redis (it was written there and is
+    /// not in the demotion buffer).
+    pub(crate) fn would_ask_redis(&self, k: &[u8]) -> bool {
+        !self.pending.contains_key(k) && self.written.contains(&key_hash(k))
+    }
+
+    /// Reads several keys (L1 form) from Redis in one pipeline (callers ask only for
+    /// keys [`would_ask_redis`](Self::would_ask_redis) accepts).
+    pub(crate) fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Lookup>> {
+        let mut pipe = redis::pipe();
+        for k in keys {
+            let key = self.data_key(k).to_vec();
+            pipe.cmd("GET").arg(key);
+        }
+        let values: Vec<Option<Vec<u8>>> =
+            pipe.query(&mut self.con).map_err(|e| self.err("read", e))?;
+        self.counters.round_trips += 1;
+        let mut out = Vec::with_capacity(values.len());
+        for v in values {
+            out.push(match v {
+                None => {
+                    self.counters.misses += 1;
+                    Lookup::Absent
+                }
+                Some(mut v) => {
+                    self.counters.hits += 1;
+                    match v.pop() {
+                        Some(TAG_VALUE) => Lookup::Found(v),
+                        Some(TAG_TOMBSTONE) if v.is_empty() => Lookup::Deleted,
+                        _ => {
+                            return Err(Error::Redis {
+                                addr: self.addr.clone(),
+                                op: "read",
+                                detail: "a key holds a value this store did not write (bad tag)"
+                                    .into(),
+                            })
+                        }
+                    }
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Buffers the demotion of `k`'s newest value (`None`: deleted); sends the buffer
+    /// when it is full.
+    pub(crate) fn demote(&mut self, k: Box<[u8]>, v: Option<Vec<u8>>) -> Result<()> {
+        self.pending_bytes += k.len() + v.as_ref().map_or(0, Vec::len);
+        if let Some(old) = self.pending.insert(k, v) {
+            self.pending_bytes -= old.map_or(0, |o| o.len());
+        }
+        self.counters.demotions += 1;
+        if self.pending.len() >= PENDING_MAX_ENTRIES || self.pending_bytes >= PENDING_MAX_BYTES {
+            self.flush_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Removes `k` from the demotion buffer (it is being promoted into L1, which then
+    /// holds the only newest copy, dirty).
+    pub(crate) fn take_pending(&mut self, k: &[u8]) -> Option<Option<Vec<u8>>> {
+        let v = self.pending.remove(k)?;
+        self.pending_bytes -= k.len() + v.as_ref().map_or(0, Vec::len);
+        Some(v)
+    }
+
+    /// Sends every buffered demotion in one pipeline (SET per key, plus SADD to the
+    /// dirty set when a durable level lies below). The commands are encoded (RESP) into
+    /// one reused buffer with each value's tag appended in place: a demoted value is
+    /// copied once, where a `redis::Pipeline` would copy it twice and re-allocate it
+    /// for the tag.
+    pub(crate) fn flush_pending(&mut self) -> Result<()> {
+        use redis::ConnectionLike;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let buf = &mut self.sendbuf;
+        buf.clear();
+        // Reserve the whole pipeline at once: growing by doubling would copy a large
+        // value again and leave a block twice its size behind.
+        let dirty_len = self.dirty_key.len() + 32;
+        buf.reserve(self.pending.iter().fold(dirty_len, |acc, (k, v)| {
+            acc + 2 * (self.data_prefix.len() + k.len()) + v.as_ref().map_or(0, Vec::len) + 64
+        }));
+        let mut commands = 0usize;
+        let mut members: Vec<Box<[u8]>> = Vec::with_capacity(self.pending.len());
+        for (k, v) in self.pending.drain() {
+            buf.extend_from_slice(b"*3\r\n$3\r\nSET\r\n");
+            resp_bulk_header(buf, self.data_prefix.len() + k.len());
+            buf.extend_from_slice(&self.data_prefix);
+            buf.extend_from_slice(&k);
+            buf.extend_from_slice(b"\r\n");
+            match v {
+                Some(v) => {
+                    resp_bulk_header(buf, v.len() + 1);
+                    buf.extend_from_slice(&v);
+                    buf.push(TAG_VALUE);
+                }
+                None => {
+                    resp_bulk_header(buf, 1);
+                    buf.push(TAG_TOMBSTONE);
+                }
+            }
+            buf.extend_from_slice(b"\r\n");
+            commands += 1;
+            self.written.insert(key_hash(&k));
+            members.push(k);
+        }
+        if self.track_dirty {
+            buf.extend_from_slice(format!("*{}\r\n$4\r\nSADD\r\n", members.len() + 2).as_bytes());
+            resp_bulk(buf, &self.dirty_key);
+            for m in &members {
+                resp_bulk(buf, m);
+            }
+            commands += 1;
+        }
+        self.pending_bytes = 0;
+        let replies = self.con.req_packed_commands(&self.sendbuf, 0, commands).map_err(|e| {
+            Error::Redis { addr: self.addr.clone(), op: "demote", detail: e.to_string() }
+        })?;
+        self.counters.round_trips += 1;
+        if self.sendbuf.capacity() > SENDBUF_KEEP {
+            self.sendbuf = Vec::new();
+        }
+        for r in replies {
+            if let redis::Value::ServerError(e) = r {
+                return Err(Error::Redis {
+                    addr: self.addr.clone(),
+                    op: "demote",
+                    detail: format!("the server refused a write: {e:?}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Pops up to [`FLUSH_BATCH`] keys from the dirty set with their Redis values
+    /// (`None`: a tombstone). Empty when the set is.
+    pub(crate) fn pop_dirty(&mut self) -> Result<Vec<Newest>> {
+        let members: Vec<Vec<u8>> = redis::cmd("SPOP")
+            .arg(&self.dirty_key)
+            .arg(FLUSH_BATCH)
+            .query(&mut self.con)
+            .map_err(|e| self.err("flush to L3", e))?;
+        self.counters.round_trips += 1;
+        if members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for m in &members {
+            let key = self.data_key(m).to_vec();
+            pipe.cmd("GET").arg(key);
+        }
+        let values: Vec<Option<Vec<u8>>> =
+            pipe.query(&mut self.con).map_err(|e| self.err("flush to L3", e))?;
+        self.counters.round_trips += 1;
+        let mut out = Vec::with_capacity(members.len());
+        for (m, v) in members.into_iter().zip(values) {
+            let v = match v {
+                Some(mut v) => match v.pop() {
+                    Some(TAG_VALUE) => Some(v),
+                    Some(TAG_TOMBSTONE) => None,
+                    _ => {
+                        return Err(Error::Redis {
+                            addr: self.addr.clone(),
+                            op: "flush to L3",
+                            detail: "a dirty key holds a value this store did not write".into(),
+                        })
+                    }
+                },
+                None => {
+                    return Err(Error::Redis {
+                        addr: self.addr.clone(),
+                        op: "flush to L3",
+                        detail: format!(
+                            "key {:?} is in the dirty set but Redis no longer holds it (was \
+                             the server restarted or flushed under the store?)",
+                            String::from_utf8_lossy(&m)
+                        ),
+                    })
+                }
+            };
+            out.push((m, v));
+        }
+        Ok(out)
+    }
+
+    /// Visits every key of L2 (L1 form) starting with `prefix` and its newest value
+    /// (`None`: a tombstone). The demotion buffer must have been flushed.
+    pub(crate) fn scan(&mut self, prefix: &[u8], visit: &mut NewestVisitor<'_>) -> Result<()> {
+        debug_assert!(self.pending.is_empty());
+        let mut pattern = glob_escape(&self.data_prefix);
+        pattern.extend_from_slice(&glob_escape(prefix));
+        pattern.push(b'*');
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut self.con)
+                .map_err(|e| self.err("scan", e))?;
+            self.counters.round_trips += 1;
+            for chunk in keys.chunks(FLUSH_BATCH) {
+                let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET")
+                    .arg(chunk)
+                    .query(&mut self.con)
+                    .map_err(|e| self.err("scan", e))?;
+                self.counters.round_trips += 1;
+                for (k, v) in chunk.iter().zip(values) {
+                    // Deleted between SCAN and MGET cannot happen: we are the only writer.
+                    let Some(mut v) = v else { continue };
+                    let tag = v.pop();
+                    let k = &k[self.data_prefix.len()..];
+                    let go = match tag {
+                        Some(TAG_VALUE) => visit(k, Some(&v)),
+                        _ => visit(k, None),
+                    };
+                    if !go {
+                        return Ok(());
+                    }
+                }
+            }
+            cursor = next;
+            if cursor == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A send buffer grown past this is released after use (a burst of large values
+/// should not pin its size for the store's life).
+const SENDBUF_KEEP: usize = 16 << 20;
+
+/// Appends a RESP bulk-string header (`$LEN\r\n`).
+fn resp_bulk_header(buf: &mut Vec<u8>, len: usize) {
+    buf.push(b'$');
+    buf.extend_from_slice(len.to_string().as_bytes());
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// Appends a RESP bulk string.
+fn resp_bulk(buf: &mut Vec<u8>, b: &[u8]) {
+    resp_bulk_header(buf, b.len());
+    buf.extend_from_slice(b);
+    buf.extend_from_slice(b"\r\n");
+}
+
+fn key_hash(k: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(k)
+}
+
+/// Escapes the glob characters of Redis' MATCH (`* ? [ ] \`).
+fn glob_escape(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() + 4);
+    for &b in s {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
+}

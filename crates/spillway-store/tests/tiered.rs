@@ -1,0 +1,176 @@
+//! The tiered store's own behaviour beyond the conformance suite (which runs it through
+//! every subset of levels against the BTreeMap model, and `crash.rs`, which SIGKILLs
+//! it): Redis killed mid-run or unreachable, a missing `redis-server`, the level
+//! combinations it refuses, and what migrates where.
+
+use std::collections::BTreeMap;
+
+use spillway_store::tiered::{L2Config, L3Kind, RedisServer, TieredOptions, TieredStore};
+use spillway_store::{Error, NamespaceSpec, StateStore, StoreOptions};
+
+fn opts(dir: &std::path::Path) -> StoreOptions {
+    StoreOptions::new(dir).memory_budget(16 << 20).namespace(NamespaceSpec::list("kv"))
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    format!("value-{i}-{round}-{}", "x".repeat((i % 50) as usize)).into_bytes()
+}
+
+/// Redis dies (SIGKILL) under a store whose tiny L1 keeps demoting to it: the next
+/// operation that needs Redis fails with an error naming the address, every later one
+/// is refused (poisoned), nothing panics and no wrong value is returned; reopening over
+/// a new Redis recovers exactly the last checkpoint.
+#[test]
+fn redis_killed_mid_run_is_a_clear_error_and_reopen_recovers_the_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let t = TieredOptions::new(4096).l2(L2Config::Url(url.clone()));
+    let mut store = TieredStore::open(opts(dir.path()), t).expect("open");
+    let ns = store.namespace("kv").expect("ns");
+    let mut model = BTreeMap::new();
+    for i in 0..500u32 {
+        store.put(ns, &i.to_be_bytes(), &value(i, 0)).expect("put");
+        model.insert(i, value(i, 0));
+    }
+    store.checkpoint().expect("checkpoint");
+    let checkpointed = model.clone();
+    for i in 0..200u32 {
+        store.put(ns, &i.to_be_bytes(), &value(i, 1)).expect("put");
+    }
+    server.kill();
+    let mut failure = None;
+    for i in 0..500u32 {
+        match store.get(ns, &i.to_be_bytes()) {
+            Ok(Some(v)) => {
+                let want = if i < 200 { value(i, 1) } else { value(i, 0) };
+                assert_eq!(v, want, "key {i}: a wrong value after Redis died");
+            }
+            Ok(None) => panic!("key {i} vanished after Redis died"),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let e = failure.expect("reads that miss a 4 KiB L1 must reach the dead Redis");
+    assert!(matches!(e, Error::Redis { .. }), "{e:?}");
+    assert!(e.to_string().contains(&url), "the error names the address: {e}");
+    let again = store.put(ns, b"k", b"v");
+    assert!(matches!(again, Err(Error::Poisoned { .. })), "{again:?}");
+    assert!(matches!(store.checkpoint(), Err(Error::Poisoned { .. })));
+    drop(store);
+
+    let server2 = RedisServer::start().expect("start a second redis-server");
+    let t = TieredOptions::new(4096).l2(L2Config::Url(server2.url()));
+    let mut store = TieredStore::open(opts(dir.path()), t).expect("reopen");
+    assert_eq!(store.checkpoint_seq(), 1);
+    for (i, v) in &checkpointed {
+        assert_eq!(store.get(ns, &i.to_be_bytes()).expect("get").as_ref(), Some(v), "key {i}");
+    }
+}
+
+#[test]
+fn unreachable_redis_fails_at_open_naming_the_address() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Port 1 on loopback: nothing listens there.
+    let t = TieredOptions::new(4096).l2(L2Config::Url("redis://127.0.0.1:1".into()));
+    let e = TieredStore::open(opts(dir.path()), t).expect_err("nothing listens on port 1");
+    assert!(matches!(e, Error::Redis { .. }), "{e:?}");
+    assert!(e.to_string().contains("redis://127.0.0.1:1"), "{e}");
+    let bad = "http://x".parse::<L2Config>().expect_err("not a redis URL");
+    assert!(bad.contains("redis://HOST:PORT"), "{bad}");
+}
+
+#[test]
+fn a_missing_redis_server_binary_says_how_to_install_it() {
+    let e = RedisServer::start_binary(std::path::Path::new("/nonexistent/redis-server"))
+        .expect_err("no such binary");
+    let msg = e.to_string();
+    assert!(msg.contains("apt-get install redis-server"), "{msg}");
+    assert!(msg.contains("--l2 redis://"), "{msg}");
+}
+
+#[test]
+fn level_combinations_that_cannot_hold_state_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = TieredStore::open(opts(dir.path()), TieredOptions::new(4096).l3(L3Kind::None))
+        .expect_err("an L1 with nothing below");
+    assert!(e.to_string().contains("would lose every entry it evicts"), "{e}");
+    let e = TieredStore::open(opts(dir.path()), TieredOptions::new(0).l3(L3Kind::None))
+        .expect_err("no level");
+    assert!(matches!(e, Error::InvalidOption { .. }), "{e:?}");
+}
+
+/// Without L3 the store says it is not durable and refuses to checkpoint with a typed
+/// error; its Redis keys are removed when it is dropped.
+#[test]
+fn without_l3_the_store_is_not_durable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = RedisServer::shared().expect("redis");
+    let t = TieredOptions::new(0).l2(L2Config::Url(server.url())).l3(L3Kind::None);
+    let mut store = TieredStore::open(opts(dir.path()), t.clone()).expect("open");
+    assert!(!store.is_durable());
+    let ns = store.namespace("kv").expect("ns");
+    store.put(ns, b"k", b"v").expect("put");
+    let e = store.checkpoint().expect_err("no durable level");
+    assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
+    assert!(e.to_string().contains("--l3 hashlog"), "{e}");
+    drop(store);
+    let mut store = TieredStore::open(opts(dir.path()), t).expect("open again");
+    assert_eq!(store.get(ns, b"k").expect("get"), None, "a new open starts empty");
+}
+
+/// Migration counters: with an L1 of a few entries, writes demote to Redis, reads of
+/// demoted keys promote from Redis, a checkpoint moves Redis's dirty keys into L3, and
+/// after a reopen (Redis cleared) reads promote from L3.
+#[test]
+fn entries_move_down_on_eviction_and_up_on_a_miss() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = RedisServer::shared().expect("redis");
+    let t = TieredOptions::new(2048).l2(L2Config::Url(server.url()));
+    let mut store = TieredStore::open(opts(dir.path()), t.clone()).expect("open");
+    let ns = store.namespace("kv").expect("ns");
+    for i in 0..100u32 {
+        store.put(ns, &i.to_be_bytes(), &value(i, 0)).expect("put");
+    }
+    let s = store.tier_stats();
+    assert!(s.demotions_to_l2 > 50, "{s:?}");
+    assert_eq!(s.demotions_to_l3, 0, "{s:?}");
+    for i in 0..100u32 {
+        assert_eq!(store.get(ns, &i.to_be_bytes()).expect("get"), Some(value(i, 0)));
+    }
+    let s = store.tier_stats();
+    assert!(s.promotions_from_l2 > 50, "{s:?}");
+    assert!(s.l1_bytes <= 2048, "{s:?}");
+    store.checkpoint().expect("checkpoint");
+    let s = store.tier_stats();
+    assert!(s.demotions_to_l3 >= 90, "every key reaches L3 at the checkpoint: {s:?}");
+    drop(store);
+    let mut store = TieredStore::open(opts(dir.path()), t).expect("reopen");
+    for i in 0..100u32 {
+        assert_eq!(store.get(ns, &i.to_be_bytes()).expect("get"), Some(value(i, 0)));
+    }
+    let s = store.tier_stats();
+    assert!(s.promotions_from_l3 >= 90, "{s:?}");
+    assert_eq!(s.l2_hits, 0, "Redis was cleared at open: {s:?}");
+}
+
+/// A value heavier than the whole L1 still reads back (it is demoted at once).
+#[test]
+fn values_heavier_than_l1_pass_through() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = TieredStore::open(opts(dir.path()), TieredOptions::new(1024)).expect("open");
+    let ns = store.namespace("kv").expect("ns");
+    let big = vec![7u8; 10_000];
+    store.put(ns, b"big", &big).expect("put");
+    assert_eq!(store.get(ns, b"big").expect("get"), Some(big.clone()));
+    store
+        .rmw(ns, b"big", &mut |old, out| {
+            out.extend_from_slice(old.expect("present"));
+            out.push(1);
+            spillway_store::Rmw::Put
+        })
+        .expect("rmw");
+    assert_eq!(store.get(ns, b"big").expect("get").map(|v| v.len()), Some(10_001));
+}
