@@ -7,12 +7,19 @@
 //!   latency percentiles, peak RSS, a text table, throughput ratios and a JSON report.
 //! - [`disk_bench`]: `spillway bench disk`, the disk's random 4 KiB `O_DIRECT` read
 //!   rate (the ceiling of a store whose reads miss memory).
+//! - [`cache_bench`]: `spillway bench cache`, the DEBS'22 synthetic application (large
+//!   objects, zipf read-modify-writes) over memory, Redis-only and tiered stores.
+//! - [`cache_sim`]: `spillway cache sim`, hit ratios of the store's W-TinyLFU against
+//!   LRU, ARC, S3-FIFO and LIRS (ports of Caffeine's simulator policies) on key traces.
 //! - [`checkpoint`]: `spillway bench checkpoint`, one checkpoint after a few updates
 //!   to a large state and the recovery of it (hashlog incremental, hashlog with a whole
 //!   index snapshot per checkpoint, RocksDB).
 //! - [`workload`]: streaming state-access workloads (Gadget-class): experiments, event
 //!   generation, the operator state machines.
 //! - [`trace`]: state-access traces (binary and Gadget text), characterization.
+//! - [`event_detection`]: the DEBS'22 paper's real application, spatio-temporal event
+//!   detection over geotagged posts with a quadtree per window, on cacheable collections
+//!   (the `event_detection` example runs it over the tiered store).
 //! - [`phase`]: `spillway bench phase`, the phase-change experiment (point updates,
 //!   then range reads on one namespace) for the adaptive store.
 //! - [`report`]: the HTML report with SVG plots (`spillway report`).
@@ -20,8 +27,11 @@
 //! - [`machine`]: what results are recorded with (CPU, kernel, date, peak RSS).
 //! - [`units`]: parsing of `256MiB`-style sizes and `10M`-style counts.
 
+pub mod cache_bench;
+pub mod cache_sim;
 pub mod checkpoint;
 pub mod disk_bench;
+pub mod event_detection;
 pub mod machine;
 pub mod phase;
 pub mod report;

@@ -180,8 +180,9 @@ pub fn parse_workloads(list: &str) -> std::result::Result<Vec<Workload>, String>
 }
 
 /// The stores this build can open, in [`StoreKind::ALL`] order (the baseline last).
+/// The tiered store runs only when asked for by name (its levels are configured apart).
 pub fn available_stores() -> Vec<StoreKind> {
-    StoreKind::ALL.into_iter().filter(|k| k.available()).collect()
+    StoreKind::ALL.into_iter().filter(|k| k.available() && *k != StoreKind::Tiered).collect()
 }
 
 /// Fails with an actionable message if a store is not compiled into this build.

@@ -63,6 +63,67 @@ pub struct InputArgs {
     pub(crate) schema: Option<String>,
 }
 
+/// The levels of `--store tiered` (shared by `run` and `demo`).
+#[derive(Debug, Default, Args)]
+pub struct TierArgs {
+    /// With --store tiered: capacity of the in-process L1 cache (adaptive W-TinyLFU), a
+    /// size (64KiB, 16MiB) or a percentage of --memory-budget; 0 leaves L1 out
+    /// [default: 25%]
+    #[arg(long, value_name = "SIZE|PCT")]
+    pub(crate) l1: Option<String>,
+
+    /// With --store tiered: the Redis level: redis://HOST:PORT, redis+unix:///PATH, auto
+    /// (a private redis-server child, stopped when the run ends) or none [default: auto]
+    #[arg(long, value_name = "URL|auto|none")]
+    pub(crate) l2: Option<spillway_store::tiered::L2Config>,
+
+    /// With --store tiered: the durable level: hashlog or none (then the store cannot
+    /// checkpoint) [default: hashlog]
+    #[arg(long, value_name = "hashlog|none")]
+    pub(crate) l3: Option<spillway_store::tiered::L3Kind>,
+}
+
+impl TierArgs {
+    /// The tiered store's options; an error if levels are given for another store.
+    pub(crate) fn options(
+        &self,
+        store: StoreKind,
+        budget: u64,
+    ) -> Result<spillway_store::TieredOptions> {
+        use spillway_store::tiered::{L2Config, L3Kind};
+        let given = self.l1.is_some() || self.l2.is_some() || self.l3.is_some();
+        if store != StoreKind::Tiered {
+            if given {
+                bail!("--l1, --l2 and --l3 configure the tiered store: add --store tiered");
+            }
+            return Ok(spillway_store::TieredOptions::default());
+        }
+        let l1 = match self.l1.as_deref() {
+            None => budget / 4,
+            Some(p) if p.ends_with('%') => {
+                let pct: f64 = p[..p.len() - 1]
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| (0.0..=100.0).contains(x))
+                    .ok_or_else(|| anyhow!("--l1 {p}: expected a percentage from 0% to 100%"))?;
+                (budget as f64 * pct / 100.0) as u64
+            }
+            Some(p) => parse_size(p).map_err(|e| anyhow!("--l1 {p}: {e}"))?,
+        };
+        let l3 = self.l3.unwrap_or(L3Kind::HashLog);
+        if l3 == L3Kind::None {
+            eprintln!(
+                "note: the tiered store has no durable level (--l3 none): it refuses checkpoints \
+                 and nothing it holds outlives the run"
+            );
+        }
+        Ok(spillway_store::TieredOptions::new(l1)
+            .l2(self.l2.clone().unwrap_or(L2Config::Auto))
+            .l3(l3))
+    }
+}
+
 fn parse_unit(s: &str) -> Result<TimeUnit, String> {
     TimeUnit::parse(s).ok_or_else(|| format!("unknown time unit `{s}`; use s, ms, us or ns"))
 }
@@ -113,9 +174,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub(crate) input_args: InputArgs,
 
-    /// State store of the aggregation state: hashlog, mem, adaptive, rocksdb (if built in)
+    /// State store of the aggregation state: hashlog, mem, adaptive, tiered (levels with
+    /// --l1/--l2/--l3), rocksdb (if built in)
     #[arg(long, default_value = "hashlog", value_name = "STORE")]
     pub(crate) store: StoreKind,
+
+    #[command(flatten)]
+    pub(crate) tier_args: TierArgs,
 
     /// Memory budget of the state store, e.g. 256MiB
     #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
@@ -194,9 +259,13 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 10_000.0, value_name = "RATE")]
     rate: f64,
 
-    /// State store: hashlog, mem, adaptive, rocksdb (if built in)
+    /// State store: hashlog, mem, adaptive, tiered (levels with --l1/--l2/--l3), rocksdb
+    /// (if built in)
     #[arg(long, default_value = "hashlog", value_name = "STORE")]
     store: StoreKind,
+
+    #[command(flatten)]
+    tier_args: TierArgs,
 
     /// Memory budget of the state store
     #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
@@ -310,6 +379,21 @@ fn print_summary(s: &JobSummary) {
         spillway_bench::units::format_bytes(s.state.bytes_on_disk),
         s.state.disk_reads
     );
+    if let Some(t) = &s.state.tiers {
+        eprintln!(
+            "tiered store: L1 hit ratio {:.1}% ({} entries, {} of {}), L2 hits {}, L3 hits {}; \
+             demotions {} to L2, {} to L3; {} Redis round trips",
+            t.l1_hit_ratio() * 100.0,
+            t.l1_entries,
+            spillway_bench::units::format_bytes(t.l1_bytes),
+            spillway_bench::units::format_bytes(t.l1_capacity),
+            t.l2_hits,
+            t.l3_hits,
+            t.demotions_to_l2,
+            t.demotions_to_l3,
+            t.l2_round_trips
+        );
+    }
 }
 
 /// `spillway run`.
@@ -363,6 +447,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         discard_output: false,
         side_output: a.side_output.clone(),
         store: a.store,
+        tiered: a.tier_args.options(a.store, a.memory_budget)?,
         memory_budget: a.memory_budget,
         expected_keys: a.expected_keys,
         allowed_lateness: lateness,
@@ -419,6 +504,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         discard_output: a.output.is_none(),
         side_output: None,
         store: a.store,
+        tiered: a.tier_args.options(a.store, a.memory_budget)?,
         memory_budget: a.memory_budget,
         expected_keys: Some(a.cards + a.merchants),
         allowed_lateness: 0,

@@ -241,6 +241,7 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     let idle_exit = a.idle_exit.as_deref().map(|s| wall_duration(s, "--idle-exit")).transpose()?;
     let mut session = SessionConfig::new(read_query(&a.query)?);
     session.store = a.store;
+    session.tiered = a.tier_args.options(a.store, a.memory_budget)?;
     session.memory_budget = a.memory_budget;
     session.expected_keys = a.expected_keys;
     session.compression = a.compression.into();

@@ -2,6 +2,8 @@
 //! the library crates, runs them and prints; all real work lives in `spillway-bench`,
 //! `spillway-store` and `spillway-engine`. Errors print as `error: ...` with exit code 1.
 
+mod cache_bench_cmd;
+mod cache_cmd;
 mod engine_cmd;
 #[cfg(feature = "kafka")]
 mod kafka_cmd;
@@ -36,7 +38,7 @@ struct Cli {
 enum Command {
     /// Run a SQL metrics query over an input file: one output row per event with its
     /// exact sliding-window metrics.
-    Run(engine_cmd::RunArgs),
+    Run(Box<engine_cmd::RunArgs>),
     /// Generate payments and score them with Railgun's fraud metrics (no input needed).
     Demo(engine_cmd::DemoArgs),
     /// Print the plan DAG of a query.
@@ -49,6 +51,9 @@ enum Command {
     /// Run benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Cache policies: simulate hit ratios on key-access traces.
+    #[command(subcommand)]
+    Cache(cache_cmd::CacheCommand),
     /// Kafka topics: produce a file to a topic, consume a result topic (workers are
     /// `spillway run --input kafka://...`).
     #[cfg(feature = "kafka")]
@@ -86,6 +91,11 @@ enum BenchCommand {
     /// the recovery time (hashlog incremental, hashlog with a whole index snapshot per
     /// checkpoint, RocksDB).
     Checkpoint(CheckpointArgs),
+    /// The DEBS'22 multi-level cache's synthetic application: large objects, zipf
+    /// read-modify-writes, in memory, Redis only and tiered (L1 at 10-30% over Redis over
+    /// hashlog, and L1 over hashlog), each in its own process; slowdowns, hit ratios and
+    /// peak RSS.
+    Cache(cache_bench_cmd::CacheBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -405,18 +415,22 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Suite(args)) => workload_run::suite(args),
         Command::Bench(BenchCommand::Phase(args)) => bench_phase(args),
         Command::Bench(BenchCommand::Checkpoint(args)) => bench_checkpoint(args),
+        Command::Bench(BenchCommand::Cache(args)) => cache_bench_cmd::run(args),
         Command::Trace(workload_cmd::TraceCommand::Gen(args)) => workload_run::gen(args),
         Command::Trace(workload_cmd::TraceCommand::Stats(args)) => workload_cmd::stats(args),
         Command::Trace(workload_cmd::TraceCommand::Convert(args)) => {
             workload_cmd::convert_cmd(args)
         }
         Command::Report(args) => workload_cmd::report(args),
-        Command::Run(args) => engine_cmd::run(args),
+        Command::Cache(cmd) => cache_cmd::run(cmd),
+        Command::Run(args) => engine_cmd::run(*args),
         #[cfg(feature = "kafka")]
         Command::Kafka(cmd) => kafka_cmd::run(cmd),
         Command::Demo(args) => engine_cmd::demo(args),
         Command::Explain(args) => engine_cmd::explain(args),
     };
+    // A private Redis started for `--l2 auto` stops with the run (by PID), not at exit.
+    spillway_store::tiered::RedisServer::stop_shared();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -305,3 +305,79 @@ fn resume_after_sigkill_is_byte_identical() {
     assert!(got == want, "output differs after {kills} kills");
     assert_eq!(std::fs::read(d.path().join("killed.late.csv")).unwrap(), want_late);
 }
+
+/// `--store tiered` with an L1 of a few entries over a private Redis (`--l2 auto`)
+/// over hashlog, and with L1 over hashlog alone, computes output byte-identical to
+/// `--store mem`: state migrates between levels on nearly every event. The tiered
+/// flags are refused for other stores and checked for bad values.
+#[test]
+fn tiered_store_output_is_identical_to_mem() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("in.csv");
+    big_input(&input, 30_000);
+    let q = "SELECT card, ts, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n, \
+             MAX(amount) OVER w AS mx, COUNT(DISTINCT merchant) OVER w AS m, \
+             AVG(amount) OVER v AS a \
+             FROM payments \
+             WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '1' MINUTE PRECEDING AND CURRENT ROW), \
+             v AS (PARTITION BY merchant ORDER BY ts RANGE BETWEEN INTERVAL '10' SECOND PRECEDING AND CURRENT ROW)";
+    let run = |name: &str, extra: &[&str]| -> (String, String) {
+        let out = d.path().join(name);
+        let mut args = vec![
+            "run",
+            "--query",
+            q,
+            "--input",
+            input.to_str().unwrap(),
+            "--allowed-lateness",
+            "1m",
+            "--output",
+            out.to_str().unwrap(),
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let (_, stderr) = run_ok(&args);
+        (std::fs::read_to_string(out).unwrap(), stderr)
+    };
+    let (mem, _) = run("mem.csv", &["--store", "mem"]);
+    assert!(mem.lines().count() > 29_000);
+    for (name, levels) in [
+        ("l123.csv", ["--l1", "4KiB", "--l2", "auto", "--l3", "hashlog"]),
+        ("l13.csv", ["--l1", "4KiB", "--l2", "none", "--l3", "hashlog"]),
+        ("l12.csv", ["--l1", "4KiB", "--l2", "auto", "--l3", "none"]),
+    ] {
+        let mut extra = vec!["--store", "tiered"];
+        extra.extend_from_slice(&levels);
+        let (out, stderr) = run(name, &extra);
+        assert!(out == mem, "{levels:?}: output differs from --store mem");
+        if levels[5] == "none" {
+            assert!(stderr.contains("no durable level"), "{stderr}");
+        }
+    }
+    let e = run_err(&["run", "--query", q, "--input", input.to_str().unwrap(), "--l1", "1MiB"]);
+    assert!(e.contains("add --store tiered"), "{e}");
+    let e = run_err(&[
+        "run",
+        "--query",
+        q,
+        "--input",
+        input.to_str().unwrap(),
+        "--store",
+        "tiered",
+        "--l2",
+        "redis:/x",
+    ]);
+    assert!(e.contains("redis://HOST:PORT"), "{e}");
+    let e = run_err(&[
+        "run",
+        "--query",
+        q,
+        "--input",
+        input.to_str().unwrap(),
+        "--store",
+        "tiered",
+        "--l1",
+        "150%",
+    ]);
+    assert!(e.contains("percentage"), "{e}");
+}

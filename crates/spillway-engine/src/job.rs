@@ -47,6 +47,8 @@ pub struct JobConfig {
     pub side_output: Option<PathBuf>,
     /// State store backend.
     pub store: StoreKind,
+    /// The levels of the tiered store (used when `store` is [`StoreKind::Tiered`]).
+    pub tiered: spillway_store::TieredOptions,
     /// Memory budget of the store, in bytes.
     pub memory_budget: u64,
     /// Expected number of partition keys (a store sizing hint; hashlog presizes its
@@ -115,6 +117,8 @@ pub struct StateSummary {
     pub bytes_on_disk: u64,
     /// Reads served from disk.
     pub disk_reads: u64,
+    /// The tiered store's per-level hits and migrations.
+    pub tiers: Option<spillway_store::tiered::TierStats>,
 }
 
 /// Latency percentiles in microseconds.
@@ -283,7 +287,8 @@ pub fn run_job(
     let query = parse_query(&cfg.query, &schema)?;
     let plan = Plan::build(&query, &schema)?;
     let columns = plan.column_names();
-    let mut store_opts = StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget);
+    let mut store_opts =
+        StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget).tiered(cfg.tiered.clone());
     if let Some(k) = cfg.expected_keys {
         store_opts = store_opts.expected_keys(k);
     }
@@ -461,6 +466,7 @@ pub fn run_job(
             live_keys: sstats.live_keys,
             bytes_on_disk: sstats.bytes_on_disk,
             disk_reads: sstats.disk_reads,
+            tiers: sstats.tiers,
         },
         reservoir_bytes: (rstats.bytes_compressed, rstats.bytes_raw),
     })

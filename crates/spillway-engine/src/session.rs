@@ -66,6 +66,9 @@ pub struct SessionConfig {
     pub query: String,
     /// State store backend (default hashlog).
     pub store: StoreKind,
+    /// The levels of the tiered store, when `store` is [`StoreKind::Tiered`] (default:
+    /// [`spillway_store::TieredOptions::default`]).
+    pub tiered: spillway_store::TieredOptions,
     /// Memory budget of the store, in bytes (default 256 MiB).
     pub memory_budget: u64,
     /// Expected number of partition keys, a store sizing hint (default none).
@@ -89,6 +92,7 @@ impl SessionConfig {
         SessionConfig {
             query: query.into(),
             store: StoreKind::HashLog,
+            tiered: spillway_store::TieredOptions::default(),
             memory_budget: 256 << 20,
             expected_keys: None,
             allowed_lateness: 0,
@@ -142,7 +146,9 @@ impl Session {
         };
         let state_dir = base.join("state");
         let res_dir = base.join("reservoir");
-        let mut store_opts = StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget);
+        let mut store_opts = StoreOptions::new(&state_dir)
+            .memory_budget(cfg.memory_budget)
+            .tiered(cfg.tiered.clone());
         if let Some(k) = cfg.expected_keys {
             store_opts = store_opts.expected_keys(k);
         }
