@@ -3,12 +3,13 @@
 # Installs what the tests need (idempotent), then checks formatting, runs clippy with
 # warnings denied, checks the default build (no RocksDB), and runs every test with the
 # RocksDB baseline linked against Debian's librocksdb (never the bundled C++ build) and
-# the Kafka client against Debian's librdkafka (the Kafka test starts its own broker),
+# the Kafka client against Debian's librdkafka (the Kafka test starts its own broker; the
+# tiered-store tests start their own redis-server, one per test binary),
 # then builds the Python package into a virtualenv and runs its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(librocksdb-dev libclang-dev clang pkg-config python3-venv python3-pip librdkafka-dev openjdk-17-jre-headless maven)
+packages=(librocksdb-dev libclang-dev clang pkg-config python3-venv python3-pip librdkafka-dev openjdk-17-jre-headless maven redis-server)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

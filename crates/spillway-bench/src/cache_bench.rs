@@ -209,6 +209,7 @@ pub fn run_one(cfg: &CacheBenchConfig, config: &str, dir: &Path) -> Result<Cache
     }
     let seconds = start.elapsed().as_secs_f64();
     let peak_rss_bytes = crate::machine::peak_rss_bytes();
+    let after = store.stats().tiers;
     // Read every object back: the checksum shows no configuration lost a write.
     let mut checksum = 0u64;
     for id in 0..cfg.objects {
@@ -217,7 +218,7 @@ pub fn run_one(cfg: &CacheBenchConfig, config: &str, dir: &Path) -> Result<Cache
         }
     }
     // The access phase's own counts (the load's demotions are not part of them).
-    let tiers = store.stats().tiers.map(|t| TierStats {
+    let tiers = after.map(|t| TierStats {
         l1_hits: t.l1_hits - before.l1_hits,
         l1_misses: t.l1_misses - before.l1_misses,
         l2_hits: t.l2_hits - before.l2_hits,

@@ -14,6 +14,7 @@ use std::time::Duration;
 use hashbrown::HashMap;
 
 use super::server::RedisServer;
+use super::writer::Writer;
 use super::L2Config;
 use crate::error::{Error, Result};
 
@@ -21,8 +22,8 @@ use crate::error::{Error, Result};
 /// must hide the older value a lower level still holds until the next checkpoint, so
 /// it is stored, not executed as `DEL`. The tag goes last so that a demoted value (an
 /// owned buffer) is sent and a fetched one returned without copying it.
-const TAG_VALUE: u8 = 1;
-const TAG_TOMBSTONE: u8 = 0;
+pub(crate) const TAG_VALUE: u8 = 1;
+pub(crate) const TAG_TOMBSTONE: u8 = 0;
 
 /// Demotions buffered before one pipeline sends them (RECIPES: one round trip costs
 /// ~7-15 us here, a 64-deep pipeline ~0.6 us per operation).
@@ -69,7 +70,6 @@ pub(crate) struct RedisLevel {
     dirty_key: Vec<u8>,
     /// The prefix every key of this store instance starts with (cleared at open).
     base: Vec<u8>,
-    track_dirty: bool,
     pending: HashMap<Box<[u8]>, Option<Vec<u8>>>,
     pending_bytes: usize,
     /// Hashes of every key written to Redis since open. Redis held nothing under the
@@ -77,8 +77,8 @@ pub(crate) struct RedisLevel {
     /// hash is absent is not in Redis: a read of a key that never left L1 (a new key)
     /// costs no round trip. A hash collision only costs one.
     written: hashbrown::HashSet<u64>,
-    /// The encoded pipeline of [`flush_pending`](Self::flush_pending), reused.
-    sendbuf: Vec<u8>,
+    /// Writes the demotion batches on a thread of its own.
+    writer: Writer,
     pub counters: L2Counters,
     keybuf: Vec<u8>,
     /// Keeps a private `auto` server alive as long as the store.
@@ -105,27 +105,38 @@ impl RedisLevel {
             detail: e.to_string(),
         };
         let client = redis::Client::open(url.as_str()).map_err(|e| err("connect", e))?;
-        let con = client
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .map_err(|e| err("connect", e))?;
-        con.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| err("connect", e))?;
-        con.set_write_timeout(Some(IO_TIMEOUT)).map_err(|e| err("connect", e))?;
+        let open = || -> Result<redis::Connection> {
+            let con = client
+                .get_connection_with_timeout(Duration::from_secs(5))
+                .map_err(|e| err("connect", e))?;
+            con.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| err("connect", e))?;
+            con.set_write_timeout(Some(IO_TIMEOUT)).map_err(|e| err("connect", e))?;
+            Ok(con)
+        };
+        let con = open()?;
+        let writer_con = open()?;
         let base = base.into_bytes();
         let mut data_prefix = base.clone();
         data_prefix.extend_from_slice(b"d:");
         let mut dirty_key = base.clone();
         dirty_key.extend_from_slice(b"dirty");
+        let writer =
+            Writer::start(writer_con, data_prefix.clone(), track_dirty.then(|| dirty_key.clone()))
+                .map_err(|e| Error::Redis {
+                    addr: addr.clone(),
+                    op: "connect",
+                    detail: format!("cannot start the writer thread: {e}"),
+                })?;
         let mut l2 = RedisLevel {
             addr,
             con,
             data_prefix,
             dirty_key,
             base,
-            track_dirty,
             pending: HashMap::new(),
             pending_bytes: 0,
             written: hashbrown::HashSet::new(),
-            sendbuf: Vec::new(),
+            writer,
             counters: L2Counters::default(),
             keybuf: Vec::new(),
             _server: server,
@@ -137,7 +148,7 @@ impl RedisLevel {
 
     /// Bytes of process memory L2 holds (the written-key hashes, the send buffer).
     pub(crate) fn memory_bytes(&self) -> u64 {
-        (self.written.capacity() * 9 + self.sendbuf.capacity() + self.pending_bytes) as u64
+        (self.written.capacity() * 9 + self.writer.bytes() + self.pending_bytes) as u64
     }
 
     /// The address as configured, for messages.
@@ -174,6 +185,7 @@ impl RedisLevel {
 
     /// Deletes every key under this instance's prefix (SCAN + UNLINK in batches).
     pub(crate) fn clear_prefix(&mut self) -> Result<()> {
+        self.settle("clear old keys")?;
         let mut pattern = glob_escape(&self.base);
         pattern.push(b'*');
         let mut cursor: u64 = 0;
@@ -217,6 +229,14 @@ impl RedisLevel {
                 None => Lookup::Deleted,
             });
         }
+        self.check_writer()?;
+        if let Some(v) = self.writer.lookup(k) {
+            self.counters.hits += 1;
+            return Ok(match v {
+                Some(v) => Lookup::Found(v.to_vec()),
+                None => Lookup::Deleted,
+            });
+        }
         if !self.written.contains(&key_hash(k)) {
             self.counters.misses += 1;
             return Ok(Lookup::Absent);
@@ -253,12 +273,15 @@ impl RedisLevel {
     /// Whether [`get`](Self::get) of `k` would ask Redis (it was written there and is
     /// not in the demotion buffer).
     pub(crate) fn would_ask_redis(&self, k: &[u8]) -> bool {
-        !self.pending.contains_key(k) && self.written.contains(&key_hash(k))
+        !self.pending.contains_key(k)
+            && self.written.contains(&key_hash(k))
+            && !self.writer.contains(k)
     }
 
     /// Reads several keys (L1 form) from Redis in one pipeline (callers ask only for
     /// keys [`would_ask_redis`](Self::would_ask_redis) accepts).
     pub(crate) fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Lookup>> {
+        self.check_writer()?;
         let mut pipe = redis::pipe();
         for k in keys {
             let key = self.data_key(k).to_vec();
@@ -316,79 +339,50 @@ impl RedisLevel {
         Some(v)
     }
 
-    /// Sends every buffered demotion in one pipeline (SET per key, plus SADD to the
-    /// dirty set when a durable level lies below). The commands are encoded (RESP) into
-    /// one reused buffer with each value's tag appended in place: a demoted value is
-    /// copied once, where a `redis::Pipeline` would copy it twice and re-allocate it
-    /// for the tag.
+    /// Hands every buffered demotion to the writer thread as one batch (one pipeline of
+    /// SETs, plus an SADD to the dirty set when a durable level lies below).
     pub(crate) fn flush_pending(&mut self) -> Result<()> {
-        use redis::ConnectionLike;
         if self.pending.is_empty() {
-            return Ok(());
+            return self.check_writer();
         }
-        let buf = &mut self.sendbuf;
-        buf.clear();
-        // Reserve the whole pipeline at once: growing by doubling would copy a large
-        // value again and leave a block twice its size behind.
-        let dirty_len = self.dirty_key.len() + 32;
-        buf.reserve(self.pending.iter().fold(dirty_len, |acc, (k, v)| {
-            acc + 2 * (self.data_prefix.len() + k.len()) + v.as_ref().map_or(0, Vec::len) + 64
-        }));
-        let mut commands = 0usize;
-        let mut members: Vec<Box<[u8]>> = Vec::with_capacity(self.pending.len());
-        for (k, v) in self.pending.drain() {
-            buf.extend_from_slice(b"*3\r\n$3\r\nSET\r\n");
-            resp_bulk_header(buf, self.data_prefix.len() + k.len());
-            buf.extend_from_slice(&self.data_prefix);
-            buf.extend_from_slice(&k);
-            buf.extend_from_slice(b"\r\n");
-            match v {
-                Some(v) => {
-                    resp_bulk_header(buf, v.len() + 1);
-                    buf.extend_from_slice(&v);
-                    buf.push(TAG_VALUE);
-                }
-                None => {
-                    resp_bulk_header(buf, 1);
-                    buf.push(TAG_TOMBSTONE);
-                }
-            }
-            buf.extend_from_slice(b"\r\n");
-            commands += 1;
-            self.written.insert(key_hash(&k));
-            members.push(k);
-        }
-        if self.track_dirty {
-            buf.extend_from_slice(format!("*{}\r\n$4\r\nSADD\r\n", members.len() + 2).as_bytes());
-            resp_bulk(buf, &self.dirty_key);
-            for m in &members {
-                resp_bulk(buf, m);
-            }
-            commands += 1;
+        let entries: Vec<(Box<[u8]>, Option<Vec<u8>>)> = self.pending.drain().collect();
+        for (k, _) in &entries {
+            self.written.insert(key_hash(k));
         }
         self.pending_bytes = 0;
-        let replies = self.con.req_packed_commands(&self.sendbuf, 0, commands).map_err(|e| {
-            Error::Redis { addr: self.addr.clone(), op: "demote", detail: e.to_string() }
-        })?;
-        self.counters.round_trips += 1;
-        if self.sendbuf.capacity() > SENDBUF_KEEP {
-            self.sendbuf = Vec::new();
+        let addr = &self.addr;
+        self.writer.submit(entries).map_err(|detail| Error::Redis {
+            addr: addr.clone(),
+            op: "demote",
+            detail,
+        })
+    }
+
+    /// The writer's error, if one of its writes failed.
+    fn check_writer(&self) -> Result<()> {
+        match self.writer.error() {
+            None => Ok(()),
+            Some(detail) => Err(Error::Redis { addr: self.addr.clone(), op: "demote", detail }),
         }
-        for r in replies {
-            if let redis::Value::ServerError(e) = r {
-                return Err(Error::Redis {
-                    addr: self.addr.clone(),
-                    op: "demote",
-                    detail: format!("the server refused a write: {e:?}"),
-                });
-            }
-        }
-        Ok(())
+    }
+
+    /// Sends the demotion buffer and waits until the writer has written everything, so
+    /// that Redis itself holds the newest value of every key L2 holds.
+    pub(crate) fn settle(&mut self, op: &'static str) -> Result<()> {
+        self.flush_pending()?;
+        let addr = &self.addr;
+        self.writer.wait_idle().map_err(|detail| Error::Redis { addr: addr.clone(), op, detail })
+    }
+
+    /// Round trips to Redis, the writer's included.
+    pub(crate) fn round_trips(&self) -> u64 {
+        self.counters.round_trips + self.writer.round_trips()
     }
 
     /// Pops up to [`FLUSH_BATCH`] keys from the dirty set with their Redis values
     /// (`None`: a tombstone). Empty when the set is.
     pub(crate) fn pop_dirty(&mut self) -> Result<Vec<Newest>> {
+        self.settle("flush to L3")?;
         let members: Vec<Vec<u8>> = redis::cmd("SPOP")
             .arg(&self.dirty_key)
             .arg(FLUSH_BATCH)
@@ -440,7 +434,7 @@ impl RedisLevel {
     /// Visits every key of L2 (L1 form) starting with `prefix` and its newest value
     /// (`None`: a tombstone). The demotion buffer must have been flushed.
     pub(crate) fn scan(&mut self, prefix: &[u8], visit: &mut NewestVisitor<'_>) -> Result<()> {
-        debug_assert!(self.pending.is_empty());
+        self.settle("scan")?;
         let mut pattern = glob_escape(&self.data_prefix);
         pattern.extend_from_slice(&glob_escape(prefix));
         pattern.push(b'*');
@@ -485,17 +479,17 @@ impl RedisLevel {
 
 /// A send buffer grown past this is released after use (a burst of large values
 /// should not pin its size for the store's life).
-const SENDBUF_KEEP: usize = 16 << 20;
+pub(crate) const SENDBUF_KEEP: usize = 16 << 20;
 
 /// Appends a RESP bulk-string header (`$LEN\r\n`).
-fn resp_bulk_header(buf: &mut Vec<u8>, len: usize) {
+pub(crate) fn resp_bulk_header(buf: &mut Vec<u8>, len: usize) {
     buf.push(b'$');
     buf.extend_from_slice(len.to_string().as_bytes());
     buf.extend_from_slice(b"\r\n");
 }
 
 /// Appends a RESP bulk string.
-fn resp_bulk(buf: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn resp_bulk(buf: &mut Vec<u8>, b: &[u8]) {
     resp_bulk_header(buf, b.len());
     buf.extend_from_slice(b);
     buf.extend_from_slice(b"\r\n");

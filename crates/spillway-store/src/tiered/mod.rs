@@ -18,8 +18,10 @@
 //!   delete is an L1 tombstone.
 //! - When the policy evicts an entry, a clean one is dropped (the level below returns
 //!   the same value on the next miss), a dirty one is demoted to the next present level:
-//!   into the demotion buffer of L2 (sent as one pipeline of SETs every 64 entries or
-//!   1 MiB), or straight into L3. L2 stores deletes as tombstones (a value with a
+//!   into the demotion buffer of L2 (handed every 64 entries or 1 MiB, as one pipeline
+//!   of SETs, to a writer thread with its own connection, so the task does not wait for
+//!   Redis to take large values; values stay readable until Redis acknowledged them,
+//!   see `writer`), or straight into L3. L2 stores deletes as tombstones (a value with a
 //!   trailing tag byte) because L3 may still hold an older value. With L3 below, each
 //!   demoted key is also added to a Redis set of keys that are newer in Redis than in
 //!   L3 (the *dirty set*, kept in Redis to keep the process small).
@@ -54,6 +56,7 @@
 
 mod l2;
 mod server;
+mod writer;
 
 use std::ops::Bound;
 use std::time::Instant;
@@ -402,7 +405,7 @@ impl TieredStore {
             t.l1_bytes = l1.weight();
         }
         if let Some(l2) = &self.l2 {
-            t.l2_round_trips = l2.counters.round_trips;
+            t.l2_round_trips = l2.round_trips();
         }
         t
     }
