@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use hashbrown::HashMap;
 
+use super::bulk::BulkReader;
 use super::server::RedisServer;
-use super::writer::Writer;
+use super::writer::{Demotion, Writer};
 use super::L2Config;
 use crate::error::{Error, Result};
 
@@ -79,6 +80,8 @@ pub(crate) struct RedisLevel {
     written: hashbrown::HashSet<u64>,
     /// Writes the demotion batches on a thread of its own.
     writer: Writer,
+    /// Single-key reads over a socket of our own (none for TLS servers).
+    bulk: Option<BulkReader>,
     pub counters: L2Counters,
     keybuf: Vec<u8>,
     /// Keeps a private `auto` server alive as long as the store.
@@ -115,6 +118,9 @@ impl RedisLevel {
         };
         let con = open()?;
         let writer_con = open()?;
+        let bulk = BulkReader::connect(client.get_connection_info(), IO_TIMEOUT)
+            .transpose()
+            .map_err(|detail| Error::Redis { addr: addr.clone(), op: "connect", detail })?;
         let base = base.into_bytes();
         let mut data_prefix = base.clone();
         data_prefix.extend_from_slice(b"d:");
@@ -137,6 +143,7 @@ impl RedisLevel {
             pending_bytes: 0,
             written: hashbrown::HashSet::new(),
             writer,
+            bulk,
             counters: L2Counters::default(),
             keybuf: Vec::new(),
             _server: server,
@@ -242,8 +249,16 @@ impl RedisLevel {
             return Ok(Lookup::Absent);
         }
         let key = self.data_key(k).to_vec();
-        let got: Option<Vec<u8>> =
-            redis::cmd("GET").arg(&key).query(&mut self.con).map_err(|e| self.err("read", e))?;
+        let got: Option<Vec<u8>> = match &mut self.bulk {
+            Some(b) => b.get(&key).map_err(|detail| Error::Redis {
+                addr: self.addr.clone(),
+                op: "read",
+                detail,
+            })?,
+            None => {
+                redis::cmd("GET").arg(&key).query(&mut self.con).map_err(|e| self.err("read", e))?
+            }
+        };
         self.counters.round_trips += 1;
         match got {
             None => {
@@ -345,7 +360,7 @@ impl RedisLevel {
         if self.pending.is_empty() {
             return self.check_writer();
         }
-        let entries: Vec<(Box<[u8]>, Option<Vec<u8>>)> = self.pending.drain().collect();
+        let entries: Vec<Demotion> = self.pending.drain().collect();
         for (k, _) in &entries {
             self.written.insert(key_hash(k));
         }

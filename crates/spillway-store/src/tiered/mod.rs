@@ -5,7 +5,9 @@
 //!
 //! Any subset of levels that can hold state works: L1+L2+L3, L1+L3, L1+L2, L2+L3, L2
 //! alone, L3 alone. A bounded L1 with nothing below is refused (an evicted entry would
-//! have nowhere to go).
+//! have nowhere to go). Without L1 nothing of the state stays in the process: every
+//! write returns once Redis acknowledged it (write-through, the DEBS'22 paper's
+//! Redis-based backend); with L1, demotions are written behind, by the writer thread.
 //!
 //! ## Migration (write-back with dirty tracking)
 //! - A read that misses L1 asks the highest lower level that holds the key: the
@@ -54,6 +56,7 @@
 //! - Scans flush every level into the lowest one and scan there; they are for
 //!   maintenance, not for the hot path (the store is unordered: no `scan_range`).
 
+mod bulk;
 mod l2;
 mod server;
 mod writer;
@@ -479,7 +482,13 @@ impl TieredStore {
     fn write_lower(&mut self, k: Box<[u8]>, v: Option<Vec<u8>>) -> Result<()> {
         if let Some(l2) = &mut self.l2 {
             self.tiers.demotions_to_l2 += 1;
-            return l2.demote(k, v);
+            l2.demote(k, v)?;
+            if self.l1.is_none() {
+                // Without L1 no state lives in the process: the write returns once
+                // Redis has it (write-through), as a Redis-only state backend does.
+                l2.settle("write")?;
+            }
+            return Ok(());
         }
         let l3 = self.l3.as_mut().expect("a level below L1 exists (checked at open)");
         let ns = self.l3_ns[usize::from(u16::from_le_bytes([k[0], k[1]]))];

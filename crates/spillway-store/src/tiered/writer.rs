@@ -27,6 +27,9 @@ const QUEUE: usize = 1;
 /// A demoted value: `None` is a tombstone.
 pub(crate) type Value = Option<Arc<Vec<u8>>>;
 
+/// A key (ns + key) and its newest value (`None`: deleted), as demoted.
+pub(crate) type Demotion = (Box<[u8]>, Option<Vec<u8>>);
+
 struct Batch {
     entries: Vec<(Box<[u8]>, u64, Value)>,
 }
@@ -116,10 +119,7 @@ impl Writer {
 
     /// Hands a batch to the writer (blocks while [`QUEUE`] batches wait). The values
     /// are readable through [`lookup`](Self::lookup) until Redis acknowledged them.
-    pub(crate) fn submit(
-        &mut self,
-        entries: Vec<(Box<[u8]>, Option<Vec<u8>>)>,
-    ) -> Result<(), String> {
+    pub(crate) fn submit(&mut self, entries: Vec<Demotion>) -> Result<(), String> {
         let mut batch = Batch { entries: Vec::with_capacity(entries.len()) };
         {
             let mut st = self.shared.lock();
