@@ -190,6 +190,44 @@ impl RedisLevel {
         }
     }
 
+    /// One page of `SCAN cursor MATCH pattern`: the next cursor (0: done) and keys.
+    fn scan_page(
+        &mut self,
+        cursor: u64,
+        pattern: &[u8],
+        op: &'static str,
+    ) -> Result<(u64, Vec<Vec<u8>>)> {
+        let page = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut self.con)
+            .map_err(|e| self.err(op, e))?;
+        self.counters.round_trips += 1;
+        Ok(page)
+    }
+
+    /// What a stored value says: its trailing tag separates a value from a tombstone.
+    /// Anything else was not written by this store.
+    fn untag(&self, mut v: Vec<u8>, key: &[u8], op: &'static str) -> Result<Lookup> {
+        match v.pop() {
+            Some(TAG_VALUE) => Ok(Lookup::Found(v)),
+            Some(TAG_TOMBSTONE) if v.is_empty() => Ok(Lookup::Deleted),
+            _ => Err(Error::Redis {
+                addr: self.addr.clone(),
+                op,
+                detail: format!(
+                    "key {:?} holds a value this store did not write (bad tag): is another \
+                     program writing under the prefix {:?}?",
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(&self.base)
+                ),
+            }),
+        }
+    }
+
     /// Deletes every key under this instance's prefix (SCAN + UNLINK in batches).
     pub(crate) fn clear_prefix(&mut self) -> Result<()> {
         self.settle("clear old keys")?;
@@ -197,15 +235,7 @@ impl RedisLevel {
         pattern.push(b'*');
         let mut cursor: u64 = 0;
         loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut self.con)
-                .map_err(|e| self.err("clear old keys", e))?;
-            self.counters.round_trips += 1;
+            let (next, keys) = self.scan_page(cursor, &pattern, "clear old keys")?;
             if !keys.is_empty() {
                 redis::cmd("UNLINK")
                     .arg(&keys)
@@ -265,22 +295,9 @@ impl RedisLevel {
                 self.counters.misses += 1;
                 Ok(Lookup::Absent)
             }
-            Some(mut v) => {
+            Some(v) => {
                 self.counters.hits += 1;
-                match v.pop() {
-                    Some(TAG_VALUE) => Ok(Lookup::Found(v)),
-                    Some(TAG_TOMBSTONE) if v.is_empty() => Ok(Lookup::Deleted),
-                    _ => Err(Error::Redis {
-                        addr: self.addr.clone(),
-                        op: "read",
-                        detail: format!(
-                            "key {:?} holds a value this store did not write (bad tag): is \
-                             another program writing under the prefix {:?}?",
-                            String::from_utf8_lossy(&key),
-                            String::from_utf8_lossy(&self.base)
-                        ),
-                    }),
-                }
+                self.untag(v, &key, "read")
             }
         }
     }
@@ -306,26 +323,15 @@ impl RedisLevel {
             pipe.query(&mut self.con).map_err(|e| self.err("read", e))?;
         self.counters.round_trips += 1;
         let mut out = Vec::with_capacity(values.len());
-        for v in values {
+        for (k, v) in keys.iter().zip(values) {
             out.push(match v {
                 None => {
                     self.counters.misses += 1;
                     Lookup::Absent
                 }
-                Some(mut v) => {
+                Some(v) => {
                     self.counters.hits += 1;
-                    match v.pop() {
-                        Some(TAG_VALUE) => Lookup::Found(v),
-                        Some(TAG_TOMBSTONE) if v.is_empty() => Lookup::Deleted,
-                        _ => {
-                            return Err(Error::Redis {
-                                addr: self.addr.clone(),
-                                op: "read",
-                                detail: "a key holds a value this store did not write (bad tag)"
-                                    .into(),
-                            })
-                        }
-                    }
+                    self.untag(v, k, "read")?
                 }
             });
         }
@@ -418,16 +424,9 @@ impl RedisLevel {
         let mut out = Vec::with_capacity(members.len());
         for (m, v) in members.into_iter().zip(values) {
             let v = match v {
-                Some(mut v) => match v.pop() {
-                    Some(TAG_VALUE) => Some(v),
-                    Some(TAG_TOMBSTONE) => None,
-                    _ => {
-                        return Err(Error::Redis {
-                            addr: self.addr.clone(),
-                            op: "flush to L3",
-                            detail: "a dirty key holds a value this store did not write".into(),
-                        })
-                    }
+                Some(v) => match self.untag(v, &m, "flush to L3")? {
+                    Lookup::Found(v) => Some(v),
+                    _ => None,
                 },
                 None => {
                     return Err(Error::Redis {
@@ -455,15 +454,7 @@ impl RedisLevel {
         pattern.push(b'*');
         let mut cursor: u64 = 0;
         loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut self.con)
-                .map_err(|e| self.err("scan", e))?;
-            self.counters.round_trips += 1;
+            let (next, keys) = self.scan_page(cursor, &pattern, "scan")?;
             for chunk in keys.chunks(FLUSH_BATCH) {
                 let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET")
                     .arg(chunk)
@@ -472,11 +463,10 @@ impl RedisLevel {
                 self.counters.round_trips += 1;
                 for (k, v) in chunk.iter().zip(values) {
                     // Deleted between SCAN and MGET cannot happen: we are the only writer.
-                    let Some(mut v) = v else { continue };
-                    let tag = v.pop();
+                    let Some(v) = v else { continue };
                     let k = &k[self.data_prefix.len()..];
-                    let go = match tag {
-                        Some(TAG_VALUE) => visit(k, Some(&v)),
+                    let go = match self.untag(v, k, "scan")? {
+                        Lookup::Found(v) => visit(k, Some(&v)),
                         _ => visit(k, None),
                     };
                     if !go {
