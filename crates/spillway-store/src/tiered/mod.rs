@@ -270,6 +270,9 @@ struct Slot {
     dirty: bool,
 }
 
+/// A scratch buffer larger than this is not kept between read-modify-writes.
+const SCRATCH_KEEP: usize = 1 << 20;
+
 /// Keys one prefetch promotes at most (one Redis pipeline).
 pub const PREFETCH_MAX: usize = 256;
 
@@ -291,6 +294,8 @@ pub struct TieredStore {
     l3_ns: Vec<Ns>,
     evicted: Vec<(Box<[u8]>, Slot)>,
     kbuf: Vec<u8>,
+    /// The buffer the next in-L1 read-modify-write builds its value in.
+    scratch: Vec<u8>,
     poisoned: Option<String>,
     tiers: TierStats,
     stats: StoreStats,
@@ -388,6 +393,7 @@ impl TieredStore {
             l3_ns,
             evicted: Vec::new(),
             kbuf: Vec::new(),
+            scratch: Vec::new(),
             poisoned: None,
             tiers,
             stats,
@@ -557,7 +563,9 @@ impl TieredStore {
     fn write_l1(&mut self, value: Option<&[u8]>) -> Result<()> {
         let l1 = self.l1.as_mut().expect("write_l1 with an L1");
         let evicted = &mut self.evicted;
-        if let Some(slot) = l1.peek_mut(&self.kbuf[..]) {
+        // The write is an access (get_mut records it in the policy).
+        if let Some(slot) = l1.get_mut(&self.kbuf[..]) {
+            let old_w = weight(&self.kbuf, &slot.value);
             match (&mut slot.value, value) {
                 (Some(old), Some(v)) => {
                     old.clear();
@@ -567,9 +575,10 @@ impl TieredStore {
             }
             slot.dirty = true;
             let w = weight(&self.kbuf, &slot.value);
-            l1.get(&self.kbuf[..]); // the write is an access
             self.tiers.l1_hits += 1;
-            l1.set_weight(&self.kbuf[..], w, &mut |k, v| evicted.push((k, v)));
+            if w != old_w {
+                l1.set_weight(&self.kbuf[..], w, &mut |k, v| evicted.push((k, v)));
+            }
         } else {
             self.tiers.l1_misses += 1;
             let value = value.map(<[u8]>::to_vec);
@@ -663,16 +672,36 @@ impl TieredStore {
                 Loaded::InL1 => {
                     let l1 = self.l1.as_mut().expect("l1");
                     let slot = l1.peek_mut(&self.kbuf[..]).expect("load_l1 left the entry in L1");
+                    let old_w = weight(&self.kbuf, &slot.value);
+                    // The new value is built in the scratch buffer and swapped in; the
+                    // old value's buffer becomes the scratch (no allocation per update).
+                    let mut out = std::mem::take(&mut self.scratch);
+                    out.clear();
                     match f(slot.value.as_deref(), &mut out) {
-                        Rmw::Keep => return Ok(()),
-                        Rmw::Put => {
-                            crate::check_value(out.len(), max)?;
-                            slot.value = Some(out);
+                        Rmw::Keep => {
+                            self.scratch = out;
+                            return Ok(());
                         }
-                        Rmw::Delete => slot.value = None,
+                        Rmw::Put => {
+                            if let Err(e) = crate::check_value(out.len(), max) {
+                                self.scratch = out;
+                                return Err(e);
+                            }
+                            self.scratch = slot.value.replace(out).unwrap_or_default();
+                            if self.scratch.capacity() > SCRATCH_KEEP {
+                                self.scratch = Vec::new();
+                            }
+                        }
+                        Rmw::Delete => {
+                            self.scratch = out;
+                            slot.value = None;
+                        }
                     }
                     slot.dirty = true;
                     let w = weight(&self.kbuf, &slot.value);
+                    if w == old_w {
+                        return Ok(());
+                    }
                     let evicted = &mut self.evicted;
                     l1.set_weight(&self.kbuf[..], w, &mut |k, v| evicted.push((k, v)));
                     return self.drain_evicted();
@@ -811,8 +840,9 @@ impl StateStore for TieredStore {
             }
             let l1 = self.l1.as_ref().expect("checked");
             let l2 = self.l2.as_ref().expect("checked");
-            if !l1.contains(&self.kbuf[..])
-                && l2.would_ask_redis(&self.kbuf)
+            // The cheap test first: most keys of a batch were never written to Redis.
+            if l2.would_ask_redis(&self.kbuf)
+                && !l1.contains(&self.kbuf[..])
                 && !want.contains(&self.kbuf)
             {
                 want.push(self.kbuf.clone());
