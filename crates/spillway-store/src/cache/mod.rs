@@ -30,7 +30,7 @@
 //! `demoteFromMainProtected`, `climb`, `determineAdjustment`, `increaseWindow`,
 //! `decreaseWindow`, `AddTask`, `UpdateTask`) with its constants ([`wtinylfu`] names
 //! them), and Caffeine's `FrequencySketch`. The [`wtinylfu`] and [`sketch`] docs list
-//! each divergence and its reason: single-threaded (no read/write buffers), misses
+//! each divergence and its reason: single-threaded (a lossless read buffer, no locks), misses
 //! counted by the read, a replace is not an access, a 64-bit key hash, a seeded coin,
 //! a sketch that starts with the first entry and grows keeping its counts, a climber
 //! whose first step grows the window and whose steps reflect at the bounds, and the

@@ -11,16 +11,21 @@
 //! used (the tail). A `hashbrown::HashTable<u32>` maps a key to its slot: it stores only
 //! the slot index, hashes by the hash cached in the slot and compares keys in the slot,
 //! so keys are not duplicated. Freed slots go on a free list and are reused. A hit costs
-//! one hash, one probe, one sketch block (and a doorkeeper block) and a relink: no
-//! allocation.
+//! one hash, one probe and a slot in the read buffer; applying it costs one sketch block
+//! (and a doorkeeper block) and a relink: no allocation.
 //!
 //! # Where this differs from Caffeine, and why
-//! - **No buffers, no locks.** Caffeine records reads and writes in buffers and replays
-//!   them in a maintenance cycle under its eviction lock. This cache has one owner
-//!   (`&mut self`), so every operation applies its policy effect at once and ends with
-//!   the maintenance steps that apply to it (`evictEntries` after writes, `climb` after
-//!   every operation). The order of effects is the one Caffeine shows when used from a
-//!   single thread.
+//! - **A lossless read buffer, no locks.** Caffeine records reads and writes in buffers
+//!   and replays them in a maintenance cycle under its eviction lock, dropping reads
+//!   when its buffer is full. This cache has one owner (`&mut self`): writes apply
+//!   their policy effect at once and end with the maintenance steps that apply to them
+//!   (`evictEntries`, `climb`). Hits are recorded in a 16-slot read buffer and applied
+//!   in order (each followed by `climb`) when it fills, or before any miss, write,
+//!   removal or inspection, so the policy goes through exactly the steps it would
+//!   have taken hit by hit (the shared traces give identical hit counts both ways).
+//!   What the buffer buys is speed: a batch's sketch blocks and list neighbours are
+//!   prefetched together, so their cache misses overlap (a zipf hit at 1M entries went
+//!   from 163-190 ns to 122-129 ns, A/B in one session).
 //! - **Misses are counted by the read.** Caffeine counts a sample miss when a new entry
 //!   is added (`AddTask`), because its loading `get` adds what it missed. Here reads and
 //!   writes are separate calls, so [`WTinyLfu::get`] counts the miss, and an insert does
@@ -239,8 +244,20 @@ pub struct WTinyLfu<K, V> {
     adjustment: i64,
     rng: u64,
 
+    /// Caffeine's read buffer: hits recorded here (slot, hash) and applied to the
+    /// policy in order by [`drain_reads`](Self::drain_reads), before any write, miss,
+    /// removal or inspection, so the policy sees exactly the same sequence of events
+    /// (unlike Caffeine's, it never drops a read).
+    read_buf: [(u32, u64); READ_BUFFER],
+    read_len: usize,
+
     stats: CacheStats,
 }
+
+/// Hits buffered before the policy applies them. Applying a batch lets the cache misses
+/// of its sketch blocks and list neighbours overlap (prefetched first) instead of
+/// following one another on every hit.
+const READ_BUFFER: usize = 16;
 
 impl<K: Hash + Eq, V> WTinyLfu<K, V> {
     /// An empty cache.
@@ -278,6 +295,8 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
             previous_sample_hit_rate: 0.0,
             adjustment: 0,
             rng: cfg.seed ^ 0x6a09_e667_f3bc_c909,
+            read_buf: [(0, 0); READ_BUFFER],
+            read_len: 0,
             stats: CacheStats::default(),
         };
         c.set_maximum_size(cfg.capacity, cfg.initial_window);
@@ -378,6 +397,7 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
         weight: u32,
         on_evict: &mut dyn FnMut(K, V),
     ) -> Option<V> {
+        self.drain_reads();
         let hash = self.hash(&key);
         self.sketch.prefetch(hash);
         if let Some(i) = self.find(hash, &key) {
@@ -409,6 +429,7 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
     ) where
         K: Borrow<Q>,
     {
+        self.drain_reads();
         let Some(i) = self.find(self.hash(key), key) else { return };
         if weight != self.links[i as usize].weight {
             self.update_weight(i, weight);
@@ -422,6 +443,7 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
     where
         K: Borrow<Q>,
     {
+        self.drain_reads();
         let i = self.find(self.hash(key), key)?;
         let (_, v) = self.unlink_and_free(i);
         Some(v)
@@ -441,6 +463,7 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
     /// Removes every entry, passing each to `f`, in no particular order. The frequency
     /// history, the climber's state and the counters are kept (Caffeine's `clear`).
     pub fn drain(&mut self, f: &mut dyn FnMut(K, V)) {
+        self.drain_reads();
         self.table.clear();
         self.free.clear();
         self.lists = [EMPTY; 3];
@@ -484,16 +507,20 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
         }
     }
 
-    /// The frequency sketch (for inspection: estimates by key hash).
-    pub fn sketch(&self) -> &FrequencySketch {
+    /// The frequency sketch (for inspection: estimates by key hash), after applying
+    /// the buffered hits.
+    pub fn sketch(&mut self) -> &FrequencySketch {
+        self.drain_reads();
         &self.sketch
     }
 
-    /// The estimated recent frequency of `key` (0 to 15), as admission sees it.
-    pub fn frequency<Q: Hash + ?Sized>(&self, key: &Q) -> u8
+    /// The estimated recent frequency of `key` (0 to 15), as admission sees it (after
+    /// applying the buffered hits).
+    pub fn frequency<Q: Hash + ?Sized>(&mut self, key: &Q) -> u8
     where
         K: Borrow<Q>,
     {
+        self.drain_reads();
         self.sketch.frequency(self.hash(key))
     }
 
@@ -530,11 +557,15 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
         match self.find(hash, key) {
             Some(i) => {
                 self.stats.hits += 1;
-                self.on_access(i, hash);
-                self.climb();
+                self.read_buf[self.read_len] = (i, hash);
+                self.read_len += 1;
+                if self.read_len == READ_BUFFER {
+                    self.drain_reads();
+                }
                 Some(i)
             }
             None => {
+                self.drain_reads();
                 self.stats.misses += 1;
                 self.misses_in_sample += 1;
                 self.climb();
@@ -794,6 +825,37 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
             Queue::Free => unreachable!("a slot in the table is linked"),
         }
         self.hits_in_sample += 1;
+    }
+
+    /// Caffeine's `drainReadBuffer`: applies the buffered hits in order, each followed by
+    /// `climb` as the unbuffered read path did, so the policy goes through exactly the
+    /// same steps as if each hit had been applied at once (every write, miss, removal
+    /// and inspection drains first). The sketch blocks and list slots of the whole
+    /// batch are prefetched first, then their list neighbours, so their cache misses
+    /// overlap instead of following one another.
+    pub(crate) fn drain_reads(&mut self) {
+        let n = self.read_len;
+        if n == 0 {
+            return;
+        }
+        for &(i, hash) in &self.read_buf[..n] {
+            self.sketch.prefetch(hash);
+            crate::hot::prefetch(&self.links[i as usize]);
+        }
+        for &(i, _) in &self.read_buf[..n] {
+            let l = &self.links[i as usize];
+            for j in [l.prev, l.next] {
+                if j != NIL {
+                    crate::hot::prefetch(&self.links[j as usize]);
+                }
+            }
+        }
+        self.read_len = 0;
+        for k in 0..n {
+            let (i, hash) = self.read_buf[k];
+            self.on_access(i, hash);
+            self.climb();
+        }
     }
 
     /// Caffeine's `reorderProbation`: a hit in probation promotes the entry to the
@@ -1142,7 +1204,8 @@ impl<K, V> std::fmt::Debug for WTinyLfu<K, V> {
 #[cfg(test)]
 impl<K: Hash + Eq + Clone, V> WTinyLfu<K, V> {
     /// Keys of a region from its LRU end to its MRU end (tests).
-    pub(crate) fn keys_of(&self, region: &str) -> Vec<K> {
+    pub(crate) fn keys_of(&mut self, region: &str) -> Vec<K> {
+        self.drain_reads();
         let q = match region {
             "window" => Queue::Window,
             "probation" => Queue::Probation,
@@ -1161,6 +1224,7 @@ impl<K: Hash + Eq + Clone, V> WTinyLfu<K, V> {
     /// Records an access of `key` in the sketch only (tests; Caffeine's tests call
     /// `frequencySketch().increment`).
     pub(crate) fn record(&mut self, key: &K) {
+        self.drain_reads();
         let h = self.hash(key);
         self.sketch.increment(h);
     }
