@@ -737,7 +737,7 @@ fn read_buffer_preserves_every_policy_decision() {
         x ^= x >> 7;
         x ^= x << 17;
         // A hot set that drifts, over a long tail: hits, misses and phase changes.
-        let key = if x % 4 == 0 { x % 5000 } else { (x % 150) + (step / 20_000) * 100 };
+        let key = if x.is_multiple_of(4) { x % 5000 } else { (x % 150) + (step / 20_000) * 100 };
         if batched.get(&key).is_none() {
             batched.insert(key, (), 1, &mut |k, _| ev_b.push(k));
         }
