@@ -150,7 +150,10 @@ fn bad_arguments_are_clear_errors() {
 
     let e = spillway_err(&["cache", "sim", "--trace", s(&t), "--policies", "lru,clock"]);
     assert!(e.contains("unknown policy `clock`"), "{e}");
-    assert!(e.contains("wtinylfu, wtinylfu-fixed, lru, arc, s3fifo, lirs"), "{e}");
+    assert!(
+        e.contains("wtinylfu, wtinylfu-fixed, wtinylfu-caffeine, lru, arc, s3fifo, lirs"),
+        "{e}"
+    );
 
     for (cap, why) in [
         ("0", "at least 1 entry"),

@@ -32,7 +32,8 @@ pub use run::{run, SimConfig, SimRow};
 pub use trace::Trace;
 
 /// Every policy [`make`] knows.
-pub const POLICIES: [&str; 6] = ["wtinylfu", "wtinylfu-fixed", "lru", "arc", "s3fifo", "lirs"];
+pub const POLICIES: [&str; 7] =
+    ["wtinylfu", "wtinylfu-fixed", "wtinylfu-caffeine", "lru", "arc", "s3fifo", "lirs"];
 
 /// The policies run when none are named.
 pub const DEFAULT_POLICIES: [&str; 5] = ["wtinylfu", "lru", "arc", "s3fifo", "lirs"];
@@ -59,6 +60,7 @@ pub fn make(policy: &str, capacity: usize, seed: u64) -> Result<Box<dyn Policy>,
     Ok(match policy {
         "wtinylfu" => Box::new(wtinylfu::WTinyLfu::adaptive(capacity, seed)),
         "wtinylfu-fixed" => Box::new(wtinylfu::WTinyLfu::fixed(capacity, seed)),
+        "wtinylfu-caffeine" => Box::new(wtinylfu::WTinyLfu::caffeine(capacity, seed)),
         "lru" => Box::new(lru::Lru::new(capacity)),
         "arc" => Box::new(arc::Arc::new(capacity)),
         "s3fifo" => Box::new(s3fifo::S3Fifo::new(capacity)),
@@ -89,8 +91,8 @@ pub(crate) mod tests {
         let e = make("clock", 10, 1).err().unwrap().to_string();
         assert_eq!(
             e,
-            "unknown policy `clock`; known policies: wtinylfu, wtinylfu-fixed, lru, arc, \
-             s3fifo, lirs"
+            "unknown policy `clock`; known policies: wtinylfu, wtinylfu-fixed, \
+             wtinylfu-caffeine, lru, arc, s3fifo, lirs"
         );
     }
 

@@ -1,8 +1,11 @@
-//! `wtinylfu` and `wtinylfu-fixed`: the store's own L1 cache,
+//! `wtinylfu`, `wtinylfu-fixed` and `wtinylfu-caffeine`: the store's own L1 cache,
 //! [`spillway_store::cache::WTinyLfu`], driven as a policy. `wtinylfu` is the adaptive
 //! cache (its window resized by hill climbing, as Caffeine's
 //! `policy/sketch/climbing/HillClimberWindowTinyLfuPolicy`); `wtinylfu-fixed` keeps the
-//! initial window (`CacheConfig::adaptive(false)`), for comparison.
+//! initial window (`CacheConfig::adaptive(false)`), for comparison;
+//! `wtinylfu-caffeine` is Caffeine's `BoundedLocalCache` path exactly
+//! (`CacheConfig::caffeine`: no doorkeeper, none of the module's departures), for
+//! comparing with Caffeine's simulator (`product.Caffeine`).
 //!
 //! Each access is `get`; a miss inserts the key with weight 1, ignoring evictions.
 
@@ -20,6 +23,14 @@ impl WTinyLfu {
     /// The adaptive cache of `capacity` entries, its sketch seeded with `seed`.
     pub fn adaptive(capacity: usize, seed: u64) -> Self {
         WTinyLfu { name: "wtinylfu", cache: Cache::new(config(capacity, seed)) }
+    }
+
+    /// Caffeine's exact path.
+    pub fn caffeine(capacity: usize, seed: u64) -> Self {
+        WTinyLfu {
+            name: "wtinylfu-caffeine",
+            cache: Cache::new(CacheConfig::caffeine(capacity.max(1) as u64).seed(seed)),
+        }
     }
 
     /// The cache with a fixed window.

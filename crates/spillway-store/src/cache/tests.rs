@@ -752,3 +752,22 @@ fn read_buffer_preserves_every_policy_decision() {
         assert_eq!(batched.keys_of(region), eager.keys_of(region), "{region}");
     }
 }
+
+/// `CacheConfig::caffeine` follows Caffeine's path: no doorkeeper, and the sketch
+/// starts only when the cache is half full ("lazily initialize when close to the
+/// maximum size"), where the default sketch starts with the first entry.
+#[test]
+fn caffeine_mode_starts_the_sketch_at_half_capacity() {
+    let mut exact: WTinyLfu<u64, ()> = WTinyLfu::new(CacheConfig::caffeine(1000));
+    let mut ours: WTinyLfu<u64, ()> = WTinyLfu::new(CacheConfig::new(1000));
+    for k in 0..499u64 {
+        exact.insert(k, (), 1, &mut |_, _| {});
+        ours.insert(k, (), 1, &mut |_, _| {});
+    }
+    assert!(!exact.sketch().is_initialized());
+    assert!(!exact.sketch().has_doorkeeper());
+    assert!(ours.sketch().is_initialized());
+    exact.insert(499, (), 1, &mut |_, _| {});
+    exact.insert(500, (), 1, &mut |_, _| {});
+    assert!(exact.sketch().is_initialized());
+}

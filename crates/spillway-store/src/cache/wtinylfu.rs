@@ -111,6 +111,12 @@ pub struct CacheConfig {
     /// Whether a doorkeeper (a small Bloom filter) sits in front of the frequency
     /// sketch, as in the TinyLFU paper (see [`FrequencySketch`]). Default: true.
     pub doorkeeper: bool,
+    /// Caffeine's exact path instead of this module's three measured departures: the
+    /// sketch starts when the cache is half full, the climber's first step shrinks the
+    /// window, and a step into a bound is not reflected (set with the doorkeeper off by
+    /// [`CacheConfig::caffeine`]). For comparing with Caffeine's own outputs. Default:
+    /// false.
+    pub caffeine_exact: bool,
 }
 
 impl CacheConfig {
@@ -123,7 +129,14 @@ impl CacheConfig {
             initial_window: 1.0 - PERCENT_MAIN,
             seed: 0,
             doorkeeper: true,
+            caffeine_exact: false,
         }
+    }
+
+    /// Caffeine's `BoundedLocalCache` as it is: no doorkeeper (Caffeine has none) and
+    /// none of this module's departures (see [`caffeine_exact`](Self::caffeine_exact)).
+    pub fn caffeine(capacity: u64) -> Self {
+        CacheConfig { doorkeeper: false, caffeine_exact: true, ..CacheConfig::new(capacity) }
     }
 
     /// Whether the hill climber adapts the window size (default true). Off, the window
@@ -236,6 +249,8 @@ pub struct WTinyLfu<K, V> {
     main_protected_weighted_size: u64,
 
     adaptive: bool,
+    /// [`CacheConfig::caffeine_exact`].
+    caffeine_exact: bool,
     hits_in_sample: u64,
     misses_in_sample: u64,
     step_size: f64,
@@ -289,6 +304,7 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
             window_weighted_size: 0,
             main_protected_weighted_size: 0,
             adaptive: cfg.adaptive,
+            caffeine_exact: cfg.caffeine_exact,
             hits_in_sample: 0,
             misses_in_sample: 0,
             step_size: 0.0,
@@ -326,6 +342,9 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
         // under 1 point on the rest, except multi3 at 1% (-2, still far above the other
         // policies).
         self.step_size = HILL_CLIMBER_STEP_PERCENT * max as f64;
+        if self.caffeine_exact {
+            self.step_size = -self.step_size;
+        }
     }
 
     // ---------------------------------------------------------------------------------
@@ -738,6 +757,9 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
             } else {
                 self.maximum
             }
+        } else if self.caffeine_exact {
+            // Caffeine: "Lazily initialize when close to the maximum size".
+            return;
         } else {
             2 * len
         };
@@ -1069,8 +1091,9 @@ impl<K: Hash + Eq, V> WTinyLfu<K, V> {
         // Caffeine's climber keeps stepping into it while the hit rate rises for other
         // reasons (a warming workload), learning nothing. Reflect it instead. Measured
         // with the first-step change above (see `set_maximum_size`).
-        if (amount < 0.0 && self.window_maximum <= 1)
-            || (amount > 0.0 && self.main_protected_maximum == 0)
+        if !self.caffeine_exact
+            && ((amount < 0.0 && self.window_maximum <= 1)
+                || (amount > 0.0 && self.main_protected_maximum == 0))
         {
             amount = -amount;
         }
