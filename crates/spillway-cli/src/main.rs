@@ -237,8 +237,10 @@ fn bench_phase(a: PhaseArgs) -> Result<()> {
 
 #[derive(Debug, Args)]
 struct StoreArgs {
-    /// Stores to compare, comma-separated (mem, hashlog, adaptive, rocksdb); ratios are printed
-    /// relative to the last one [default: every store in this build]
+    /// Stores to compare, comma-separated (mem, hashlog, appendlog, timelog, adaptive,
+    /// tiered, rocksdb); ratios are printed relative to the last one. `tiered` runs with its
+    /// default levels here: an L1 of a quarter of the budget over hashlog, no Redis
+    /// [default: every store in this build except tiered]
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     stores: Option<Vec<StoreKind>>,
 
