@@ -12,6 +12,9 @@
 //! | [`TieredStore`] | [`tiered`] | in-process W-TinyLFU cache ([`cache`]) over Redis over hashlog; any subset of levels | no | flush down + L3's checkpoint |
 //! | [`AdaptiveStore`] | [`adaptive`] | per namespace: hashlog, appendlog or timelog, chosen by hint and observer, migrated in steps | every namespace (natively in timelog, by walk + sort elsewhere) | parts' checkpoints + its manifest (two-phase) |
 //!
+//! Shared window state over any store: [`shared::SharedLists`] keeps each event once
+//! under a content reference with a count, and each window a list of references.
+//!
 //! ## The contract
 //! - Byte keys and byte values inside a [namespace](namespace) (one per operator state),
 //!   each declaring its merge semantics ([`MergeOp`]): list append or a user function.
@@ -51,6 +54,7 @@ pub mod mem;
 pub mod namespace;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
+pub mod shared;
 pub mod stats;
 pub mod tiered;
 pub mod timelog;

@@ -174,3 +174,53 @@ fn values_heavier_than_l1_pass_through() {
         .expect("rmw");
     assert_eq!(store.get(ns, b"big").expect("get").map(|v| v.len()), Some(10_001));
 }
+
+/// Shared window lists (one copy per event, counted references) over a tiered store whose
+/// only level is Redis, and over a 1 KiB L1 on Redis on hashlog through a checkpoint and
+/// reopen: reads and counts are exact, and an event is freed with its last window.
+#[test]
+fn shared_lists_over_redis_levels() {
+    use spillway_store::shared::{reference, SharedLists};
+    let server = RedisServer::shared().expect("redis");
+    let opts = |dir: &std::path::Path| {
+        StoreOptions::new(dir)
+            .memory_budget(16 << 20)
+            .namespace(NamespaceSpec::list("events"))
+            .namespace(NamespaceSpec::list("windows"))
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    for t in [
+        TieredOptions::new(0).l2(L2Config::Url(server.url())).l3(L3Kind::None),
+        TieredOptions::new(1024).l2(L2Config::Url(server.url())),
+    ] {
+        let durable = t.l3 == L3Kind::HashLog;
+        let mut store = TieredStore::open(opts(dir.path()), t.clone()).expect("open");
+        let sh = SharedLists::new(
+            store.namespace("events").expect("ns"),
+            store.namespace("windows").expect("ns"),
+        );
+        for w in 0u8..10 {
+            for e in w..w + 5 {
+                sh.append(&mut store, &[w], format!("event {e}").as_bytes()).expect("append");
+            }
+        }
+        if durable {
+            store.checkpoint().expect("checkpoint");
+            drop(store);
+            store = TieredStore::open(opts(dir.path()), t).expect("reopen");
+        }
+        // Event e is in windows max(0, e-4)..=min(e, 9).
+        let count = |e: u8| (e.saturating_sub(4)..=e.min(9)).count() as u32;
+        for e in 0u8..14 {
+            let r = reference(format!("event {e}").as_bytes(), 0);
+            assert_eq!(sh.count(&mut store, &r).expect("count"), count(e), "event {e}");
+        }
+        let want: Vec<Vec<u8>> = (3u8..8).map(|e| format!("event {e}").into_bytes()).collect();
+        assert_eq!(sh.read(&mut store, &[3]).expect("read"), want);
+        let mut freed = 0;
+        for w in 0u8..10 {
+            freed += sh.purge(&mut store, &[w]).expect("purge");
+        }
+        assert_eq!(freed, 14, "every event freed exactly once");
+    }
+}
