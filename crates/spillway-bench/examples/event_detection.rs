@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use spillway_bench::event_detection::{self, clock, Config, Report};
-use spillway_bench::units::{format_bytes, parse_count, parse_size};
+use spillway_bench::units::{format_bytes, parse_count, parse_size_or_share, SizeOrShare};
 use spillway_store::tiered::{L2Config, L3Kind, TierStats, TieredOptions, TieredStore};
 use spillway_store::{MemStore, StoreOptions};
 
@@ -30,14 +30,8 @@ const USAGE: &str =
   --seed   seed of the generator. Default 7.
   --dir    directory of the tiered store. Default: a temporary directory.";
 
-/// The L1 size as given.
-enum L1 {
-    Share(f64),
-    Bytes(u64),
-}
-
 struct Args {
-    l1: L1,
+    l1: SizeOrShare,
     l2: L2Config,
     l3: L3Kind,
     cfg: Config,
@@ -46,7 +40,7 @@ struct Args {
 
 fn parse_args() -> Result<Args> {
     let mut a = Args {
-        l1: L1::Share(10.0),
+        l1: SizeOrShare::Percent(10.0),
         l2: L2Config::None,
         l3: L3Kind::HashLog,
         cfg: Config::default(),
@@ -61,22 +55,7 @@ fn parse_args() -> Result<Args> {
         let value = it.next().with_context(|| format!("{flag} needs a value\n{USAGE}"))?;
         match flag.as_str() {
             "--l1" => {
-                a.l1 = match value.strip_suffix('%') {
-                    Some(p) => {
-                        let p: f64 = p
-                            .trim()
-                            .parse()
-                            .ok()
-                            .filter(|p| *p > 0.0 && *p <= 100.0)
-                            .with_context(|| {
-                                format!(
-                                    "--l1 {value}: expected a share such as 10% (0 < share <= 100)"
-                                )
-                            })?;
-                        L1::Share(p)
-                    }
-                    None => L1::Bytes(parse_size(&value).with_context(|| format!("--l1 {value}"))?),
-                }
+                a.l1 = parse_size_or_share(&value).with_context(|| format!("--l1 {value}"))?
             }
             "--l2" => a.l2 = value.parse().map_err(anyhow::Error::msg)?,
             "--l3" => a.l3 = value.parse().map_err(anyhow::Error::msg)?,
@@ -145,7 +124,7 @@ fn real_main() -> Result<()> {
         event_detection::L1_ENTRY_OVERHEAD
     );
     let l1_bytes = match args.l1 {
-        L1::Share(p) => {
+        SizeOrShare::Percent(p) => {
             let b = ((peak.l1_weight() as f64) * p / 100.0).ceil().max(1.0) as u64;
             println!(
                 "--l1 {p}% of {} = {b} bytes ({})",
@@ -154,7 +133,7 @@ fn real_main() -> Result<()> {
             );
             b
         }
-        L1::Bytes(b) => b,
+        SizeOrShare::Bytes(b) => b,
     };
 
     let tmp;

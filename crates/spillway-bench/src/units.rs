@@ -76,6 +76,42 @@ pub fn parse_size(s: &str) -> Result<u64, ParseUnitError> {
     parse_with_units(s, UNITS, SIZE_EXPECTED)
 }
 
+/// A size given either in bytes or as a share of some whole (`--l1 64KiB` or `--l1 10%`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SizeOrShare {
+    /// Bytes ([`parse_size`]'s forms).
+    Bytes(u64),
+    /// A percentage from 0 to 100.
+    Percent(f64),
+}
+
+impl SizeOrShare {
+    /// The size in bytes, a percentage being taken of `whole` (rounded down).
+    pub fn of(self, whole: u64) -> u64 {
+        match self {
+            SizeOrShare::Bytes(b) => b,
+            SizeOrShare::Percent(p) => (whole as f64 * p / 100.0) as u64,
+        }
+    }
+}
+
+/// Parses a size ([`parse_size`]) or a percentage from 0% to 100% (`10%`, `2.5 %`).
+pub fn parse_size_or_share(s: &str) -> Result<SizeOrShare, ParseUnitError> {
+    match s.trim().strip_suffix('%') {
+        Some(p) => p
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| (0.0..=100.0).contains(x))
+            .map(SizeOrShare::Percent)
+            .ok_or_else(|| ParseUnitError {
+                input: s.to_string(),
+                expected: "a percentage from 0% to 100%",
+            }),
+        None => parse_size(s).map(SizeOrShare::Bytes),
+    }
+}
+
 /// Parses a count: `1000000`, `1_000_000`, `200k`, `10M`, `1G` (decimal multipliers).
 pub fn parse_count(s: &str) -> Result<u64, ParseUnitError> {
     const UNITS: &[(&str, u64)] = &[("", 1), ("k", 1_000), ("m", 1_000_000), ("g", 1_000_000_000)];
@@ -101,6 +137,18 @@ pub fn format_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_or_shares() {
+        assert_eq!(parse_size_or_share("64KiB").unwrap(), SizeOrShare::Bytes(64 << 10));
+        assert_eq!(parse_size_or_share("10%").unwrap(), SizeOrShare::Percent(10.0));
+        assert_eq!(parse_size_or_share("2.5 %").unwrap().of(1000), 25);
+        assert_eq!(parse_size_or_share("0%").unwrap().of(1000), 0);
+        let e = parse_size_or_share("150%").unwrap_err().to_string();
+        assert!(e.contains("percentage from 0% to 100%"), "{e}");
+        assert!(parse_size_or_share("ten%").is_err());
+        assert!(parse_size_or_share("12XB").is_err());
+    }
 
     #[test]
     fn sizes() {

@@ -69,8 +69,8 @@ pub struct TierArgs {
     /// With --store tiered: capacity of the in-process L1 cache (adaptive W-TinyLFU), a
     /// size (64KiB, 16MiB) or a percentage of --memory-budget; 0 leaves L1 out
     /// [default: 25%]
-    #[arg(long, value_name = "SIZE|PCT")]
-    pub(crate) l1: Option<String>,
+    #[arg(long, value_name = "SIZE|PCT", value_parser = spillway_bench::units::parse_size_or_share)]
+    pub(crate) l1: Option<spillway_bench::units::SizeOrShare>,
 
     /// With --store tiered: the Redis level: redis://HOST:PORT, redis+unix:///PATH, auto
     /// (a private redis-server child, stopped when the run ends) or none [default: auto]
@@ -98,19 +98,7 @@ impl TierArgs {
             }
             return Ok(spillway_store::TieredOptions::default());
         }
-        let l1 = match self.l1.as_deref() {
-            None => budget / 4,
-            Some(p) if p.ends_with('%') => {
-                let pct: f64 = p[..p.len() - 1]
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|x: &f64| (0.0..=100.0).contains(x))
-                    .ok_or_else(|| anyhow!("--l1 {p}: expected a percentage from 0% to 100%"))?;
-                (budget as f64 * pct / 100.0) as u64
-            }
-            Some(p) => parse_size(p).map_err(|e| anyhow!("--l1 {p}: {e}"))?,
-        };
+        let l1 = self.l1.map_or(budget / 4, |s| s.of(budget));
         let l3 = self.l3.unwrap_or(L3Kind::HashLog);
         if l3 == L3Kind::None {
             eprintln!(

@@ -99,7 +99,7 @@ impl BulkReader {
 
     fn command(&mut self, args: &[&[u8]]) -> BulkResult<()> {
         self.cmd.clear();
-        self.cmd.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        super::l2::resp_header(&mut self.cmd, b'*', args.len());
         for a in args {
             super::l2::resp_bulk(&mut self.cmd, a);
         }

@@ -53,15 +53,6 @@ pub(crate) type Newest = (Vec<u8>, Option<Vec<u8>>);
 /// Visits a key (L1 form) and its newest value (`None`: deleted); `false` stops.
 pub(crate) type NewestVisitor<'a> = dyn FnMut(&[u8], Option<&[u8]>) -> bool + 'a;
 
-/// L2 counters.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct L2Counters {
-    pub hits: u64,
-    pub misses: u64,
-    pub demotions: u64,
-    pub round_trips: u64,
-}
-
 pub(crate) struct RedisLevel {
     addr: String,
     con: redis::Connection,
@@ -82,7 +73,8 @@ pub(crate) struct RedisLevel {
     writer: Writer,
     /// Single-key reads over a socket of our own (none for TLS servers).
     bulk: Option<BulkReader>,
-    pub counters: L2Counters,
+    /// Round trips made on the task's thread (the writer counts its own).
+    round_trips: u64,
     keybuf: Vec<u8>,
     /// Keeps a private `auto` server alive as long as the store.
     _server: Option<Arc<RedisServer>>,
@@ -144,7 +136,7 @@ impl RedisLevel {
             written: hashbrown::HashSet::new(),
             writer,
             bulk,
-            counters: L2Counters::default(),
+            round_trips: 0,
             keybuf: Vec::new(),
             _server: server,
         };
@@ -205,7 +197,7 @@ impl RedisLevel {
             .arg(1000)
             .query(&mut self.con)
             .map_err(|e| self.err(op, e))?;
-        self.counters.round_trips += 1;
+        self.round_trips += 1;
         Ok(page)
     }
 
@@ -260,45 +252,43 @@ impl RedisLevel {
     /// first, then Redis.
     pub(crate) fn get(&mut self, k: &[u8]) -> Result<Lookup> {
         if let Some(v) = self.pending.get(k) {
-            self.counters.hits += 1;
             return Ok(match v {
                 Some(v) => Lookup::Found(v.clone()),
                 None => Lookup::Deleted,
             });
         }
-        self.check_writer()?;
-        if let Some(v) = self.writer.lookup(k) {
-            self.counters.hits += 1;
+        // One lock: the writer's error and its in-flight value of `k`.
+        let in_flight = self.writer.lookup(k).map_err(|detail| Error::Redis {
+            addr: self.addr.clone(),
+            op: "demote",
+            detail,
+        })?;
+        if let Some(v) = in_flight {
             return Ok(match v {
                 Some(v) => Lookup::Found(v.to_vec()),
                 None => Lookup::Deleted,
             });
         }
         if !self.written.contains(&key_hash(k)) {
-            self.counters.misses += 1;
             return Ok(Lookup::Absent);
         }
-        let key = self.data_key(k).to_vec();
+        self.keybuf.clear();
+        self.keybuf.extend_from_slice(&self.data_prefix);
+        self.keybuf.extend_from_slice(k);
         let got: Option<Vec<u8>> = match &mut self.bulk {
-            Some(b) => b.get(&key).map_err(|detail| Error::Redis {
+            Some(b) => b.get(&self.keybuf).map_err(|detail| Error::Redis {
                 addr: self.addr.clone(),
                 op: "read",
                 detail,
             })?,
-            None => {
-                redis::cmd("GET").arg(&key).query(&mut self.con).map_err(|e| self.err("read", e))?
-            }
+            None => redis::cmd("GET").arg(&self.keybuf[..]).query(&mut self.con).map_err(|e| {
+                Error::Redis { addr: self.addr.clone(), op: "read", detail: e.to_string() }
+            })?,
         };
-        self.counters.round_trips += 1;
+        self.round_trips += 1;
         match got {
-            None => {
-                self.counters.misses += 1;
-                Ok(Lookup::Absent)
-            }
-            Some(v) => {
-                self.counters.hits += 1;
-                self.untag(v, &key, "read")
-            }
+            None => Ok(Lookup::Absent),
+            Some(v) => self.untag(v, k, "read"),
         }
     }
 
@@ -316,23 +306,16 @@ impl RedisLevel {
         self.check_writer()?;
         let mut pipe = redis::pipe();
         for k in keys {
-            let key = self.data_key(k).to_vec();
-            pipe.cmd("GET").arg(key);
+            pipe.cmd("GET").arg(self.data_key(k));
         }
         let values: Vec<Option<Vec<u8>>> =
             pipe.query(&mut self.con).map_err(|e| self.err("read", e))?;
-        self.counters.round_trips += 1;
+        self.round_trips += 1;
         let mut out = Vec::with_capacity(values.len());
         for (k, v) in keys.iter().zip(values) {
             out.push(match v {
-                None => {
-                    self.counters.misses += 1;
-                    Lookup::Absent
-                }
-                Some(v) => {
-                    self.counters.hits += 1;
-                    self.untag(v, k, "read")?
-                }
+                None => Lookup::Absent,
+                Some(v) => self.untag(v, k, "read")?,
             });
         }
         Ok(out)
@@ -345,7 +328,6 @@ impl RedisLevel {
         if let Some(old) = self.pending.insert(k, v) {
             self.pending_bytes -= old.map_or(0, |o| o.len());
         }
-        self.counters.demotions += 1;
         if self.pending.len() >= PENDING_MAX_ENTRIES || self.pending_bytes >= PENDING_MAX_BYTES {
             self.flush_pending()?;
         }
@@ -397,7 +379,7 @@ impl RedisLevel {
 
     /// Round trips to Redis, the writer's included.
     pub(crate) fn round_trips(&self) -> u64 {
-        self.counters.round_trips + self.writer.round_trips()
+        self.round_trips + self.writer.round_trips()
     }
 
     /// Pops up to [`FLUSH_BATCH`] keys from the dirty set with their Redis values
@@ -409,7 +391,7 @@ impl RedisLevel {
             .arg(FLUSH_BATCH)
             .query(&mut self.con)
             .map_err(|e| self.err("flush to L3", e))?;
-        self.counters.round_trips += 1;
+        self.round_trips += 1;
         if members.is_empty() {
             return Ok(Vec::new());
         }
@@ -420,7 +402,7 @@ impl RedisLevel {
         }
         let values: Vec<Option<Vec<u8>>> =
             pipe.query(&mut self.con).map_err(|e| self.err("flush to L3", e))?;
-        self.counters.round_trips += 1;
+        self.round_trips += 1;
         let mut out = Vec::with_capacity(members.len());
         for (m, v) in members.into_iter().zip(values) {
             let v = match v {
@@ -460,7 +442,7 @@ impl RedisLevel {
                     .arg(chunk)
                     .query(&mut self.con)
                     .map_err(|e| self.err("scan", e))?;
-                self.counters.round_trips += 1;
+                self.round_trips += 1;
                 for (k, v) in chunk.iter().zip(values) {
                     // Deleted between SCAN and MGET cannot happen: we are the only writer.
                     let Some(v) = v else { continue };
@@ -488,9 +470,15 @@ pub(crate) const SENDBUF_KEEP: usize = 16 << 20;
 
 /// Appends a RESP bulk-string header (`$LEN\r\n`).
 pub(crate) fn resp_bulk_header(buf: &mut Vec<u8>, len: usize) {
-    buf.push(b'$');
-    buf.extend_from_slice(len.to_string().as_bytes());
-    buf.extend_from_slice(b"\r\n");
+    resp_header(buf, b'$', len);
+}
+
+/// Appends a RESP header: `*N\r\n` (an array) or `$N\r\n` (a bulk string), without
+/// allocating.
+pub(crate) fn resp_header(buf: &mut Vec<u8>, kind: u8, n: usize) {
+    use std::io::Write as _;
+    buf.push(kind);
+    let _ = write!(buf, "{n}\r\n");
 }
 
 /// Appends a RESP bulk string.

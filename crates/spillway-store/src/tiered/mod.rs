@@ -384,7 +384,7 @@ impl TieredStore {
         };
         let l1 = (l1_cap > 0).then(|| WTinyLfu::new(CacheConfig::new(l1_cap)));
         let stats = StoreStats { memory_budget: opts.memory_budget, ..StoreStats::default() };
-        let tiers = TierStats { l1_capacity: l1_cap, ..TierStats::default() };
+        let tiers = TierStats::default();
         Ok(TieredStore {
             opts,
             l1,
@@ -412,6 +412,7 @@ impl TieredStore {
         if let Some(l1) = &self.l1 {
             t.l1_entries = l1.len() as u64;
             t.l1_bytes = l1.weight();
+            t.l1_capacity = l1.capacity();
         }
         if let Some(l2) = &self.l2 {
             t.l2_round_trips = l2.round_trips();
@@ -445,11 +446,18 @@ impl TieredStore {
         Ok(())
     }
 
-    /// The newest value of `k` (ns + key) from the levels below L1. With `promote` the
-    /// caller puts the answer into L1: a value still in the demotion buffer is taken
-    /// out of it and returned as dirty (L1 then holds its only copy). Without it the
-    /// buffer keeps the value.
-    fn fetch_lower(&mut self, k: &[u8], promote: bool) -> Result<(Option<Vec<u8>>, bool)> {
+    /// The newest value of the key in `kbuf` (ns + key) from the levels below L1. With
+    /// `promote` the caller puts the answer into L1: a value still in the demotion
+    /// buffer is taken out of it and returned as dirty (L1 then holds its only copy).
+    /// Without it the buffer keeps the value.
+    fn fetch_lower(&mut self, promote: bool) -> Result<(Option<Vec<u8>>, bool)> {
+        let k = std::mem::take(&mut self.kbuf);
+        let r = self.fetch_lower_of(&k, promote);
+        self.kbuf = k;
+        r
+    }
+
+    fn fetch_lower_of(&mut self, k: &[u8], promote: bool) -> Result<(Option<Vec<u8>>, bool)> {
         if let Some(l2) = &mut self.l2 {
             if promote {
                 if let Some(v) = l2.take_pending(k) {
@@ -530,22 +538,13 @@ impl TieredStore {
             return Ok(Loaded::InL1);
         }
         self.tiers.l1_misses += 1;
-        let k = std::mem::take(&mut self.kbuf);
-        let r = self.fetch_lower(&k, true);
-        let (value, dirty) = match r {
-            Ok(x) => x,
-            Err(e) => {
-                self.kbuf = k;
-                return Err(e);
-            }
-        };
-        let w = weight(&k, &value);
+        let (value, dirty) = self.fetch_lower(true)?;
+        let w = weight(&self.kbuf, &value);
         let l1 = self.l1.as_mut().expect("load_l1 with an L1");
         let evicted = &mut self.evicted;
-        l1.insert(k.clone().into_boxed_slice(), Slot { value, dirty }, w, &mut |k, v| {
+        l1.insert(self.kbuf.clone().into_boxed_slice(), Slot { value, dirty }, w, &mut |k, v| {
             evicted.push((k, v))
         });
-        self.kbuf = k;
         let own = self.evicted.iter().position(|(k, _)| **k == self.kbuf[..]);
         let bypass = own.map(|i| self.evicted.swap_remove(i).1);
         self.drain_evicted()?;
@@ -604,10 +603,7 @@ impl TieredStore {
         self.set_key(ns, key)?;
         out.clear();
         let value = if self.l1.is_none() {
-            let k = std::mem::take(&mut self.kbuf);
-            let r = self.fetch_lower(&k, false);
-            self.kbuf = k;
-            r?.0
+            self.fetch_lower(false)?.0
         } else {
             match self.load_l1()? {
                 Loaded::InL1 => {
@@ -662,10 +658,7 @@ impl TieredStore {
         let mut out = Vec::new();
         // Outside L1 (no L1, or the promoted entry was rejected): apply and write down.
         let (old, dirty) = if self.l1.is_none() {
-            let k = std::mem::take(&mut self.kbuf);
-            let r = self.fetch_lower(&k, false);
-            self.kbuf = k;
-            r?
+            self.fetch_lower(false)?
         } else {
             match self.load_l1()? {
                 Loaded::Bypass(old, dirty) => (old, dirty),

@@ -192,13 +192,6 @@ fn shared_slot() -> &'static Mutex<Option<Arc<RedisServer>>> {
     SLOT.get_or_init(|| Mutex::new(None))
 }
 
-fn terminate(pid: u32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // Sending a signal to our own child by PID (it has not been reaped: we hold it).
-        kill_pid(pid, libc::SIGTERM);
-    }
-}
-
 /// Removes `spillway-redis-PID-N` directories whose process is gone.
 fn remove_stale_dirs(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else { return };
@@ -263,10 +256,12 @@ fn set_parent_death_signal(cmd: &mut Command) {
     }
 }
 
+/// SIGTERM to our own child by PID (not reaped yet: we hold its `Child`).
 #[allow(unsafe_code)]
-fn kill_pid(pid: libc::pid_t, sig: libc::c_int) {
+fn terminate(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return };
     // SAFETY: kill(2) has no memory-safety preconditions; pid is our unreaped child.
     unsafe {
-        libc::kill(pid, sig);
+        libc::kill(pid, libc::SIGTERM);
     }
 }

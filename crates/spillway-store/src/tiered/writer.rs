@@ -144,9 +144,14 @@ impl Writer {
         Ok(())
     }
 
-    /// The newest in-flight value of `k`, if it is in flight.
-    pub(crate) fn lookup(&self, k: &[u8]) -> Option<Value> {
-        self.shared.lock().map.get(k).map(|(_, v)| v.clone())
+    /// The newest in-flight value of `k`, if it is in flight; the writer's error if a
+    /// write failed (one lock for both: this is on every L1 miss).
+    pub(crate) fn lookup(&self, k: &[u8]) -> Result<Option<Value>, String> {
+        let st = self.shared.lock();
+        if let Some(e) = &st.error {
+            return Err(e.clone());
+        }
+        Ok(st.map.get(k).map(|(_, v)| v.clone()))
     }
 
     /// Whether `k` is in flight.
@@ -231,7 +236,8 @@ fn write_batch(
         commands += 1;
     }
     if let Some(dirty) = dirty_key {
-        buf.extend_from_slice(format!("*{}\r\n$4\r\nSADD\r\n", batch.entries.len() + 2).as_bytes());
+        super::l2::resp_header(buf, b'*', batch.entries.len() + 2);
+        buf.extend_from_slice(b"$4\r\nSADD\r\n");
         resp_bulk(buf, dirty);
         for (k, _, _) in &batch.entries {
             resp_bulk(buf, k);
