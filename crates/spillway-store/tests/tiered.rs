@@ -224,3 +224,157 @@ fn shared_lists_over_redis_levels() {
         assert_eq!(freed, 14, "every event freed exactly once");
     }
 }
+
+mod native_shared_lists {
+    //! The shared lists kept natively in Redis (Lua scripts, pipelined) against a model,
+    //! with a planted reference collision, and the copies baseline beside them.
+
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+    use spillway_store::shared::{reference, RedisLists, RedisSharedLists};
+    use spillway_store::tiered::RedisServer;
+
+    fn event(e: u8) -> Vec<u8> {
+        // Binary bytes (NULs, 0xff) to check the scripts keep them intact.
+        let mut v = vec![0u8, 0xff, e];
+        v.extend(std::iter::repeat_n(e, e as usize % 7));
+        v
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Append(Vec<u8>, u8),
+        Read(u8),
+        Take(Vec<u8>),
+        Purge(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (proptest::collection::vec(0u8..6, 0..4), 0u8..10).prop_map(|(w, e)| Op::Append(w, e)),
+            2 => (0u8..6).prop_map(Op::Read),
+            2 => proptest::collection::vec(0u8..6, 0..3).prop_map(Op::Take),
+            1 => (0u8..6).prop_map(Op::Purge),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Reads and takes return each window's events in append order (the queued
+        /// appends are flushed first), counts equal the references held, frees happen
+        /// exactly with the last window; the copies lists return the same events.
+        #[test]
+        fn redis_shared_lists_match_a_model(ops in proptest::collection::vec(op(), 1..80)) {
+            let server = RedisServer::shared().expect("redis");
+            let mut sh = RedisSharedLists::connect(&server.url(), "model").expect("connect");
+            let mut cp = RedisLists::connect(&server.url(), "model").expect("connect");
+            let mut model: HashMap<u8, Vec<u8>> = HashMap::new();
+            let mut freed_total = 0u64;
+            for op in ops {
+                match op {
+                    Op::Append(ws, e) => {
+                        let keys: Vec<[u8; 1]> = ws.iter().map(|&w| [w]).collect();
+                        let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+                        sh.append_many(&keys, &event(e)).expect("append");
+                        cp.append_many(&keys, &event(e)).expect("append");
+                        for w in ws {
+                            model.entry(w).or_default().push(e);
+                        }
+                    }
+                    Op::Read(w) => {
+                        let want: Vec<Vec<u8>> =
+                            model.get(&w).map(|l| l.iter().map(|&e| event(e)).collect()).unwrap_or_default();
+                        prop_assert_eq!(sh.read(&[w]).expect("read"), want);
+                    }
+                    Op::Take(ws) => {
+                        let keys: Vec<[u8; 1]> = ws.iter().map(|&w| [w]).collect();
+                        let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+                        let (mut got, mut got_cp) = (vec![Vec::new(); ws.len()], vec![Vec::new(); ws.len()]);
+                        let freed = sh.take_many(&keys, &mut |i, e| got[i].push(e.to_vec())).expect("take");
+                        cp.take_many(&keys, &mut |i, e| got_cp[i].push(e.to_vec())).expect("take");
+                        let mut want = Vec::new();
+                        for w in &ws {
+                            want.push(model.remove(w).unwrap_or_default().iter().map(|&e| event(e)).collect::<Vec<_>>());
+                        }
+                        prop_assert_eq!(&got, &want);
+                        prop_assert_eq!(&got_cp, &want);
+                        freed_total += freed as u64;
+                    }
+                    Op::Purge(w) => {
+                        freed_total += sh.purge(&[w]).expect("purge") as u64;
+                        model.remove(&w);
+                        cp.take_many(&[&[w]], &mut |_, _| {}).expect("take");
+                    }
+                }
+                for e in 0u8..10 {
+                    let refs = model.values().flatten().filter(|&&x| x == e).count() as u32;
+                    prop_assert_eq!(sh.count(&reference(&event(e), 0)).expect("count"), refs);
+                }
+                // Stored events = new ones minus freed ones = distinct events held.
+                let distinct = (0u8..10).filter(|e| model.values().flatten().any(|x| x == e)).count() as u64;
+                prop_assert_eq!(sh.new_events() - freed_total, distinct);
+            }
+        }
+    }
+}
+
+/// Another event's bytes planted under an event's reference: the append script probes to
+/// the next slot (the same sequence as `shared::reference`) and never merges the two.
+#[test]
+fn redis_shared_lists_detect_a_planted_collision() {
+    use spillway_store::shared::{reference, RedisSharedLists};
+    let server = RedisServer::shared().expect("redis");
+    let mut sh = RedisSharedLists::connect(&server.url(), "collision").expect("connect");
+    let client = redis::Client::open(server.url()).expect("client");
+    let mut con = client.get_connection().expect("con");
+    let mut k = b"spw:shared:collision:e:".to_vec();
+    k.extend_from_slice(&reference(b"real", 0));
+    let mut planted = 7u32.to_le_bytes().to_vec();
+    planted.extend_from_slice(b"impostor");
+    redis::cmd("SET").arg(&k).arg(&planted).query::<()>(&mut con).expect("plant");
+    // Both appends travel in one pipeline: each lands on probe slot 1 and has its list
+    // elements rewritten at flush, between other events' elements.
+    sh.append_many(&[b"w1"], b"before").expect("append");
+    sh.append_many(&[b"w1", b"w2"], b"real").expect("append");
+    sh.append_many(&[b"w1"], b"between").expect("append");
+    sh.append_many(&[b"w1"], b"real").expect("append");
+    let want: Vec<Vec<u8>> = ["before", "real", "between", "real"].map(|s| s.as_bytes().to_vec()).to_vec();
+    assert_eq!(sh.read(b"w1").expect("read"), want);
+    assert_eq!(sh.read(b"w2").expect("read"), vec![b"real".to_vec()]);
+    assert_eq!(sh.collisions(), 2);
+    assert_eq!(sh.count(&reference(b"real", 0)).expect("count"), 7, "the other event is untouched");
+    assert_eq!(sh.count(&reference(b"real", 1)).expect("count"), 3);
+    assert_eq!(sh.purge(b"w1").expect("purge"), 2, "before and between");
+    assert_eq!(sh.purge(b"w2").expect("purge"), 1);
+    assert_eq!(sh.count(&reference(b"real", 1)).expect("count"), 0);
+    // A list naming a missing event is an error that changes nothing.
+    let mut lk = b"spw:shared:collision:l:bad".to_vec();
+    redis::cmd("RPUSH").arg(&lk).arg(&[9u8; 16][..]).query::<()>(&mut con).expect("plant");
+    let e = sh.purge(b"bad").expect_err("dangling");
+    assert!(e.to_string().contains("names no stored event"), "{e}");
+    lk.truncate(lk.len());
+    let len: u64 = redis::cmd("LLEN").arg(&lk).query(&mut con).expect("llen");
+    assert_eq!(len, 1, "the damaged list is left as it was");
+}
+
+/// Windows longer than the scripts' chunk of 2000 references (MGET/MSET/DEL in chunks):
+/// every event comes back in order and each is freed once, by its last window.
+#[test]
+fn redis_shared_lists_take_long_windows_in_chunks() {
+    use spillway_store::shared::RedisSharedLists;
+    let server = RedisServer::shared().expect("redis");
+    let mut sh = RedisSharedLists::connect(&server.url(), "long").expect("connect");
+    let events: Vec<Vec<u8>> = (0..4500u32).map(|i| format!("event {i}").into_bytes()).collect();
+    for (i, e) in events.iter().enumerate() {
+        let ws: &[&[u8]] = if i % 2 == 0 { &[b"a", b"b"] } else { &[b"a"] };
+        sh.append_many(ws, e).expect("append");
+    }
+    let mut a = Vec::new();
+    assert_eq!(sh.take_many(&[b"a"], &mut |_, e| a.push(e.to_vec())).expect("take"), 2250);
+    assert_eq!(a, events);
+    let mut b = Vec::new();
+    assert_eq!(sh.take_many(&[b"b"], &mut |_, e| b.push(e.to_vec())).expect("take"), 2250);
+    assert_eq!(b.len(), 2250);
+    assert_eq!(sh.new_events(), 4500);
+}

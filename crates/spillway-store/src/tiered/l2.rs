@@ -223,22 +223,9 @@ impl RedisLevel {
     /// Deletes every key under this instance's prefix (SCAN + UNLINK in batches).
     pub(crate) fn clear_prefix(&mut self) -> Result<()> {
         self.settle("clear old keys")?;
-        let mut pattern = glob_escape(&self.base);
-        pattern.push(b'*');
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys) = self.scan_page(cursor, &pattern, "clear old keys")?;
-            if !keys.is_empty() {
-                redis::cmd("UNLINK")
-                    .arg(&keys)
-                    .query::<()>(&mut self.con)
-                    .map_err(|e| self.err("clear old keys", e))?;
-            }
-            cursor = next;
-            if cursor == 0 {
-                return Ok(());
-            }
-        }
+        let trips = unlink_prefix(&mut self.con, &self.base).map_err(|e| self.err("clear old keys", e))?;
+        self.round_trips += trips;
+        Ok(())
     }
 
     fn data_key(&mut self, k: &[u8]) -> &[u8] {
@@ -493,6 +480,32 @@ fn key_hash(k: &[u8]) -> u64 {
 }
 
 /// Escapes the glob characters of Redis' MATCH (`* ? [ ] \`).
+/// Deletes every key that starts with `base` (SCAN + UNLINK in pages of 1000); returns
+/// the round trips it took. Shared by the tiered store's L2 and the Redis shared lists.
+pub(crate) fn unlink_prefix(con: &mut redis::Connection, base: &[u8]) -> redis::RedisResult<u64> {
+    let mut pattern = glob_escape(base);
+    pattern.push(b'*');
+    let (mut cursor, mut trips) = (0u64, 0u64);
+    loop {
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query(con)?;
+        trips += 1;
+        if !keys.is_empty() {
+            redis::cmd("UNLINK").arg(&keys).query::<()>(con)?;
+            trips += 1;
+        }
+        cursor = next;
+        if cursor == 0 {
+            return Ok(trips);
+        }
+    }
+}
+
 fn glob_escape(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len() + 4);
     for &b in s {

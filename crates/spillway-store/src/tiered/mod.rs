@@ -65,6 +65,7 @@ use std::ops::Bound;
 use std::time::Instant;
 
 pub use server::RedisServer;
+pub(crate) use l2::unlink_prefix;
 
 use crate::cache::{CacheConfig, WTinyLfu};
 use crate::error::{Error, Result};

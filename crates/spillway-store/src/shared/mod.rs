@@ -25,8 +25,13 @@
 //!   window key; value = a [`crate::list`] of 16-byte references.
 //!
 //! Counts and lists are ordinary store state, so they are checkpointed and recovered with
-//! the store. This module is the store-level half of issue #11; the harness's
-//! multi-pattern experiments and `bench shared` build on it.
+//! the store. [`redis`] keeps the same scheme natively in Redis (Lua scripts, pipelined),
+//! and the copies baseline beside it. The harness's multi-pattern experiments
+//! (`spillway_bench::workload::multi`) and `spillway bench shared` build on both.
+
+pub mod redis;
+
+pub use self::redis::{RedisLists, RedisSharedLists};
 
 use crate::error::{Error, Result};
 use crate::{Ns, Rmw, StateStore};
@@ -66,35 +71,54 @@ impl SharedLists {
     /// Stores `event` once (or counts one more use of it) and appends its reference to
     /// `window`'s list. Returns the reference.
     pub fn append(&self, store: &mut dyn StateStore, window: &[u8], event: &[u8]) -> Result<Ref> {
+        Ok(self.append_many(store, &[window], event)?.reference)
+    }
+
+    /// Appends `event` to every list of `windows` (a window named twice holds it twice):
+    /// one read-modify-write adds `windows.len()` to its count, then one list append per
+    /// window. This is how an operator that assigns an event to several windows at once
+    /// (sliding windows, several patterns) pays for the event's bytes once.
+    pub fn append_many(
+        &self,
+        store: &mut dyn StateStore,
+        windows: &[&[u8]],
+        event: &[u8],
+    ) -> Result<Appended> {
         crate::check_value(event.len(), crate::MAX_VALUE_LEN - COUNT)?;
+        let uses = u32::try_from(windows.len()).map_err(|_| Error::InvalidOption {
+            option: "shared list windows",
+            detail: "more than 2^32 windows for one event".into(),
+        })?;
+        if uses == 0 {
+            return Ok(Appended { reference: reference(event, 0), stored: false });
+        }
         for step in 0..MAX_PROBES {
             let r = reference(event, step);
             let mut outcome = Probe::Collision;
             store.rmw(self.events, &r, &mut |old, out| match old {
                 None => {
-                    out.extend_from_slice(&1u32.to_le_bytes());
+                    out.extend_from_slice(&uses.to_le_bytes());
                     out.extend_from_slice(event);
-                    outcome = Probe::Stored;
+                    outcome = Probe::Stored { new: true };
                     Rmw::Put
                 }
                 Some(v) if v.len() >= COUNT && &v[COUNT..] == event => {
                     let n = u32::from_le_bytes(v[..COUNT].try_into().expect("4 bytes"));
-                    out.extend_from_slice(&n.saturating_add(1).to_le_bytes());
+                    out.extend_from_slice(&n.saturating_add(uses).to_le_bytes());
                     out.extend_from_slice(event);
-                    outcome = Probe::Stored;
+                    outcome = Probe::Stored { new: false };
                     Rmw::Put
                 }
                 Some(_) => Rmw::Keep,
             })?;
-            if matches!(outcome, Probe::Stored) {
-                store.merge(self.lists, window, &r)?;
-                return Ok(r);
+            if let Probe::Stored { new } = outcome {
+                for w in windows {
+                    store.merge(self.lists, w, &r)?;
+                }
+                return Ok(Appended { reference: r, stored: new });
             }
         }
-        Err(Error::InvalidOption {
-            option: "shared list event",
-            detail: format!("{MAX_PROBES} different events share one 128-bit reference"),
-        })
+        Err(too_many_probes())
     }
 
     /// The events of `window`, in append order (empty if it has none).
@@ -119,25 +143,44 @@ impl SharedLists {
     /// when its count reaches zero; then the list itself. Returns the number of events
     /// freed.
     pub fn purge(&self, store: &mut dyn StateStore, window: &[u8]) -> Result<usize> {
+        self.take(store, window, &mut |_| {})
+    }
+
+    /// A window that fires and is cleared at once (a window operator with no allowed
+    /// lateness): `visit` sees each event in append order, as [`read`](Self::read)
+    /// returns them, while the counts drop as in [`purge`](Self::purge), in one batched
+    /// pass over the events (`multi_rmw`) instead of a `multi_get` and a second pass.
+    /// Returns the number of events freed.
+    pub fn take(
+        &self,
+        store: &mut dyn StateStore,
+        window: &[u8],
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize> {
         let refs = self.refs(store, window)?;
+        let keys: Vec<&[u8]> = refs.iter().map(|r| &r[..]).collect();
         let mut freed = 0usize;
-        for r in &refs {
-            let mut seen = false;
-            store.rmw(self.events, r, &mut |old, out| {
-                let Some(v) = old.filter(|v| v.len() >= COUNT) else { return Rmw::Keep };
-                seen = true;
-                let n = u32::from_le_bytes(v[..COUNT].try_into().expect("4 bytes"));
-                if n <= 1 {
-                    freed += 1;
-                    return Rmw::Delete;
-                }
-                out.extend_from_slice(&(n - 1).to_le_bytes());
-                out.extend_from_slice(&v[COUNT..]);
-                Rmw::Put
-            })?;
-            if !seen {
-                return Err(dangling(window, r));
+        let mut missing = None;
+        store.multi_rmw(self.events, &keys, &mut |i, old, out| {
+            if missing.is_some() {
+                return Rmw::Keep;
             }
+            let Some(v) = old.filter(|v| v.len() >= COUNT) else {
+                missing.get_or_insert(i);
+                return Rmw::Keep;
+            };
+            visit(&v[COUNT..]);
+            let n = u32::from_le_bytes(v[..COUNT].try_into().expect("4 bytes"));
+            if n <= 1 {
+                freed += 1;
+                return Rmw::Delete;
+            }
+            out.extend_from_slice(&(n - 1).to_le_bytes());
+            out.extend_from_slice(&v[COUNT..]);
+            Rmw::Put
+        })?;
+        if let Some(i) = missing {
+            return Err(dangling(window, &refs[i]));
         }
         store.delete(self.lists, window)?;
         Ok(freed)
@@ -162,9 +205,26 @@ impl SharedLists {
     }
 }
 
+/// What [`SharedLists::append_many`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Where the event is stored.
+    pub reference: Ref,
+    /// The event was not stored before (its bytes are new state); otherwise only its
+    /// count grew.
+    pub stored: bool,
+}
+
 enum Probe {
-    Stored,
+    Stored { new: bool },
     Collision,
+}
+
+fn too_many_probes() -> Error {
+    Error::InvalidOption {
+        option: "shared list event",
+        detail: format!("{MAX_PROBES} different events share one 128-bit reference"),
+    }
 }
 
 fn bad_list(window: &[u8], what: &str) -> Error {
@@ -210,15 +270,20 @@ mod tests {
     #[derive(Clone, Debug)]
     enum Op {
         Append(u8, u8),
+        AppendMany(Vec<u8>, u8),
         Read(u8),
         Purge(u8),
+        Take(u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            6 => (0u8..6, 0u8..12).prop_map(|(w, e)| Op::Append(w, e)),
+            4 => (0u8..6, 0u8..12).prop_map(|(w, e)| Op::Append(w, e)),
+            3 => (proptest::collection::vec(0u8..6, 0..4), 0u8..12)
+                .prop_map(|(ws, e)| Op::AppendMany(ws, e)),
             2 => (0u8..6).prop_map(Op::Read),
-            2 => (0u8..6).prop_map(Op::Purge),
+            1 => (0u8..6).prop_map(Op::Purge),
+            1 => (0u8..6).prop_map(Op::Take),
         ]
     }
 
@@ -240,6 +305,31 @@ mod tests {
                     Op::Append(w, e) => {
                         sh.append(&mut s, &[w], &event(e)).unwrap();
                         model.entry(w).or_default().push(e);
+                    }
+                    Op::AppendMany(ws, e) => {
+                        let was = sh.count(&mut s, &reference(&event(e), 0)).unwrap();
+                        let keys: Vec<[u8; 1]> = ws.iter().map(|&w| [w]).collect();
+                        let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+                        let a = sh.append_many(&mut s, &keys, &event(e)).unwrap();
+                        prop_assert_eq!(a.stored, was == 0 && !ws.is_empty());
+                        for w in ws {
+                            model.entry(w).or_default().push(e);
+                        }
+                    }
+                    Op::Take(w) => {
+                        let mut got = Vec::new();
+                        let freed = sh.take(&mut s, &[w], &mut |e| got.push(e.to_vec())).unwrap();
+                        let list = model.remove(&w).unwrap_or_default();
+                        let want: Vec<Vec<u8>> = list.iter().map(|&e| event(e)).collect();
+                        prop_assert_eq!(got, want);
+                        let mut distinct = list.clone();
+                        distinct.sort_unstable();
+                        distinct.dedup();
+                        let gone = distinct
+                            .iter()
+                            .filter(|e| !model.values().flatten().any(|x| x == *e))
+                            .count();
+                        prop_assert_eq!(freed, gone);
                     }
                     Op::Read(w) => {
                         let got = sh.read(&mut s, &[w]).unwrap();
