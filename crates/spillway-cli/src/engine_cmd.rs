@@ -593,6 +593,12 @@ pub struct EngineBenchArgs {
     #[arg(long, default_value = "5m", value_delimiter = ',', value_name = "LIST")]
     windows: Vec<String>,
 
+    /// Also run every --windows length in one job (one query with a SUM and a COUNT per
+    /// window, one event reservoir for all), in a child process of its own, and print
+    /// its peak RSS against the longest window alone: the engine's shared window state
+    #[arg(long)]
+    together: bool,
+
     /// Mean payments per second of event time
     #[arg(long, default_value_t = 2_000.0, value_name = "RATE")]
     rate: f64,
@@ -644,6 +650,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                 ..PaymentOptions::default()
             },
             window_ms: parse_duration(w, TimeUnit::Ms).map_err(|e| anyhow!("--windows: {e}"))?,
+            extra_windows_ms: Vec::new(),
             memory_budget: a.memory_budget,
             expected_keys: Some(a.cards),
             pregenerate: !a.stream,
@@ -652,18 +659,25 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     };
     let mut rows: Vec<(Q1Result, u64)> = Vec::new();
     if let Some(path) = &a.child_json {
-        let (w, s) = match (a.windows.as_slice(), stores.as_slice()) {
-            ([w], [s]) => (w, *s),
-            _ => bail!("--child-json runs exactly one window and one store"),
+        let (cfg, s) = match (a.windows.as_slice(), stores.as_slice(), a.together) {
+            ([w], [s], false) => (cfg_for(w)?, *s),
+            ([w, rest @ ..], [s], true) => {
+                let mut cfg = cfg_for(w)?;
+                for r in rest {
+                    cfg.extra_windows_ms.push(cfg_for(r)?.window_ms);
+                }
+                (cfg, *s)
+            }
+            _ => bail!("--child-json runs exactly one window (or, with --together, one job) and one store"),
         };
         spillway_bench::machine::reset_peak_rss();
-        let r = run_q1(&cfg_for(w)?, s, &mut |_| {})?;
+        let r = run_q1(&cfg, s, &mut |_| {})?;
         let peak = spillway_bench::machine::peak_rss_bytes();
         std::fs::write(path, serde_json::to_string(&(r, peak))?)?;
         return Ok(());
     }
     let pb = if std::io::stderr().is_terminal() {
-        ProgressBar::new(a.events * (a.windows.len() * stores.len()) as u64)
+        ProgressBar::new(a.events * ((a.windows.len() + usize::from(a.together)) * stores.len()) as u64)
     } else {
         ProgressBar::hidden()
     };
@@ -671,8 +685,16 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
         ProgressStyle::with_template("{bar:30} {pos}/{len} events {msg} ({eta})")
             .expect("template"),
     );
+    if a.together && a.windows.len() < 2 {
+        bail!("--together needs at least two --windows");
+    }
     let separate = a.windows.len() > 1;
-    for w in &a.windows {
+    // Each window alone, then (with --together) all windows in one job per store.
+    let mut runs: Vec<(String, bool)> = a.windows.iter().map(|w| (w.clone(), false)).collect();
+    if a.together {
+        runs.push((a.windows.join(","), true));
+    }
+    for (w, together) in &runs {
         for &s in &stores {
             pb.set_message(format!("window {w}, store {}", s.name()));
             let done = pb.position();
@@ -681,6 +703,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                 let exe = std::env::current_exe()?;
                 let mut cmd = std::process::Command::new(exe);
                 cmd.args(["bench", "engine", "--events", &a.events.to_string()])
+                    .args(if *together { &["--together"][..] } else { &[][..] })
                     .args(["--cards", &a.cards.to_string(), "--windows", w])
                     .args(["--rate", &a.rate.to_string(), "--stores", s.name()])
                     .args([
@@ -733,7 +756,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     for (r, peak) in &rows {
         println!(
             "{:<8} {:<9} {:>12} {:>8.2} {:>12.0} {:>8.2} {:>8.2} {:>8.2} {:>9.0} {:>10}",
-            format!("{}ms", r.window_ms),
+            if r.windows > 1 { format!("{} wins", r.windows) } else { format!("{}ms", r.window_ms) },
             r.store,
             r.max_events_in_window,
             r.seconds,
@@ -758,6 +781,23 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                     r.events_per_sec / base.events_per_sec
                 );
             }
+        }
+    }
+    if a.together {
+        let longest = (0..a.windows.len())
+            .max_by_key(|&wi| rows[wi * stores.len()].0.window_ms)
+            .expect("at least two windows");
+        for (si, s) in stores.iter().enumerate() {
+            let (one, one_peak) = &rows[longest * stores.len() + si];
+            let (all, all_peak) = &rows[a.windows.len() * stores.len() + si];
+            println!(
+                "store {}: {} windows in one job vs window {} alone: peak RSS ratio {:.3}, throughput ratio {:.3}",
+                s.name(),
+                a.windows.len(),
+                a.windows[longest],
+                *all_peak as f64 / (*one_peak).max(1) as f64,
+                all.events_per_sec / one.events_per_sec
+            );
         }
     }
     if a.windows.len() > 1 {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::codec::EventCodec;
 use super::segment::{self, SEGMENT_HEADER_LEN};
 use super::{Compression, ReservoirError};
-use crate::value::{Event, Value};
+use crate::value::Event;
 
 /// Work for the writer thread.
 pub(crate) enum WriteJob {
@@ -158,14 +158,6 @@ pub(crate) fn writer_loop(
     }
 }
 
-/// A chunk read from disk, verified and decoded.
-#[derive(Debug)]
-pub(crate) struct DecodedChunk {
-    pub events: Vec<Event>,
-    /// Estimate of the heap bytes `events` holds.
-    pub bytes: usize,
-}
-
 /// A request to read one chunk.
 pub(crate) struct ReadJob {
     pub path: PathBuf,
@@ -173,7 +165,7 @@ pub(crate) struct ReadJob {
     pub frame_len: u32,
     pub first: u64,
     pub count: u32,
-    pub reply: Sender<Result<Arc<DecodedChunk>, ReservoirError>>,
+    pub reply: Sender<Result<Arc<Vec<u8>>, ReservoirError>>,
 }
 
 /// The reader thread's body: serves read jobs until the channel closes.
@@ -184,8 +176,11 @@ pub(crate) fn reader_loop(codec: Arc<EventCodec>, jobs: Receiver<ReadJob>) {
     }
 }
 
-/// Reads, verifies, decompresses and decodes one chunk on the calling thread. The
-/// payload must decode to exactly `count` events using exactly all its bytes.
+/// Reads, verifies and decompresses one chunk on the calling thread, and checks that its
+/// payload decodes to exactly `count` events using exactly all its bytes. Returns the
+/// decompressed payload, which cursors decode one event at a time as they step through
+/// it: a cursor holds a chunk's encoded bytes (tens of bytes per event), not a decoded
+/// `Vec<Event>` (hundreds), so a job with many windows (many cursors) stays small.
 pub(crate) fn read_now(
     codec: &EventCodec,
     path: &Path,
@@ -193,14 +188,12 @@ pub(crate) fn read_now(
     frame_len: u32,
     first: u64,
     count: u32,
-) -> Result<Arc<DecodedChunk>, ReservoirError> {
+) -> Result<Arc<Vec<u8>>, ReservoirError> {
     let raw = segment::read_chunk(path, offset, frame_len, first, count)?;
-    let mut events = Vec::with_capacity(count as usize);
     let mut pos = 0usize;
     let mut prev = (0i64, 0u64);
-    let mut bytes = 0usize;
+    let mut ev = Event { time: 0, seq: 0, row: Vec::new() };
     for k in 0..u64::from(count) {
-        let mut ev = Event { time: 0, seq: 0, row: Vec::new() };
         codec.decode(&raw, &mut pos, &mut prev, &mut ev).map_err(|e| {
             ReservoirError::corrupt(
                 path,
@@ -208,13 +201,6 @@ pub(crate) fn read_now(
                 format!("chunk event {}: {} at payload byte {}", first + k, e.what, e.offset),
             )
         })?;
-        bytes += std::mem::size_of::<Event>() + ev.row.capacity() * std::mem::size_of::<Value>();
-        for v in &ev.row {
-            if let Value::Str(s) = v {
-                bytes += s.len();
-            }
-        }
-        events.push(ev);
     }
     if pos != raw.len() {
         return Err(ReservoirError::corrupt(
@@ -226,13 +212,13 @@ pub(crate) fn read_now(
             ),
         ));
     }
-    Ok(Arc::new(DecodedChunk { events, bytes }))
+    Ok(Arc::new(raw))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::{DataType, Field, Schema, TimeUnit};
+    use crate::value::{DataType, Field, Schema, TimeUnit, Value};
 
     /// Frames whose checksums are right but whose payload does not decode as `count`
     /// events are still refused, naming file and frame offset.
@@ -272,7 +258,12 @@ mod tests {
             std::fs::write(&path, &file).unwrap();
             let r = read_now(&codec, &path, 36, frame.len() as u32, 10, count);
             match (r, want) {
-                (Ok(d), None) => assert_eq!(d.events, vec![ev.clone()]),
+                (Ok(d), None) => {
+                    let (mut pos, mut prev) = (0, (0, 0));
+                    let mut got = Event { time: 0, seq: 0, row: Vec::new() };
+                    codec.decode(&d, &mut pos, &mut prev, &mut got).unwrap();
+                    assert_eq!(got, ev);
+                }
                 (Err(ReservoirError::Corrupt { path: p, offset: 36, what }), Some(w)) => {
                     assert_eq!(p, path);
                     assert!(what.contains(w), "{what}");

@@ -17,15 +17,17 @@
 //! it catches up. Memory held for unwritten chunks is therefore bounded by about
 //! `MAX_PENDING_CHUNKS + 2` chunks.
 //!
-//! **Cursors** hold their current chunk and one prefetched chunk. A chunk on disk is read,
-//! verified, decompressed and decoded into a `Vec<Event>` by a background reader thread:
-//! when a cursor starts a chunk, it asks that thread for the next one if the next one is
-//! on disk, or takes a reference to its bytes if it is still in memory (only a cursor's
-//! first disk chunk is read on the calling thread). Chunks held in memory (the open chunk,
-//! read in place, and sealed chunks not yet written) are decoded one event at a time into
-//! a per-cursor [`Event`] that [`Reservoir::peek`] lends out. So resident memory is the
-//! open chunk, the unwritten sealed chunks, two chunks per cursor and a small index entry
-//! per live chunk (32 bytes per `chunk_events` events), whatever the window length.
+//! **Cursors** hold their current chunk and one prefetched chunk, as encoded bytes. A
+//! chunk on disk is read, verified, decompressed and checked to decode by a background
+//! reader thread: when a cursor starts a chunk, it asks that thread for the next one if
+//! the next one is on disk, or takes a reference to its bytes if it is still in memory
+//! (only a cursor's first disk chunk is read on the calling thread). Every chunk (the
+//! open chunk, read in place, sealed chunks not yet written and chunks read back) is
+//! decoded one event at a time into a per-cursor [`Event`] that [`Reservoir::peek`] lends
+//! out. So resident memory is the open chunk, the unwritten sealed chunks, two encoded
+//! chunks per cursor (tens of bytes per event, where a decoded `Vec<Event>` took hundreds:
+//! a job with ten windows has ten exit cursors) and a small index entry per live chunk
+//! (32 bytes per `chunk_events` events), whatever the window length.
 //!
 //! **Errors** from the background threads surface on the next call (`append`, `sync`,
 //! `peek`, `cursor`, `release_before`): the writer's error is returned once, after which
@@ -119,7 +121,7 @@ use std::thread::JoinHandle;
 
 use crate::value::{Event, Schema, Value};
 
-use background::{DecodedChunk, ReadJob, WriteJob, WriterConfig, WriterMsg, Written};
+use background::{ReadJob, WriteJob, WriterConfig, WriterMsg, Written};
 use codec::EventCodec;
 use segment::{segment_path, SCHEMA_FILE};
 
@@ -264,10 +266,9 @@ struct SegmentEntry {
 enum Data {
     /// The open chunk (`Reservoir::open_buf`).
     Open,
-    /// Raw bytes of a sealed chunk held in memory, decoded one event at a time.
+    /// Raw bytes of a sealed chunk (held in memory, or read from disk and checked by the
+    /// reader thread or by `load`), decoded one event at a time.
     Shared(Arc<Vec<u8>>),
-    /// A chunk read from disk and decoded by the reader thread (or by `load`).
-    Decoded(Arc<DecodedChunk>),
 }
 
 struct Loaded {
@@ -286,7 +287,7 @@ struct Loaded {
 enum Prefetch {
     None,
     Mem(u64, Arc<Vec<u8>>),
-    Disk(u64, Receiver<Result<Arc<DecodedChunk>, ReservoirError>>),
+    Disk(u64, Receiver<Result<Arc<Vec<u8>>, ReservoirError>>),
 }
 
 struct Cursor {
@@ -680,21 +681,12 @@ impl Reservoir {
         let covered = cur.cur.as_ref().is_some_and(|l| {
             let end = match l.data {
                 Data::Open => self.len,
-                Data::Shared(_) | Data::Decoded(_) => l.first + u64::from(l.count),
+                Data::Shared(_) => l.first + u64::from(l.count),
             };
             l.first <= index && index < end && l.next <= index
         });
         if !covered {
             self.load(ci, index)?;
-        }
-        let decoded = matches!(&self.cursors[ci].cur, Some(Loaded { data: Data::Decoded(_), .. }));
-        if decoded {
-            if let Some(Loaded { data: Data::Decoded(d), first, .. }) = &self.cursors[ci].cur {
-                if let Some(ev) = d.events.get((index - first) as usize) {
-                    return Ok(Some(ev));
-                }
-            }
-            return Err(ReservoirError::Broken { what: "decoded chunk misses an event".into() });
         }
         let Reservoir { cursors, open_buf, codec, .. } = self;
         let cur = &mut cursors[ci];
@@ -704,7 +696,6 @@ impl Reservoir {
         let buf: &[u8] = match &l.data {
             Data::Open => open_buf,
             Data::Shared(a) => a,
-            Data::Decoded(_) => &[],
         };
         let mut failure = None;
         while l.next <= index {
@@ -763,33 +754,19 @@ impl Reservoir {
         let Some(l) = cursors[c.0 as usize].cur.as_ref() else { return Ok(()) };
         let end = match &l.data {
             Data::Open => len,
-            Data::Shared(_) | Data::Decoded(_) => l.first + u64::from(l.count),
+            Data::Shared(_) => l.first + u64::from(l.count),
         }
         .min(index.saturating_add(n as u64));
-        match &l.data {
-            Data::Decoded(d) => {
-                for i in index + 1..end {
-                    match d.events.get((i - l.first) as usize) {
-                        Some(e) if f(e) => {}
-                        _ => break,
-                    }
-                }
-            }
-            Data::Open | Data::Shared(_) => {
-                // `peek` decoded the event at `index`; the decoder state after it is the
-                // chunk's, so decode on from a copy of it.
-                let buf: &[u8] = match &l.data {
-                    Data::Shared(a) => a,
-                    _ => open_buf,
-                };
-                let (mut pos, mut prev) = (l.pos, l.prev);
-                for _ in l.next..end {
-                    if codec.decode(buf, &mut pos, &mut prev, peek_scratch).is_err()
-                        || !f(peek_scratch)
-                    {
-                        break;
-                    }
-                }
+        // `peek` decoded the event at `index`; the decoder state after it is the chunk's,
+        // so decode on from a copy of it.
+        let buf: &[u8] = match &l.data {
+            Data::Shared(a) => a,
+            Data::Open => open_buf,
+        };
+        let (mut pos, mut prev) = (l.pos, l.prev);
+        for _ in l.next..end {
+            if codec.decode(buf, &mut pos, &mut prev, peek_scratch).is_err() || !f(peek_scratch) {
+                break;
             }
         }
         Ok(())
@@ -854,16 +831,15 @@ impl Reservoir {
                 match &l.data {
                     // Chunks still in `pending` are counted there.
                     Data::Shared(a) if l.ordinal < self.written_upto => b += a.capacity(),
-                    Data::Decoded(d) => b += d.bytes,
                     _ => {}
                 }
             }
             match &c.prefetch {
                 Prefetch::Mem(ord, a) if *ord < self.written_upto => b += a.capacity(),
-                // A decoded chunk comes back about as large as the current one.
+                // A chunk read from disk comes back about as large as the current one.
                 Prefetch::Disk(..) => {
-                    if let Some(Loaded { data: Data::Decoded(d), .. }) = &c.cur {
-                        b += d.bytes;
+                    if let Some(Loaded { data: Data::Shared(a), .. }) = &c.cur {
+                        b += a.capacity();
                     }
                 }
                 _ => {}
@@ -1034,7 +1010,7 @@ impl Reservoir {
             match prefetched {
                 Prefetch::Mem(o, a) if o == ordinal => Data::Shared(a),
                 Prefetch::Disk(o, rx) if o == ordinal => match rx.recv() {
-                    Ok(Ok(d)) => Data::Decoded(d),
+                    Ok(Ok(d)) => Data::Shared(d),
                     Ok(Err(e)) => return Err(e),
                     Err(_) => {
                         return Err(ReservoirError::Broken {
@@ -1055,7 +1031,7 @@ impl Reservoir {
                             e.first,
                             e.count,
                         )?;
-                        Data::Decoded(d)
+                        Data::Shared(d)
                     }
                     None => {
                         return Err(ReservoirError::Released { index, first_live: self.first_live })
@@ -1097,8 +1073,9 @@ impl Reservoir {
     }
 }
 
-/// A chunk held in memory failed to decode (chunks from disk are decoded and checked by
-/// `background::read_now`, which names file and offset).
+/// A chunk held in memory failed to decode (chunks from disk were checked by
+/// `background::read_now`, which names file and offset, before any event of theirs is
+/// returned).
 fn chunk_corrupt(ordinal: u64, what: String) -> ReservoirError {
     ReservoirError::corrupt("<memory>", 0, format!("in-memory chunk {ordinal}, {what}"))
 }
