@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(librocksdb-dev libclang-dev clang pkg-config python3-venv python3-pip librdkafka-dev openjdk-17-jre-headless maven redis-server)
+packages=(librocksdb-dev libclang-dev clang pkg-config liblzma-dev python3-venv python3-pip librdkafka-dev openjdk-17-jre-headless maven redis-server)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

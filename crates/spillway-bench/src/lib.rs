@@ -15,8 +15,10 @@
 //!   to a large state and the recovery of it (hashlog incremental, hashlog with a whole
 //!   index snapshot per checkpoint, RocksDB).
 //! - [`workload`]: streaming state-access workloads (Gadget-class): experiments, event
-//!   generation, the operator state machines.
-//! - [`trace`]: state-access traces (binary and Gadget text), characterization.
+//!   generation, the operator state machines, the replay of generated and outside
+//!   traces against the stores.
+//! - [`trace`]: state-access traces (binary and Gadget text, plain, gzip or xz),
+//!   characterization, the checks of outside traces (Gadget's dump defects).
 //! - [`event_detection`]: the DEBS'22 paper's real application, spatio-temporal event
 //!   detection over geotagged posts with a quadtree per window, on cacheable collections
 //!   (the `event_detection` example runs it over the tiered store).

@@ -3,6 +3,10 @@
 //! store per workload as grouped bar charts, and, when the JSON carries trace
 //! characterizations, stack-distance histograms and working-set-over-time lines.
 //!
+//! The stack-distance chart draws distance 0 (an immediate re-access, e.g. the put
+//! after a get) as a bar of its own, left of a log-x line chart of distances from 1 up:
+//! on one log axis 0 has no place, and clamping it onto 1 would merge the two.
+//!
 //! The SVG is written by hand: the page needs a few bar and line charts, which is less
 //! code than adapting a plotting crate's backend, and keeps the page dependency-free
 //! (no scripts, no external assets).
@@ -294,6 +298,125 @@ fn lines(
     s
 }
 
+/// The stack-distance chart: a bar per workload for distance 0, then a line per
+/// workload over the buckets from distance 1 on a log x axis starting at 1. `series`
+/// holds (bucket upper bound, fraction of accesses) per workload.
+fn stack_distance_chart(series: &[(String, Vec<(f64, f64)>)]) -> String {
+    let (w, h, left, bottom, top) = (960.0, 320.0, 70.0, 50.0, 40.0);
+    let plot_h = h - bottom - top;
+    // Distance-0 panel, a gap, then the log-x panel.
+    let zero_w = 30.0 + 14.0 * series.len() as f64;
+    let gap = 30.0;
+    let x_left = left + zero_w + gap;
+    let plot_w = w - x_left - 20.0;
+    let y1 = series
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().map(|&(_, y)| y))
+        .fold(0f64, f64::max)
+        .max(1e-9);
+    let py = |y: f64| top + plot_h * (1.0 - y / (y1 * 1.05));
+    let x1 = series
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().map(|&(x, _)| x))
+        .fold(1f64, f64::max)
+        .log10()
+        .max(1.0);
+    let px = |x: f64| x_left + plot_w * x.max(1.0).log10() / x1;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{left}" y="20" font-size="14" font-weight="bold">Stack-distance histograms (fraction of accesses per distance bucket)</text>"#
+    );
+    for i in 0..=4 {
+        let v = y1 * 1.05 * f64::from(i) / 4.0;
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" x2="{}" y1="{:.1}" y2="{:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            x_left + plot_w,
+            py(v),
+            py(v),
+            left - 4.0,
+            py(v) + 4.0,
+            fmt_num(v)
+        );
+    }
+    let base = top + plot_h;
+    let _ = write!(
+        s,
+        r##"<line x1="{left}" x2="{}" y1="{base}" y2="{base}" stroke="#999"/><line x1="{x_left}" x2="{}" y1="{base}" y2="{base}" stroke="#999"/>"##,
+        left + zero_w,
+        x_left + plot_w
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{:.1}" y="{}" text-anchor="middle">0</text><text x="{:.1}" y="{}" text-anchor="middle">stack distance (log scale from 1)</text>"#,
+        left + zero_w / 2.0,
+        base + 14.0,
+        x_left + plot_w / 2.0,
+        h - 10.0
+    );
+    let mut e = 0i32;
+    while f64::from(e) <= x1.ceil() {
+        let x = px(10f64.powi(e));
+        if x <= x_left + plot_w + 0.5 {
+            let _ = write!(
+                s,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{base}" y2="{}" stroke="#999"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                base + 4.0,
+                base + 14.0,
+                if e < 3 { format!("{}", 10u64.pow(e as u32)) } else { fmt_num(10f64.powi(e)) }
+            );
+        }
+        e += 1;
+    }
+    let _ = write!(
+        s,
+        r#"<text x="14" y="{:.1}" transform="rotate(-90 14 {:.1})" text-anchor="middle">fraction</text>"#,
+        top + plot_h / 2.0,
+        top + plot_h / 2.0
+    );
+    let mut legend_x = x_left + 10.0;
+    for (si, (name, pts)) in series.iter().enumerate() {
+        let color = PALETTE[si % PALETTE.len()];
+        let zero = pts.iter().filter(|&&(x, _)| x < 1.0).map(|&(_, y)| y).sum::<f64>();
+        let bx = left + 15.0 + 14.0 * si as f64;
+        let _ = write!(
+            s,
+            r#"<rect x="{bx:.1}" y="{:.1}" width="12" height="{:.1}" fill="{color}"><title>{}: distance 0: {}</title></rect>"#,
+            py(zero),
+            (base - py(zero)).max(0.0),
+            esc(name),
+            fmt_num(zero)
+        );
+        let path: Vec<String> = pts
+            .iter()
+            .filter(|&&(x, _)| x >= 1.0)
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"><title>{}</title></polyline>"#,
+            path.join(" "),
+            esc(name)
+        );
+        let x = legend_x;
+        // About 6.5 px per character at 11 px sans-serif.
+        legend_x += 34.0 + 6.5 * name.chars().count() as f64;
+        let _ = write!(
+            s,
+            r#"<rect x="{x:.1}" y="26" width="10" height="10" fill="{color}"/><text x="{:.1}" y="35">{}</text>"#,
+            x + 14.0,
+            esc(name)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
 /// Renders the whole page.
 pub fn render_html(input: &ReportInput) -> String {
     let mut workloads: Vec<String> = Vec::new();
@@ -379,13 +502,7 @@ pub fn render_html(input: &ReportInput) -> String {
         })
         .collect();
     if !sd.is_empty() {
-        html.push_str(&lines(
-            "Stack-distance histograms (fraction of accesses per distance bucket)",
-            "stack distance (log scale)",
-            "fraction",
-            &sd,
-            true,
-        ));
+        html.push_str(&stack_distance_chart(&sd));
     }
     let ws: Vec<(String, Vec<(f64, f64)>)> = input
         .traces
@@ -421,6 +538,48 @@ mod tests {
         }
     }
 
+    /// Regression: distances 0 and 1 were drawn at the same x (log axis clamped at 1).
+    #[test]
+    fn stack_distance_zero_has_its_own_bar_apart_from_one() {
+        let sd = vec![
+            ("a".to_string(), vec![(0.0, 0.5), (1.0, 0.25), (3.0, 0.125), (7.0, 0.125)]),
+            ("b".to_string(), vec![(0.0, 0.1), (1.0, 0.9)]),
+        ];
+        let svg = stack_distance_chart(&sd);
+        assert!(svg.contains("a: distance 0: 0.50"), "{svg}");
+        assert!(svg.contains("b: distance 0: 0.10"), "{svg}");
+        assert!(svg.contains("log scale from 1"));
+        // Each line starts at distance 1, at the left edge of the log panel, and holds
+        // only the buckets from 1 on; the distance-0 bars lie left of that edge.
+        let points: Vec<Vec<(f64, f64)>> = svg
+            .split("points=\"")
+            .skip(1)
+            .map(|p| {
+                p.split('"')
+                    .next()
+                    .unwrap()
+                    .split(' ')
+                    .map(|xy| {
+                        let (x, y) = xy.split_once(',').unwrap();
+                        (x.parse().unwrap(), y.parse().unwrap())
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(points.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 1]);
+        let edge = points[0][0].0;
+        assert_eq!(points[1][0].0, edge);
+        assert!(points[0][1].0 > edge && points[0][2].0 > points[0][1].0);
+        let bars: Vec<f64> = svg
+            .split("<rect x=\"")
+            .skip(1)
+            .filter(|r| r.contains("distance 0"))
+            .map(|r| r.split('"').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(bars.len(), 2);
+        assert!(bars.iter().all(|&x| x + 12.0 < edge), "{bars:?} vs {edge}");
+    }
+
     #[test]
     fn page_has_a_bar_per_row_and_escapes_names() {
         let input = ReportInput {
@@ -438,8 +597,10 @@ mod tests {
             ..ReportInput::default()
         };
         let html = render_html(&input);
-        // Two bar charts with one rect per row each, plus legend squares.
-        assert_eq!(html.matches("<rect").count(), 2 * 4 + 2 * 2 + 2);
+        // Two bar charts with one rect per row each plus their legend squares, the
+        // stack-distance chart's distance-0 bar and legend square, the working-set
+        // chart's legend square.
+        assert_eq!(html.matches("<rect").count(), 2 * 4 + 2 * 2 + 2 + 1);
         assert!(html.contains("&lt;x&gt;"));
         assert!(!html.contains("<x>"));
         assert_eq!(html.matches("<polyline").count(), 2);

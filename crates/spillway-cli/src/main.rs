@@ -81,6 +81,10 @@ enum BenchCommand {
     /// Run one streaming-state experiment (TOML or Gadget config) against the stores:
     /// the operator's state accesses, replayed with HDR latencies.
     Workload(workload_run::WorkloadArgs),
+    /// Replay an outside trace (Spillway binary or Gadget text, optionally .gz or .xz)
+    /// against the stores, with the rows of `bench workload`; Gadget's trailing garbage
+    /// rows and missing first op are reported as warnings, not replayed.
+    Replay(workload_run::ReplayArgs),
     /// All 15 Gadget operators (Gadget's defaults) and YCSB A, D and F against the
     /// stores, one row per (workload, store).
     Suite(workload_run::SuiteArgs),
@@ -414,6 +418,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Disk(args)) => bench_disk(args),
         Command::Bench(BenchCommand::Engine(args)) => engine_cmd::bench_engine(args),
         Command::Bench(BenchCommand::Workload(args)) => workload_run::workload(args),
+        Command::Bench(BenchCommand::Replay(args)) => workload_run::replay(args),
         Command::Bench(BenchCommand::Suite(args)) => workload_run::suite(args),
         Command::Bench(BenchCommand::Phase(args)) => bench_phase(args),
         Command::Bench(BenchCommand::Checkpoint(args)) => bench_checkpoint(args),

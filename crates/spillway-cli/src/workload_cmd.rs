@@ -2,14 +2,15 @@
 //! `spillway_bench::trace` and `spillway_bench::report`.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use spillway_bench::report::{render_html, ReportInput};
+use spillway_bench::trace::open::TraceFile;
 use spillway_bench::trace::stats::{characterize, CharacterizeOptions};
-use spillway_bench::trace::{binary::MAGIC, convert, AnyTraceReader, TraceFormat};
+use spillway_bench::trace::{convert_records, TraceFormat};
 
 /// `spillway trace`.
 #[derive(Debug, Subcommand)]
@@ -26,7 +27,8 @@ pub enum TraceCommand {
 /// `spillway trace stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// The trace (binary or Gadget text; detected from its first bytes)
+    /// The trace (binary or Gadget text, gzip- or xz-compressed or not; detected from
+    /// its first bytes)
     file: PathBuf,
 
     /// Also compute the Kolmogorov-Smirnov distance between this trace's key
@@ -50,7 +52,7 @@ pub struct StatsArgs {
 /// `spillway trace convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// Input trace (format detected from its first bytes)
+    /// Input trace (format and gzip/xz compression detected from its first bytes)
     input: PathBuf,
     /// Output trace
     output: PathBuf,
@@ -69,20 +71,22 @@ pub struct ReportArgs {
     html: PathBuf,
 }
 
-/// Binary if the file starts with the binary magic, Gadget text otherwise.
-pub fn detect_format(path: &Path) -> Result<TraceFormat> {
-    let mut head = [0u8; 8];
-    let mut f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let n = f.read(&mut head)?;
-    Ok(if n == head.len() && head == MAGIC { TraceFormat::Binary } else { TraceFormat::GadgetText })
+/// Opens a trace in its detected compression and format; errors name the file.
+pub fn open_trace(path: &Path) -> Result<TraceFile> {
+    spillway_bench::trace::open::open(path).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
-/// Opens a trace for reading in its detected format.
-pub fn open_trace(path: &Path) -> Result<AnyTraceReader<BufReader<File>>> {
-    let format = detect_format(path)?;
-    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    AnyTraceReader::new(BufReader::with_capacity(1 << 20, f), format)
-        .with_context(|| format!("{}", path.display()))
+/// Creates the directory `path` will be written into, if missing, with an error that
+/// names it.
+pub fn create_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => {
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!("cannot create the directory {} for {}", dir.display(), path.display())
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The output format named by `to`, or implied by the file's extension.
@@ -105,14 +109,16 @@ pub fn stats(a: StatsArgs) -> Result<()> {
         ..Default::default()
     };
     if let Some(other) = &a.compare {
-        let freq = spillway_bench::trace::stats::key_frequencies(open_trace(other)?)
+        let freq = spillway_bench::trace::stats::key_frequencies(open_trace(other)?.reader)
             .with_context(|| format!("{}", other.display()))?;
         opts.reference_counts = Some(freq);
     }
-    let s = characterize(open_trace(&a.file)?, &opts)
-        .with_context(|| format!("{}", a.file.display()))?;
+    let t = open_trace(&a.file)?;
+    opts.input_events = t.input_events();
+    let s = characterize(t.reader, &opts).with_context(|| format!("{}", a.file.display()))?;
     print!("{}", s.table());
     if let Some(p) = &a.json {
+        create_parent(p)?;
         std::fs::write(p, serde_json::to_string_pretty(&s)? + "\n")
             .with_context(|| format!("cannot write {}", p.display()))?;
     }
@@ -121,14 +127,16 @@ pub fn stats(a: StatsArgs) -> Result<()> {
 
 /// `spillway trace convert`.
 pub fn convert_cmd(a: ConvertArgs) -> Result<()> {
-    let from = detect_format(&a.input)?;
     let to = output_format(&a.output, a.to.as_deref())?;
     if a.input == a.output {
         bail!("input and output are the same file");
     }
-    let input = BufReader::with_capacity(1 << 20, File::open(&a.input)?);
-    let out = BufWriter::with_capacity(1 << 20, File::create(&a.output)?);
-    let n = convert(input, from, out, to)
+    let t = open_trace(&a.input)?;
+    let from = t.format;
+    create_parent(&a.output)?;
+    let out =
+        File::create(&a.output).with_context(|| format!("cannot create {}", a.output.display()))?;
+    let n = convert_records(t.reader, BufWriter::with_capacity(1 << 20, out), to)
         .with_context(|| format!("{} -> {}", a.input.display(), a.output.display()))?;
     eprintln!(
         "{n} records: {} ({}) -> {} ({})",
@@ -147,6 +155,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
     let input: ReportInput = serde_json::from_str(&text).with_context(|| {
         format!("{}: expected a results JSON with a `rows` array", a.results.display())
     })?;
+    create_parent(&a.html)?;
     std::fs::write(&a.html, render_html(&input))
         .with_context(|| format!("cannot write {}", a.html.display()))?;
     eprintln!(

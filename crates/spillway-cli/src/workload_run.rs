@@ -1,5 +1,6 @@
-//! `spillway trace gen`, `spillway bench workload` and `spillway bench suite`: argument
-//! parsing and printing around `spillway_bench::workload`.
+//! `spillway trace gen`, `spillway bench workload`, `spillway bench replay` and
+//! `spillway bench suite`: argument parsing and printing around
+//! `spillway_bench::workload`.
 
 use std::io::{BufWriter, IsTerminal};
 use std::path::PathBuf;
@@ -56,6 +57,9 @@ fn load(path: &std::path::Path) -> Result<Experiment> {
 /// `spillway trace gen`.
 pub fn gen(a: GenArgs) -> Result<()> {
     let exp = load(&a.config)?;
+    if a.format != "null" {
+        crate::workload_cmd::create_parent(&a.out)?;
+    }
     if a.format == "null" {
         let r = generate(&exp, &mut |_, op| {
             std::hint::black_box(op);
@@ -73,9 +77,12 @@ pub fn gen(a: GenArgs) -> Result<()> {
     let format = TraceFormat::parse(&a.format)
         .ok_or_else(|| anyhow!("--format {}: use bin, gadget or null", a.format))?;
     let r = match format {
-        TraceFormat::Binary => generate_trace_file(&exp, &a.out)?,
+        TraceFormat::Binary => generate_trace_file(&exp, &a.out)
+            .with_context(|| format!("writing {}", a.out.display()))?,
         TraceFormat::GadgetText => {
-            let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&a.out)?);
+            let f = std::fs::File::create(&a.out)
+                .with_context(|| format!("cannot create {}", a.out.display()))?;
+            let f = BufWriter::with_capacity(1 << 20, f);
             let mut w = GadgetTextWriter::new(f);
             let r = generate(&exp, &mut |_, op| Ok(w.write(op)?))?;
             w.finish()?;
@@ -126,6 +133,17 @@ fn write_json(
     traces: Vec<TraceSeries>,
     title: &str,
 ) -> Result<()> {
+    write_json_with(path, results, traces, title, serde_json::Map::new())
+}
+
+/// [`write_json`] with more top-level fields.
+fn write_json_with(
+    path: &std::path::Path,
+    results: &[WorkloadResult],
+    traces: Vec<TraceSeries>,
+    title: &str,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
     let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
     let report = ReportInput {
         rows,
@@ -136,8 +154,32 @@ fn write_json(
     };
     let mut v = serde_json::to_value(&report)?;
     v["details"] = serde_json::to_value(results)?;
+    for (k, x) in extra {
+        v[k] = x;
+    }
+    crate::workload_cmd::create_parent(path)?;
     std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The store and output options of `bench workload` and `bench replay`.
+#[derive(Debug, Args)]
+pub struct StoreRunArgs {
+    /// Stores, comma-separated (mem, hashlog, appendlog, timelog, adaptive, tiered,
+    /// rocksdb) [default: bench workload: the experiment's `run.stores`; bench replay:
+    /// hashlog]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    stores: Option<Vec<StoreKind>>,
+    /// Memory budget of every store
+    #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
+    memory_budget: u64,
+    /// Directory for the stores, created if missing [default: the system temporary
+    /// directory]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Write the results (rows and details) as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 /// `spillway bench workload`.
@@ -150,18 +192,8 @@ pub struct WorkloadArgs {
     /// With several --config: all operators share one store (default: one store each)
     #[arg(long)]
     shared: bool,
-    /// Stores, comma-separated [default: the experiment's `run.stores`]
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    stores: Option<Vec<StoreKind>>,
-    /// Memory budget of every store
-    #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
-    memory_budget: u64,
-    /// Directory for the stores [default: the system temporary directory]
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
-    /// Write the results (rows and details) as JSON to FILE
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
+    #[command(flatten)]
+    run: StoreRunArgs,
     /// Also measure the harness's own cost: replay the trace against a no-op store and
     /// against MemStore, and print the overhead as a fraction of MemStore's own time
     #[arg(long)]
@@ -175,7 +207,8 @@ pub fn workload(a: WorkloadArgs) -> Result<()> {
     }
     let config = a.config[0].clone();
     let exp = load(&config)?;
-    let stores = match a.stores {
+    let StoreRunArgs { stores, memory_budget, dir, json } = a.run;
+    let stores = match stores {
         Some(s) => s,
         None => exp
             .run
@@ -189,13 +222,13 @@ pub fn workload(a: WorkloadArgs) -> Result<()> {
         &name,
         &exp,
         &stores,
-        a.memory_budget,
-        a.dir.as_deref(),
-        a.json.is_some(),
+        memory_budget,
+        dir.as_deref(),
+        json.is_some(),
     )?;
     let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
     print_rows(&rows);
-    if let Some(p) = &a.json {
+    if let Some(p) = &json {
         write_json(
             p,
             &results,
@@ -204,11 +237,8 @@ pub fn workload(a: WorkloadArgs) -> Result<()> {
         )?;
     }
     if a.overhead {
-        let o = spillway_bench::workload::run::replay_overhead(
-            &exp,
-            a.memory_budget,
-            a.dir.as_deref(),
-        )?;
+        let o =
+            spillway_bench::workload::run::replay_overhead(&exp, memory_budget, dir.as_deref())?;
         println!(
             "replay overhead: {} ops, trace decoded on a reader thread; replay thread busy {:.3} s with a no-op store (waited {:.3} s for the reader), {:.3} s with MemStore (waited {:.3} s); MemStore's own time {:.3} s; harness overhead = {:.1}% of it",
             o.ops,
@@ -230,21 +260,76 @@ fn concurrent(a: WorkloadArgs) -> Result<()> {
         let e = load(c)?;
         exps.push((format!("{} ({})", e.operator.kind.name(), c.display()), e));
     }
-    let stores = a.stores.clone().unwrap_or_else(|| vec![StoreKind::HashLog]);
+    let stores = a.run.stores.clone().unwrap_or_else(|| vec![StoreKind::HashLog]);
     let mut results = Vec::new();
     for kind in stores {
         results.extend(spillway_bench::workload::run::run_concurrent(
             &exps,
             kind,
-            a.memory_budget,
-            a.dir.as_deref(),
+            a.run.memory_budget,
+            a.run.dir.as_deref(),
             a.shared,
         )?);
     }
     let rows: Vec<ResultRow> = results.iter().map(WorkloadResult::row).collect();
     print_rows(&rows);
-    if let Some(p) = &a.json {
+    if let Some(p) = &a.run.json {
         write_json(p, &results, Vec::new(), "spillway bench workload (concurrent operators)")?;
+    }
+    Ok(())
+}
+
+/// `spillway bench replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trace: Spillway binary or Gadget text, either one gzip- or xz-compressed or
+    /// not (all detected from the first bytes, not the name)
+    #[arg(long, value_name = "FILE")]
+    trace: PathBuf,
+    #[command(flatten)]
+    run: StoreRunArgs,
+    /// Replay at this many ops per second (open loop: latency from each op's intended
+    /// start) [default: closed loop, as fast as the store goes]
+    #[arg(long, value_name = "OPS")]
+    rate: Option<f64>,
+    /// Ops replayed before measuring (not in the rows)
+    #[arg(long, default_value = "0", value_parser = parse_count, value_name = "N")]
+    warmup_ops: u64,
+}
+
+/// `spillway bench replay`.
+pub fn replay(a: ReplayArgs) -> Result<()> {
+    use spillway_bench::workload::replay::{Pace, ReplayConfig};
+    use spillway_bench::workload::trace_replay::{replay_trace_file, TraceReplayConfig};
+    let pace = match a.rate {
+        None => Pace::Closed,
+        Some(r) if r.is_finite() && r > 0.0 => Pace::Open { ops_per_sec: r },
+        Some(r) => anyhow::bail!("--rate must be a number of ops per second > 0, got {r}"),
+    };
+    let cfg = TraceReplayConfig {
+        stores: a.run.stores.clone().unwrap_or_else(|| vec![StoreKind::HashLog]),
+        memory_budget: a.run.memory_budget,
+        dir: a.run.dir.clone(),
+        replay: ReplayConfig { pace, warmup_ops: a.warmup_ops, ..ReplayConfig::default() },
+        characterize: a.run.json.is_some(),
+    };
+    let r = replay_trace_file(&a.trace, &cfg)?;
+    for w in r.trace.warnings.messages() {
+        eprintln!("warning: {}: {w}", a.trace.display());
+    }
+    let rows: Vec<ResultRow> = r.results.iter().map(WorkloadResult::row).collect();
+    print_rows(&rows);
+    if let Some(p) = &a.run.json {
+        let mut extra = serde_json::Map::new();
+        extra.insert("warnings".into(), serde_json::to_value(&r.trace.warnings)?);
+        extra.insert("trace".into(), serde_json::to_value(&r.trace)?);
+        write_json_with(
+            p,
+            &r.results,
+            r.series.into_iter().collect(),
+            &format!("spillway bench replay --trace {}", a.trace.display()),
+            extra,
+        )?;
     }
     Ok(())
 }

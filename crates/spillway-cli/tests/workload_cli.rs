@@ -244,3 +244,175 @@ fn several_operators_at_once_own_or_shared_store() {
         assert_eq!(out.contains("shared store"), shared, "{out}");
     }
 }
+
+/// A generated binary trace of `EXP` (tumbling keyed holistic) and its op count.
+fn gen_trace(d: &Path) -> (std::path::PathBuf, u64) {
+    let cfg = d.join("exp.toml");
+    std::fs::write(&cfg, EXP).unwrap();
+    let t = d.join("t.trace");
+    spillway(&["trace", "gen", "--config", s(&cfg), "--out", s(&t)]);
+    let j = d.join("stats.json");
+    spillway(&["trace", "stats", s(&t), "--json", s(&j)]);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(j).unwrap()).unwrap();
+    (t, v["ops"].as_u64().unwrap())
+}
+
+fn json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn replay_of_a_binary_trace_has_the_rows_of_bench_workload() {
+    let d = tempfile::tempdir().unwrap();
+    let (t, ops) = gen_trace(d.path());
+    let j = d.path().join("out/replay.json");
+    let stores = d.path().join("not/yet/there");
+    let (out, err) = spillway(&[
+        "bench",
+        "replay",
+        "--trace",
+        s(&t),
+        "--stores",
+        "mem,hashlog",
+        "--json",
+        s(&j),
+        "--dir",
+        s(&stores),
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+    assert!(stores.is_dir(), "--dir is created");
+    let rows: Vec<&str> = out.lines().collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    assert!(rows[0].starts_with("workload") && rows[0].contains("p99.9 us"), "{out}");
+    assert!(rows[1].starts_with("t.trace") && rows[1].contains("mem"), "{out}");
+    let v = json(&j);
+    let r = v["rows"].as_array().unwrap();
+    assert_eq!(r.len(), 2);
+    for row in r {
+        assert_eq!(row["ops"].as_u64(), Some(ops), "every op of the trace, per store: {row}");
+    }
+    // The same row keys as `bench workload` writes.
+    let cfg = d.path().join("exp.toml");
+    let wj = d.path().join("w.json");
+    spillway(&["bench", "workload", "--config", s(&cfg), "--stores", "mem", "--json", s(&wj)]);
+    let w = json(&wj);
+    let keys = |x: &serde_json::Value| {
+        x.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(keys(&r[0]), keys(&w["rows"][0]));
+    assert_eq!(w["rows"][0]["ops"].as_u64(), Some(ops), "the replay replays what workload runs");
+    for k in ["details", "traces", "machine", "date", "title"] {
+        assert!(v.get(k).is_some(), "replay JSON lacks {k}");
+    }
+    assert_eq!(v["warnings"]["garbage_rows"], 0);
+    assert_eq!(v["warnings"]["missing_first_op"], 0);
+    assert_eq!(v["trace"]["format"], "binary");
+    assert_eq!(v["trace"]["access_hint"], "list-append", "the generating operator's layout");
+}
+
+#[test]
+fn replay_of_a_gadget_dump_reports_garbage_rows_and_the_missing_first_op() {
+    let d = tempfile::tempdir().unwrap();
+    let (t, ops) = gen_trace(d.path());
+    let text = d.path().join("t.log");
+    spillway(&["trace", "convert", s(&t), s(&text)]);
+    // What Gadget's dump writes: op 0 missing, then two garbage rows with empty keys
+    // (the `userkey` placeholder version and the value version).
+    // (Keys are raw bytes, not UTF-8.)
+    let body = std::fs::read(&text).unwrap();
+    let first = body.iter().position(|&b| b == b'\n').unwrap();
+    let mut dump = body[first + 1..].to_vec();
+    dump.extend(format!("{} get  userkey gadget gadgetFile\n", ops + 1).bytes());
+    dump.extend(format!("{} put   gadget gadgetFile\n", ops + 2).bytes());
+    let plain = d.path().join("gadget.log");
+    std::fs::write(&plain, &dump).unwrap();
+    let gz = d.path().join("gadget.log.gz");
+    std::fs::write(&gz, gzip(&dump)).unwrap();
+    for (file, compression) in [(&plain, "none"), (&gz, "gzip")] {
+        let j = d.path().join("r.json");
+        let (out, err) =
+            spillway(&["bench", "replay", "--trace", s(file), "--stores", "mem", "--json", s(&j)]);
+        assert!(err.contains("warning") && err.contains("2 trailing garbage row(s)"), "{err}");
+        assert!(err.contains("missing first op"), "{err}");
+        let v = json(&j);
+        assert_eq!(v["warnings"]["garbage_rows"], 2);
+        assert_eq!(v["warnings"]["first_garbage_row"].as_u64(), Some(ops));
+        assert_eq!(v["warnings"]["missing_first_op"], 1);
+        assert_eq!(v["trace"]["compression"], compression);
+        assert_eq!(v["trace"]["format"], "gadget");
+        // Every op but the missing first one and the garbage rows.
+        assert_eq!(v["rows"][0]["ops"].as_u64(), Some(ops - 1), "{out}");
+    }
+}
+
+#[test]
+fn replay_bad_inputs_are_clear_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let e = spillway_err(&["bench", "replay", "--trace", s(&d.path().join("missing.log"))]);
+    assert!(e.contains("missing.log") && e.contains("No such file"), "{e}");
+    let empty = d.path().join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let e = spillway_err(&["bench", "replay", "--trace", s(&empty)]);
+    assert!(e.contains("empty.log") && e.contains("no ops"), "{e}");
+    let bad = d.path().join("bad.log");
+    std::fs::write(&bad, "1 get 0000000001  gadget gadgetFile\n2 fetch 0000000001\n").unwrap();
+    let e = spillway_err(&["bench", "replay", "--trace", s(&bad)]);
+    assert!(e.contains("bad.log") && e.contains("line 2") && e.contains("fetch"), "{e}");
+    std::fs::write(&bad, "1 get a\n2 get  x\n3 get b\n").unwrap();
+    let e = spillway_err(&["bench", "replay", "--trace", s(&bad)]);
+    assert!(e.contains("line 2") && e.contains("empty key"), "{e}");
+    let gz = d.path().join("cut.log.gz");
+    let long: String = (1..=5000).map(|i| format!("{i} get k{}\n", i % 13)).collect();
+    let z = gzip(long.as_bytes());
+    std::fs::write(&gz, &z[..z.len() / 2]).unwrap();
+    let e = spillway_err(&["bench", "replay", "--trace", s(&gz)]);
+    assert!(e.contains("cut.log.gz") && e.contains("gzip"), "{e}");
+    let e = spillway_err(&["bench", "replay", "--trace", s(&empty), "--rate", "0"]);
+    assert!(e.contains("--rate"), "{e}");
+}
+
+#[test]
+fn stats_of_a_trace_without_input_events_say_not_applicable() {
+    let d = tempfile::tempdir().unwrap();
+    let (t, _) = gen_trace(d.path());
+    let text = d.path().join("t.log");
+    spillway(&["trace", "convert", s(&t), s(&text)]);
+    let back = d.path().join("back.trace");
+    spillway(&["trace", "convert", s(&text), s(&back)]);
+    for file in [&text, &back] {
+        let j = d.path().join("s.json");
+        let (table, _) = spillway(&["trace", "stats", s(file), "--json", s(&j)]);
+        assert!(table.contains("event amplification          n/a"), "{table}");
+        let v = json(&j);
+        assert!(v["event_amplification"].is_null(), "{}", v["event_amplification"]);
+        assert!(v["key_space_amplification"].is_null());
+    }
+    let (table, _) = spillway(&["trace", "stats", s(&t)]);
+    assert!(!table.contains("n/a"), "{table}");
+}
+
+#[test]
+fn missing_output_directories_are_created_or_named() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("exp.toml");
+    std::fs::write(&cfg, EXP).unwrap();
+    let t = d.path().join("new/dir/t.trace");
+    spillway(&["trace", "gen", "--config", s(&cfg), "--out", s(&t)]);
+    let log = d.path().join("other/t.log");
+    spillway(&["trace", "convert", s(&t), s(&log)]);
+    assert!(t.is_file() && log.is_file());
+    // A directory that cannot be made: its parent is a file.
+    let file = d.path().join("plain");
+    std::fs::write(&file, "x").unwrap();
+    let e = spillway_err(&["trace", "gen", "--config", s(&cfg), "--out", s(&file.join("t.trace"))]);
+    assert!(e.contains("cannot create the directory") && e.contains("plain"), "{e}");
+    let e = spillway_err(&["bench", "replay", "--trace", s(&t), "--dir", s(&file.join("stores"))]);
+    assert!(e.contains("cannot create the store directory") && e.contains("plain"), "{e}");
+}

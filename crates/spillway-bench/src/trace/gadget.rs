@@ -148,6 +148,11 @@ impl<B: BufRead> GadgetTextReader<B> {
         GadgetTextReader { input, opts, line_no: 0, last_seq: 0, buf: Vec::new(), done: false }
     }
 
+    /// 1-based number of the last line read (the line of the last record returned).
+    pub fn line_number(&self) -> u64 {
+        self.line_no
+    }
+
     fn parse_line(&mut self) -> Result<TraceRecord, TraceError> {
         let line_no = self.line_no;
         let mut line: &[u8] = &self.buf;

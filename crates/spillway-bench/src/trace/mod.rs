@@ -2,7 +2,10 @@
 //! checksummed binary format ([`binary`]) or in Gadget's text format ([`gadget`]),
 //! conversion between the two ([`convert`]), and the characterization of a trace
 //! ([`stats`]: op mix, amplification, key-frequency KS distance, LRU stack distances and
-//! miss-ratio curve, key-sequence uniqueness, working set, key time-to-live).
+//! miss-ratio curve, key-sequence uniqueness, working set, key time-to-live), opening
+//! trace files whatever their compression ([`open`]: gzip, xz) and the checks an outside
+//! trace gets before a replay ([`check`]: Gadget's trailing garbage rows and missing
+//! first op).
 //!
 //! A trace is a sequence of [`TraceRecord`]s: `(input_event, op)`, where `input_event` is
 //! the 0-based number of the input event that caused the op and never decreases from one
@@ -74,13 +77,20 @@
 //! a format change bumps the version. New optional information goes into the metadata
 //! JSON, which readers that do not know it ignore.
 //!
+//! **Metadata keys** (all optional): `experiment` (the generating experiment's TOML,
+//! written by `spillway trace gen`); `input_events` (`false` when the records' input
+//! events are not real, e.g. a conversion from Gadget text, whose `input_event` is the
+//! line's sequence number; see [`open::TraceFile::input_events`]).
+//!
 //! # Gadget text
 //!
 //! See [`gadget`]: `<seq> <op> <key> <value> gadget gadgetFile` lines. Reading text gives
 //! `input_event = seq` because the format has no input-event column.
 
 pub mod binary;
+pub mod check;
 pub mod gadget;
+pub mod open;
 pub mod stack;
 pub mod stats;
 
@@ -169,6 +179,15 @@ pub enum TraceError {
     },
     /// More distinct keys than characterization can number (2^32 - 1).
     TooManyKeys,
+    /// A record with an empty key comes before records with keys (see [`check`]).
+    EmptyKey {
+        /// `line` (Gadget text) or `record` (binary, 1-based).
+        what: &'static str,
+        /// Where the first empty-key record is.
+        at: u64,
+        /// Where the keyed record after it is.
+        next: u64,
+    },
 }
 
 impl fmt::Display for TraceError {
@@ -205,6 +224,12 @@ impl fmt::Display for TraceError {
                 write!(f, "Gadget trace line {line}, column {column}: {what}")
             }
             TraceError::TooManyKeys => write!(f, "trace has more than 2^32 - 1 distinct keys"),
+            TraceError::EmptyKey { what, at, next } => write!(
+                f,
+                "{what} {at}: empty key, but {what} {next} after it has a key; Gadget writes \
+                 empty keys only in the garbage rows after its last op, so this trace is \
+                 damaged (remove the empty-key rows to replay it)"
+            ),
         }
     }
 }
@@ -294,9 +319,25 @@ pub fn convert<R: Read, W: Write>(
     out_format: TraceFormat,
 ) -> Result<u64, TraceError> {
     let reader = AnyTraceReader::new(input, in_format)?;
+    convert_records(reader, output, out_format)
+}
+
+/// Writes the records of `reader` to `output` in `out_format` (see [`convert`]). A binary
+/// output of a Gadget text input records `"input_events": false` in its metadata: the
+/// text's sequence numbers are not input events.
+pub fn convert_records<R: Read, W: Write>(
+    reader: AnyTraceReader<R>,
+    output: W,
+    out_format: TraceFormat,
+) -> Result<u64, TraceError> {
+    let from_text = matches!(reader, AnyTraceReader::GadgetText(_));
     match out_format {
         TraceFormat::Binary => {
-            let mut w = TraceWriter::new(output, TraceWriterOptions::default())?;
+            let opts = TraceWriterOptions {
+                metadata: from_text.then(|| serde_json::json!({ "input_events": false })),
+                ..TraceWriterOptions::default()
+            };
+            let mut w = TraceWriter::new(output, opts)?;
             copy_records(reader, &mut w)?;
             let n = w.records_written();
             w.finish()?;

@@ -37,6 +37,13 @@ pub struct CharacterizeOptions {
     /// Cache sizes (in keys) of the miss-ratio curve. Default: the powers of two below the
     /// number of distinct keys, and that number (where only cold misses remain).
     pub mrc_sizes: Option<Vec<u64>>,
+    /// Whether the records' input events are real: `Some(false)` for a trace without
+    /// them (Gadget text, whose `input_event` is the line's sequence number, or a binary
+    /// conversion of one; see [`super::open::TraceFile::input_events`]), which makes the
+    /// per-event statistics not applicable. `None` (the default): real unless every
+    /// record's input event is its 1-based position, the sequence numbers of a text
+    /// trace carried into a binary one.
+    pub input_events: Option<bool>,
 }
 
 impl Default for CharacterizeOptions {
@@ -47,6 +54,7 @@ impl Default for CharacterizeOptions {
             window_ops: 10_000,
             reference_counts: None,
             mrc_sizes: None,
+            input_events: None,
         }
     }
 }
@@ -241,6 +249,10 @@ pub struct WorkingSet {
 pub struct TraceStats {
     /// Records (ops).
     pub ops: u64,
+    /// Whether the trace has input events (see [`CharacterizeOptions::input_events`]);
+    /// without them `input_events` counts sequence numbers and the amplifications are
+    /// not applicable.
+    pub has_input_events: bool,
     /// Distinct input events that issued at least one op.
     pub input_events: u64,
     /// Input event of the first record (0 for an empty trace).
@@ -257,12 +269,14 @@ pub struct TraceStats {
     pub op_counts: OpCounts,
     /// Fraction of ops per kind.
     pub op_mix: OpMix,
-    /// `ops / input_events`: state ops per input event that issued any.
-    pub event_amplification: f64,
+    /// `ops / input_events`: state ops per input event that issued any; `None` (JSON
+    /// `null`) for a trace without input events or without records.
+    pub event_amplification: Option<f64>,
     /// `distinct_keys / input_events`: distinct state keys per input event that issued
     /// any op (1 when every event gets its own state key, lower when events share
-    /// keys, above 1 when one event touches several new keys, e.g. one per window).
-    pub key_space_amplification: f64,
+    /// keys, above 1 when one event touches several new keys, e.g. one per window);
+    /// `None` as for `event_amplification`.
+    pub key_space_amplification: Option<f64>,
     /// [`ks_statistic`] between this trace's rank-frequency vector and the reference's,
     /// if [`CharacterizeOptions::reference_counts`] was given.
     pub ks_vs_reference: Option<f64>,
@@ -432,6 +446,8 @@ pub fn characterize(
     let mut series: Vec<u64> = Vec::new();
     let mut window_distinct = 0u64;
     let mut n = 0u64;
+    // Every input event so far equals its record's 1-based position (text numbering).
+    let mut seq_numbered = true;
 
     for r in records {
         let r = r?;
@@ -448,6 +464,7 @@ pub fn characterize(
             s.input_events += 1;
         }
         s.last_input_event = r.input_event;
+        seq_numbered &= r.input_event == n + 1;
         counts.bump(r.op.kind);
         key_bytes += r.op.key.len() as u128;
         value_bytes += r.op.value.len() as u128;
@@ -508,11 +525,14 @@ pub fn characterize(
 
     s.ops = n;
     s.distinct_keys = keys.len() as u64;
+    s.has_input_events = opts.input_events.unwrap_or(!(n > 0 && seq_numbered));
     if n > 0 {
         s.mean_key_bytes = key_bytes as f64 / n as f64;
         s.mean_value_bytes = value_bytes as f64 / n as f64;
-        s.event_amplification = n as f64 / s.input_events as f64;
-        s.key_space_amplification = s.distinct_keys as f64 / s.input_events as f64;
+        if s.has_input_events {
+            s.event_amplification = Some(n as f64 / s.input_events as f64);
+            s.key_space_amplification = Some(s.distinct_keys as f64 / s.input_events as f64);
+        }
     }
     s.op_mix = OpMix::from_counts(&counts);
     s.op_counts = counts;
@@ -599,23 +619,32 @@ impl TraceStats {
     pub fn table(&self) -> String {
         let mut t = String::new();
         let _ = writeln!(t, "{:<28} {}", "ops", self.ops);
-        let _ = writeln!(
-            t,
-            "{:<28} {} (events {}..={})",
-            "input events with ops",
-            self.input_events,
-            self.first_input_event,
-            self.last_input_event
-        );
+        if self.has_input_events {
+            let _ = writeln!(
+                t,
+                "{:<28} {} (events {}..={})",
+                "input events with ops",
+                self.input_events,
+                self.first_input_event,
+                self.last_input_event
+            );
+        } else {
+            let _ = writeln!(
+                t,
+                "{:<28} n/a (the trace has no input-event column: Gadget text or a conversion of it)",
+                "input events with ops"
+            );
+        }
         let _ = writeln!(t, "{:<28} {}", "distinct keys", self.distinct_keys);
         let _ = writeln!(
             t,
             "{:<28} key {:.1} B, value {:.1} B",
             "mean sizes", self.mean_key_bytes, self.mean_value_bytes
         );
-        let _ = writeln!(t, "{:<28} {:.3}", "event amplification", self.event_amplification);
+        let na = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.3}"));
+        let _ = writeln!(t, "{:<28} {}", "event amplification", na(self.event_amplification));
         let _ =
-            writeln!(t, "{:<28} {:.3}", "key-space amplification", self.key_space_amplification);
+            writeln!(t, "{:<28} {}", "key-space amplification", na(self.key_space_amplification));
         if let Some(ks) = self.ks_vs_reference {
             let _ = writeln!(t, "{:<28} {ks:.4}", "KS vs reference");
         }
@@ -716,8 +745,8 @@ mod tests {
         assert_eq!(s.ops, 6);
         assert_eq!(s.input_events, 3);
         assert_eq!(s.distinct_keys, 3);
-        assert_eq!(s.event_amplification, 2.0);
-        assert_eq!(s.key_space_amplification, 1.0);
+        assert_eq!(s.event_amplification, Some(2.0));
+        assert_eq!(s.key_space_amplification, Some(1.0));
         assert_eq!(s.op_counts.get, 2);
         assert_eq!(s.op_counts.delete, 2);
         assert!(
@@ -746,6 +775,29 @@ mod tests {
             assert!(names.contains(&k.name()));
         }
         assert!(s.table().contains("LRU miss ratio"));
+    }
+
+    #[test]
+    fn amplification_is_not_applicable_without_input_events() {
+        // Text numbering (input event = 1-based position) reads as no input events.
+        let seq = || (1..=4u64).map(|i| rec(i, OpKind::Get, "a"));
+        let s = characterize(seq(), &Default::default()).unwrap();
+        assert!(!s.has_input_events);
+        assert_eq!((s.event_amplification, s.key_space_amplification), (None, None));
+        assert!(s.table().contains("event amplification          n/a"), "{}", s.table());
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["event_amplification"].is_null() && json["key_space_amplification"].is_null());
+        // Told otherwise, or numbered from 0 as generated traces are, it applies.
+        let told = CharacterizeOptions { input_events: Some(true), ..Default::default() };
+        assert_eq!(characterize(seq(), &told).unwrap().event_amplification, Some(1.0));
+        let gen = (0..4u64).map(|i| rec(i / 2, OpKind::Get, "a"));
+        assert_eq!(characterize(gen, &Default::default()).unwrap().event_amplification, Some(2.0));
+        // Told there are none: n/a even for generated numbering; an empty trace has none.
+        let none = CharacterizeOptions { input_events: Some(false), ..Default::default() };
+        let gen = (0..4u64).map(|i| rec(i / 2, OpKind::Get, "a"));
+        assert_eq!(characterize(gen, &none).unwrap().event_amplification, None);
+        let empty = characterize(Vec::new(), &Default::default()).unwrap();
+        assert_eq!(empty.event_amplification, None);
     }
 
     #[test]

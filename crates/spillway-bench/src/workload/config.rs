@@ -21,8 +21,15 @@
 //!   `exponential` (`mean`).
 //! * `watermark_every` (1): a watermark is emitted each time the source's event time
 //!   crosses a multiple of this many time units (>= 1).
-//! * `lateness_bound` (0): the watermark trails the time crossed by this much; the
-//!   largest delay of an out-of-order event (>= 0).
+//! * `lateness_bound` (0): the largest delay of an out-of-order event (>= 0); with
+//!   `disorder = "bounded"` the watermark also trails the time crossed by this much.
+//! * `disorder` (`"bounded"`): how out-of-order events and watermarks relate (see
+//!   [`Disorder`] and [`super::source`]): `"bounded"` moves an event's time back and lets
+//!   the watermark trail by `lateness_bound`, so no event is ever late (Flink's bounded
+//!   out-of-orderness); `"gadget"` delivers an event up to `lateness_bound` units late
+//!   with its own time behind a watermark that does not trail, so the operator drops it
+//!   unless its window is still open (Gadget's `GadgetEventGenerator`, the meaning the
+//!   Gadget importer gives `lateness.threshold`).
 //!
 //! A synthetic source (no `csv` key) also has:
 //! * `events` (100000): number of events (>= 1).
@@ -34,8 +41,9 @@
 //! * `gap` (`{ type = "exponential", lambda = 10.0 }`): event-time gap between consecutive
 //!   events; types `constant` (`value`), `exponential` (`lambda`), `uniform` (`a`, `b`),
 //!   `normal` (`mean`, `stddev`).
-//! * `out_of_order` (0.0): probability in `[0, 1]` that an event's time is moved back by
-//!   a random delay in `1..=lateness_bound` (needs `lateness_bound >= 1` when > 0); see
+//! * `out_of_order` (0.0): probability in `[0, 1]` that an event is out of order by a
+//!   random delay in `1..=lateness_bound` (needs `lateness_bound >= 1` when > 0): its time
+//!   moved back (`disorder = "bounded"`) or its delivery put off (`"gadget"`); see
 //!   [`super::source`] for the exact model.
 //!
 //! A trace source has `csv = { ... }` instead (and none of the synthetic keys):
@@ -57,6 +65,10 @@
 //! * `lower` (-5), `upper` (5): interval-join bounds (`lower <= upper`).
 //! * `allowed_lateness` (0): >= 0.
 //! * `key_bytes` (10): length of state keys (>= 1).
+//! * `join_input` (`"no_unique_key"`): `continuous.join` only, how both inputs' rows are
+//!   kept ([`JoinInput`], Flink's `JoinRecordStateViews`): `no_unique_key` (a row -> count
+//!   map per join key), `has_unique_key` (a unique key -> row map per join key) or
+//!   `join_key_contains_unique_key` (one row per join key).
 //!
 //! `[run]`:
 //! * `stores` (`["hashlog"]`): stores to run on: `mem`, `hashlog`, `rocksdb`.
@@ -76,7 +88,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::dist::{Gap, KeyPopularity, ValueSize};
-use super::{OperatorKind, OperatorParams};
+use super::{JoinInput, OperatorKind, OperatorParams};
 
 /// A complete experiment file with every key at its default (it parses to
 /// `Experiment::default()`).
@@ -95,8 +107,9 @@ gap = { type = "exponential", lambda = 10.0 }
 # payload bytes: constant {bytes} | uniform {min, max} | normal {mean, stddev} | exponential {mean}
 value_size = { type = "constant", bytes = 10 }
 watermark_every = 1     # a watermark each time event time crosses a multiple of this
-out_of_order = 0.0      # probability that an event's time is moved back
-lateness_bound = 0      # watermark lag = largest out-of-order delay
+out_of_order = 0.0      # probability that an event is out of order
+lateness_bound = 0      # largest out-of-order delay (bounded: also the watermark lag)
+disorder = "bounded"    # bounded (time moved back, watermark trails) | gadget (delivered late)
 
 # A trace source instead of a synthetic one (second input of a join, for example):
 # [[source]]
@@ -105,6 +118,7 @@ lateness_bound = 0      # watermark lag = largest out-of-order delay
 # value_size = { type = "constant", bytes = 10 }
 # watermark_every = 1
 # lateness_bound = 0
+# disorder = "bounded"
 
 [operator]
 type = "tumbling.keyed.incremental"
@@ -115,6 +129,8 @@ lower = -5
 upper = 5
 allowed_lateness = 0
 key_bytes = 10
+# continuous.join state view: no_unique_key | has_unique_key | join_key_contains_unique_key
+join_input = "no_unique_key"
 
 [run]
 stores = ["hashlog"]    # mem | hashlog | rocksdb
@@ -288,7 +304,8 @@ pub struct Synthetic {
     pub key_popularity: KeyPopularity,
     /// Event-time gap between consecutive events.
     pub gap: Gap,
-    /// Probability that an event's time is moved back by a delay in `1..=lateness_bound`.
+    /// Probability that an event is out of order by a delay in `1..=lateness_bound`
+    /// (see [`Disorder`]).
     pub out_of_order: f64,
 }
 
@@ -313,6 +330,33 @@ pub enum SourceInput {
     Csv(CsvInput),
 }
 
+/// How a source's out-of-order events and its watermarks relate (TOML `disorder`); the
+/// exact models are in [`super::source`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Disorder {
+    /// Flink's bounded out-of-orderness: an out-of-order event keeps its place in the
+    /// arrival order and its time is moved back by up to `lateness_bound`; the watermark
+    /// trails the time crossed by `lateness_bound`, so no event is ever behind it.
+    #[default]
+    Bounded,
+    /// Gadget's `GadgetEventGenerator` (notes §4.1): an out-of-order event keeps its time
+    /// and is delivered 1..=`lateness_bound` time units later; the watermark is the time
+    /// crossed (it does not trail), so a delayed event arrives behind it and the operator
+    /// drops it unless its window is still open (allowed lateness included).
+    Gadget,
+}
+
+impl Disorder {
+    /// The TOML name: `bounded` or `gadget`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Disorder::Bounded => "bounded",
+            Disorder::Gadget => "gadget",
+        }
+    }
+}
+
 /// One input stream (a `[[source]]` table).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Source {
@@ -322,8 +366,11 @@ pub struct Source {
     pub value_size: ValueSize,
     /// Watermark period in time units.
     pub watermark_every: i64,
-    /// Watermark lag behind the event time crossed; largest out-of-order delay.
+    /// Largest out-of-order delay; with [`Disorder::Bounded`] also the watermark's lag
+    /// behind the event time crossed.
     pub lateness_bound: i64,
+    /// How out-of-order events and watermarks relate.
+    pub disorder: Disorder,
 }
 
 impl Default for Source {
@@ -333,6 +380,7 @@ impl Default for Source {
             value_size: ValueSize::default(),
             watermark_every: 1,
             lateness_bound: 0,
+            disorder: Disorder::Bounded,
         }
     }
 }
@@ -465,6 +513,8 @@ struct RawSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lateness_bound: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    disorder: Option<Disorder>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     key_popularity: Option<KeyPopularity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gap: Option<Gap>,
@@ -486,6 +536,7 @@ struct RawOperator {
     upper: i64,
     allowed_lateness: i64,
     key_bytes: usize,
+    join_input: String,
 }
 
 impl Default for RawOperator {
@@ -501,6 +552,7 @@ impl Default for RawOperator {
             upper: p.upper,
             allowed_lateness: p.allowed_lateness,
             key_bytes: p.key_bytes,
+            join_input: p.join_input.name().to_string(),
         }
     }
 }
@@ -527,7 +579,7 @@ impl RawSource {
                         key(k),
                         "not allowed in a source with `csv` (a trace source reads keys and \
                          times from its file); allowed with `csv`: value_size, \
-                         watermark_every, lateness_bound",
+                         watermark_every, lateness_bound, disorder",
                     ));
                 }
                 SourceInput::Csv(csv)
@@ -548,6 +600,7 @@ impl RawSource {
             value_size: self.value_size.unwrap_or(d.value_size),
             watermark_every: self.watermark_every.unwrap_or(d.watermark_every),
             lateness_bound: self.lateness_bound.unwrap_or(d.lateness_bound),
+            disorder: self.disorder.unwrap_or(d.disorder),
         })
     }
 
@@ -555,6 +608,8 @@ impl RawSource {
         let mut r = RawSource {
             watermark_every: Some(s.watermark_every),
             lateness_bound: Some(s.lateness_bound),
+            // Written only when not the default, so existing experiments print as before.
+            disorder: (s.disorder != Disorder::Bounded).then_some(s.disorder),
             value_size: Some(s.value_size.clone()),
             ..RawSource::default()
         };
@@ -697,6 +752,17 @@ impl Experiment {
             )
         })?;
         let o = &raw.operator;
+        let join_input = JoinInput::parse(&o.join_input).ok_or_else(|| {
+            let allowed = JoinInput::ALL
+                .iter()
+                .map(|j| format!("\"{}\"", j.name()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            ConfigError::invalid(
+                "operator.join_input",
+                format!("unknown state view {:?}; allowed: {allowed}", o.join_input),
+            )
+        })?;
         let operator = OperatorParams {
             kind,
             window: o.window,
@@ -706,6 +772,7 @@ impl Experiment {
             upper: o.upper,
             allowed_lateness: o.allowed_lateness,
             key_bytes: o.key_bytes,
+            join_input,
         };
         let sources = if raw.sources.is_empty() {
             vec![Source::default(); if kind.two_inputs() { 2 } else { 1 }]
@@ -775,6 +842,7 @@ impl Experiment {
                 upper: self.operator.upper,
                 allowed_lateness: self.operator.allowed_lateness,
                 key_bytes: self.operator.key_bytes,
+                join_input: self.operator.join_input.name().to_string(),
             },
             run: self.run.clone(),
         };
@@ -1018,6 +1086,7 @@ value_size = { type = "uniform", min = 3, max = 40 }
 watermark_every = 2
 out_of_order = 0.25
 lateness_bound = 3
+disorder = "gadget"
 [[source]]
 csv = { path = "jobs.csv", key = "job", time = 1, time_multiplier = 1e-6, header = true, event_type = 2, type_filter = "FINISH" }
 lateness_bound = 10
@@ -1029,6 +1098,7 @@ lower = -3
 upper = 4
 allowed_lateness = 2
 key_bytes = 16
+join_input = "has_unique_key"
 [run]
 stores = ["mem", "hashlog"]
 mode = "online"
@@ -1052,7 +1122,12 @@ max_ops = 99
         let e = full();
         assert_eq!(e.seed, 7);
         assert_eq!(e.operator.kind, OperatorKind::JoinSliding);
+        assert_eq!(e.operator.join_input, JoinInput::HasUniqueKey);
         assert_eq!(e.run.rate, Some(1000.5));
+        assert_eq!(
+            (e.sources[0].disorder, e.sources[1].disorder),
+            (Disorder::Gadget, Disorder::Bounded)
+        );
         let SourceInput::Csv(c) = &e.sources[1].input else { panic!() };
         assert_eq!(c.key, Column::Name("job".into()));
         assert_eq!(c.time, Column::Index(1));
@@ -1114,6 +1189,9 @@ max_ops = 99
         assert_names("[operator]\nlower = 3\nupper = 2\n", "operator.lower");
         assert_names("[operator]\nsession_gap = 0\n", "operator.session_gap");
         assert_names("[operator]\nallowed_lateness = -1\n", "operator.allowed_lateness");
+        assert_names("[operator]\njoin_input = \"unique\"\n", "operator.join_input");
+        let e = err("[operator]\njoin_input = \"unique\"\n");
+        assert!(e.to_string().contains("join_key_contains_unique_key"), "{e}");
         assert_names("[[source]]\nevents = 0\n", "source[0].events");
         assert_names("[[source]]\nkeys = 0\n", "source[0].keys");
         assert_names(
@@ -1184,6 +1262,7 @@ max_ops = 99
             lower in -1000i64..1000,
             span in 0i64..1000,
             two in proptest::bool::ANY,
+            gadget in proptest::bool::ANY,
         ) {
             let mut e = Experiment { seed, ..Experiment::default() };
             let src = Source {
@@ -1197,6 +1276,7 @@ max_ops = 99
                 value_size: ValueSize::Normal { mean: lambda, stddev: s },
                 watermark_every: every,
                 lateness_bound: lateness,
+                disorder: if gadget { Disorder::Gadget } else { Disorder::Bounded },
             };
             e.sources = vec![src; if two { 2 } else { 1 }];
             e.operator.kind =

@@ -12,6 +12,7 @@ pub mod operators;
 pub mod replay;
 pub mod run;
 pub mod source;
+pub mod trace_replay;
 pub mod ycsb;
 
 use std::fmt;
@@ -223,14 +224,17 @@ impl OperatorKind {
     }
 
     /// How the operator's state is accessed, the static layout choice of the APSys'18
-    /// paper: interval-join buffers are read by range (seek + next over one key's
-    /// buffer in time order); holistic windows, holistic sessions and window joins
-    /// append to per-window lists that are read whole when the window fires; the
-    /// incremental operators and the continuous ones read and update small values.
+    /// paper: interval-join buffers and the continuous join's per-key maps (its default
+    /// [`JoinInput::NoUniqueKey`] view) are read by range (seek + next over one key's
+    /// entries); holistic windows, holistic sessions and window joins append to
+    /// per-window lists that are read whole when the window fires; the incremental
+    /// operators and the continuous aggregation read and update small values. See
+    /// [`OperatorParams::access_hint`] for the hint of a continuous join with another
+    /// view.
     pub fn access_hint(self) -> spillway_store::AccessHint {
         use spillway_store::AccessHint;
         match self {
-            OperatorKind::JoinInterval => AccessHint::Range,
+            OperatorKind::JoinInterval | OperatorKind::ContinuousJoin => AccessHint::Range,
             OperatorKind::TumblingKeyedHolistic
             | OperatorKind::TumblingAllHolistic
             | OperatorKind::SlidingKeyedHolistic
@@ -243,7 +247,6 @@ impl OperatorKind {
             | OperatorKind::SlidingKeyedIncremental
             | OperatorKind::SlidingAllIncremental
             | OperatorKind::SessionIncremental
-            | OperatorKind::ContinuousJoin
             | OperatorKind::ContinuousAggregation => AccessHint::Point,
         }
     }
@@ -260,9 +263,49 @@ impl OperatorKind {
     }
 }
 
+/// How `continuous.join` keeps each input's rows: the three state views of Flink's
+/// `JoinRecordStateViews` (flink-table-runtime), chosen by the planner from the input's
+/// unique keys (`JoinUtil.analyzeJoinInput`). One choice applies to both inputs.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum JoinInput {
+    /// `InputSideHasNoUniqueKey`: a `MapState<row, count>` per join key. The default: an
+    /// insert-only input without a declared primary key (every Gadget source) has no
+    /// unique key, and `analyzeJoinInput` then returns `JoinInputSideSpec.withoutUniqueKey()`.
+    #[default]
+    NoUniqueKey,
+    /// `InputSideHasUniqueKey`: a `MapState<unique key, row>` per join key.
+    HasUniqueKey,
+    /// `JoinKeyContainsUniqueKey`: one `ValueState<row>` per join key.
+    JoinKeyContainsUniqueKey,
+}
+
+impl JoinInput {
+    /// Every variant, in the order of [`JoinInput::name`]'s documentation.
+    pub const ALL: [JoinInput; 3] =
+        [JoinInput::NoUniqueKey, JoinInput::HasUniqueKey, JoinInput::JoinKeyContainsUniqueKey];
+
+    /// Name in experiment files: `no_unique_key`, `has_unique_key`,
+    /// `join_key_contains_unique_key`.
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinInput::NoUniqueKey => "no_unique_key",
+            JoinInput::HasUniqueKey => "has_unique_key",
+            JoinInput::JoinKeyContainsUniqueKey => "join_key_contains_unique_key",
+        }
+    }
+
+    /// Parses a name as written by [`JoinInput::name`].
+    pub fn parse(s: &str) -> Option<JoinInput> {
+        JoinInput::ALL.into_iter().find(|j| j.name() == s)
+    }
+}
+
 /// Parameters of an operator (times in the experiment's time unit). Defaults are
 /// Gadget's: window 5, slide 1, session gap 5, interval bounds [-5, 5] (lower, upper
-/// relative to the left event's time), allowed lateness 0, 10-byte state keys.
+/// relative to the left event's time), allowed lateness 0, 10-byte state keys; the
+/// continuous join's state view defaults to [`JoinInput::NoUniqueKey`].
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OperatorParams {
     /// Operator type.
@@ -282,9 +325,24 @@ pub struct OperatorParams {
     pub allowed_lateness: i64,
     /// Length of the state keys the operator builds, in bytes.
     pub key_bytes: usize,
+    /// `continuous.join` only: the state view of both inputs.
+    #[serde(default)]
+    pub join_input: JoinInput,
 }
 
 impl OperatorParams {
+    /// [`OperatorKind::access_hint`], refined by the parameters: a continuous join with
+    /// the [`JoinInput::JoinKeyContainsUniqueKey`] view reads and writes one value per
+    /// key (point access) instead of iterating a map.
+    pub fn access_hint(&self) -> spillway_store::AccessHint {
+        match (self.kind, self.join_input) {
+            (OperatorKind::ContinuousJoin, JoinInput::JoinKeyContainsUniqueKey) => {
+                spillway_store::AccessHint::Point
+            }
+            (kind, _) => kind.access_hint(),
+        }
+    }
+
     /// Gadget's defaults for `kind`.
     pub fn new(kind: OperatorKind) -> OperatorParams {
         OperatorParams {
@@ -296,6 +354,7 @@ impl OperatorParams {
             upper: 5,
             allowed_lateness: 0,
             key_bytes: 10,
+            join_input: JoinInput::NoUniqueKey,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Running an experiment: its event stream through its operator into a sink (a trace
 //! writer, a replayer on a live store, or a counter), and the benchmark drivers of
-//! `spillway bench workload` and `spillway bench suite`.
+//! `spillway bench workload` and `spillway bench suite` (with [`replay_on_stores`], the
+//! per-store replay of a trace file that `bench replay` shares).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -141,8 +142,13 @@ pub fn trace_series(name: &str, path: &Path) -> Result<(TraceSeries, TraceStats)
         TraceReader::new(std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?))?;
     let opts = CharacterizeOptions { sequence_len: 0, ..CharacterizeOptions::default() };
     let stats = characterize(r, &opts)?;
+    Ok((series_of(name, &stats), stats))
+}
+
+/// The report's plot series of a characterized trace.
+pub fn series_of(name: &str, stats: &TraceStats) -> TraceSeries {
     let w = stats.working_set.window_ops;
-    let series = TraceSeries {
+    TraceSeries {
         workload: name.to_string(),
         stack_distance: stats.stack_distance.iter().map(|b| (b.max, b.count)).collect(),
         working_set: stats
@@ -152,8 +158,7 @@ pub fn trace_series(name: &str, path: &Path) -> Result<(TraceSeries, TraceStats)
             .enumerate()
             .map(|(i, &k)| ((i as u64 + 1) * w, k))
             .collect(),
-    };
-    Ok((series, stats))
+    }
 }
 
 impl WorkloadResult {
@@ -195,13 +200,66 @@ fn replay_config(exp: &Experiment) -> ReplayConfig {
     }
 }
 
-/// Where stores are created: a fresh temporary directory under `dir` (or the system's).
-fn store_dir(dir: Option<&Path>) -> Result<tempfile::TempDir> {
+/// Where stores are created: a fresh temporary directory under `dir` (created with its
+/// parents if missing) or under the system's temporary directory.
+pub(crate) fn store_dir(dir: Option<&Path>) -> Result<tempfile::TempDir> {
     let b = tempfile::Builder::new().prefix("spillway-workload-").to_owned();
     Ok(match dir {
-        Some(d) => b.tempdir_in(d)?,
-        None => b.tempdir()?,
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| {
+                format!("cannot create the store directory {} (--dir)", d.display())
+            })?;
+            b.tempdir_in(d).with_context(|| {
+                format!("cannot create a store directory in {} (--dir)", d.display())
+            })?
+        }
+        None => {
+            b.tempdir().context("cannot create a store directory in the temporary directory")?
+        }
     })
+}
+
+/// Opens a fresh source of the same ops for each replay of [`replay_on_stores`].
+pub type OpenFill<'a> = dyn Fn() -> Result<replay::BatchFill<'static>> + 'a;
+
+/// Replays the ops that `open` gives against each store in turn, each store opened
+/// fresh in its own directory under `work` (removed afterwards) with `hint`'s layout,
+/// the ops decoded on a reader thread ([`replay::replay_pipelined`]). A first replay into
+/// a MemStore, not measured, warms the page cache and the allocator so that the first
+/// store measured does not alone pay for them. One result per store, named `name`.
+pub fn replay_on_stores(
+    name: &str,
+    open: &OpenFill<'_>,
+    stores: &[StoreKind],
+    memory_budget: u64,
+    work: &Path,
+    hint: AccessHint,
+    cfg: &ReplayConfig,
+) -> Result<Vec<WorkloadResult>> {
+    // Warm-up, not measured: one replay into a MemStore, so that the first store
+    // measured does not alone pay for the trace's page-cache misses and the allocator's
+    // first page faults (which made the first store of a suite row measurably slower
+    // than the same store run second). Errors (a state larger than MemStore's budget)
+    // end the warm-up early; they are not results.
+    let wdir = work.join("warm-up");
+    let opts = replay::store_options_for(&wdir, hint).memory_budget(memory_budget);
+    if let Ok(mut store) = StoreKind::Mem.open(opts) {
+        let _ = replay::replay_pipelined(store.as_mut(), open()?, cfg);
+    }
+    let _ = std::fs::remove_dir_all(&wdir);
+    let mut out = Vec::new();
+    for (i, &kind) in stores.iter().enumerate() {
+        let sdir = work.join(format!("store-{i}"));
+        let opts = replay::store_options_for(&sdir, hint).memory_budget(memory_budget);
+        let mut store = kind.open(opts).with_context(|| format!("opening {}", kind.name()))?;
+        let cfg = ReplayConfig { latency_every: latency_every(kind), ..cfg.clone() };
+        let report = replay::replay_pipelined(store.as_mut(), open()?, &cfg)
+            .with_context(|| format!("replaying {name} on {}", kind.name()))?;
+        drop(store);
+        let _ = std::fs::remove_dir_all(&sdir);
+        out.push(WorkloadResult { workload: name.to_string(), replay: report, generated: None });
+    }
+    Ok(out)
 }
 
 /// Runs one experiment against each store: online (ops generated while replaying) or
@@ -227,63 +285,36 @@ pub fn run_experiment_with_series(
     characterize: bool,
 ) -> Result<(Vec<WorkloadResult>, Option<TraceSeries>)> {
     let cfg = replay_config(exp);
-    let mut out = Vec::new();
-    let mut series = None;
     let work = store_dir(dir)?;
-    let trace: Option<PathBuf> = match exp.run.mode {
-        Mode::Offline => {
-            let p = work.path().join("workload.trace");
-            generate_trace_file(exp, &p).with_context(|| format!("generating {name}"))?;
-            if characterize {
-                series = Some(trace_series(name, &p)?.0);
-            }
-            Some(p)
-        }
-        Mode::Online => None,
-    };
-    let hint = exp.operator.kind.access_hint();
-    if let Some(p) = &trace {
-        // Warm-up, not measured: one replay of the trace into a MemStore, so that the
-        // first store measured does not alone pay for the trace's page-cache misses
-        // and the allocator's first page faults (which made the first store of a
-        // suite row measurably slower than the same store run second). Errors (a
-        // state larger than MemStore's budget) end the warm-up early; they are not
-        // results.
-        let wdir = work.path().join("warm-up");
-        let opts = replay::store_options_for(&wdir, hint).memory_budget(memory_budget);
-        if let Ok(mut store) = StoreKind::Mem.open(opts) {
-            let r = TraceReader::new(std::io::BufReader::with_capacity(
-                1 << 20,
-                std::fs::File::open(p)?,
-            ))?;
-            let _ = replay::replay_pipelined(store.as_mut(), replay::fill_from_trace(r), &cfg);
-        }
-        let _ = std::fs::remove_dir_all(&wdir);
+    let hint = exp.operator.access_hint();
+    if exp.run.mode == Mode::Offline {
+        let p: PathBuf = work.path().join("workload.trace");
+        generate_trace_file(exp, &p).with_context(|| format!("generating {name}"))?;
+        let series = if characterize { Some(trace_series(name, &p)?.0) } else { None };
+        let open = || -> Result<replay::BatchFill<'static>> {
+            let f = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&p)?);
+            Ok(replay::fill_from_trace(TraceReader::new(f)?))
+        };
+        let out = replay_on_stores(name, &open, stores, memory_budget, work.path(), hint, &cfg)?;
+        return Ok((out, series));
     }
+    let mut out = Vec::new();
     for (i, &kind) in stores.iter().enumerate() {
         let sdir = work.path().join(format!("store-{i}"));
         let opts = replay::store_options_for(&sdir, hint).memory_budget(memory_budget);
         let mut store = kind.open(opts).with_context(|| format!("opening {}", kind.name()))?;
-        let (report, generated) = match &trace {
-            Some(p) => {
-                let r = TraceReader::new(std::io::BufReader::with_capacity(
-                    1 << 20,
-                    std::fs::File::open(p)?,
-                ))?;
-                let cfg = ReplayConfig { latency_every: latency_every(kind), ..cfg.clone() };
-                (replay::replay_pipelined(store.as_mut(), replay::fill_from_trace(r), &cfg)?, None)
-            }
-            None => {
-                let mut rp = Replayer::new(store.as_mut(), cfg.clone())?;
-                let g = generate(exp, &mut |n, op| Ok(rp.apply(n, op)?))?;
-                (rp.finish(), Some(g))
-            }
-        };
+        let mut rp = Replayer::new(store.as_mut(), cfg.clone())?;
+        let generated = generate(exp, &mut |n, op| Ok(rp.apply(n, op)?))?;
+        let report = rp.finish();
         drop(store);
         let _ = std::fs::remove_dir_all(&sdir);
-        out.push(WorkloadResult { workload: name.to_string(), replay: report, generated });
+        out.push(WorkloadResult {
+            workload: name.to_string(),
+            replay: report,
+            generated: Some(generated),
+        });
     }
-    Ok((out, series))
+    Ok((out, None))
 }
 
 /// Runs a YCSB workload (load phase unmeasured, then the run phase) against each store.
@@ -439,7 +470,7 @@ pub fn run_concurrent(
     let cfg = exps.first().map(|(_, e)| replay_config(e)).unwrap_or_default();
     let reports = if shared {
         // One store for all: the first operator's hint decides the namespace's layout.
-        let hint = exps.first().map_or(AccessHint::Point, |(_, e)| e.operator.kind.access_hint());
+        let hint = exps.first().map_or(AccessHint::Point, |(_, e)| e.operator.access_hint());
         let opts = replay::store_options_for(work.path().join("shared"), hint)
             .memory_budget(memory_budget);
         let mut store = kind.open(opts)?;
@@ -448,7 +479,7 @@ pub fn run_concurrent(
     } else {
         let mut stores = Vec::new();
         for (i, (_, exp)) in exps.iter().enumerate() {
-            let hint = exp.operator.kind.access_hint();
+            let hint = exp.operator.access_hint();
             let opts = replay::store_options_for(work.path().join(format!("store-{i}")), hint)
                 .memory_budget(memory_budget);
             stores.push(kind.open(opts)?);

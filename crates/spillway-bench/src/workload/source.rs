@@ -1,18 +1,28 @@
 //! Event streams: the input of an experiment as [`StreamItem`]s (events and watermarks),
-//! generated on the fly with bounded memory (no buffer of events, whatever their number).
+//! generated on the fly with bounded memory (no buffer of events, whatever their number;
+//! [`Disorder::Gadget`] holds only the events whose delivery is put off, about
+//! `rate * out_of_order * lateness_bound`).
 //!
 //! # Time model (one source)
 //!
 //! **Synthetic source.** A continuous clock starts at 0 and advances by one gap draw
-//! per event; the event's *base time* is `floor(clock)`. Events arrive in clock order,
-//! so base times never decrease. With probability `out_of_order` an event is
-//! *out of order*: its time is its base time minus a delay `d` drawn uniformly from
-//! `1..=lateness_bound` (and clamped at 0); it keeps its place in the arrival order. This
-//! is Gadget's "delivered up to `lateness.threshold` units late with its original
-//! timestamp", expressed as a timestamp in the past instead of a delayed delivery, and
-//! without Gadget's losses (notes §6 items 1-3). Per event the source draws, from its
-//! own RNG and in this order: the gap, the key, the value size, then (only if
-//! `out_of_order > 0`) the out-of-order coin and (only if it came up) the delay.
+//! per event; the event's *base time* is `floor(clock)`. New events are generated in
+//! clock order, so base times never decrease. With probability `out_of_order` an event
+//! is *out of order* by a delay `d` drawn uniformly from `1..=lateness_bound`; what that
+//! means depends on the source's [`Disorder`]:
+//!
+//! * [`Disorder::Bounded`] (Flink's bounded out-of-orderness): the event's time is its
+//!   base time minus `d` (clamped at 0) and it keeps its place in the arrival order.
+//! * [`Disorder::Gadget`] (Gadget's `GadgetEventGenerator`, notes §4.1): the event keeps
+//!   its base time and is *delivered* `d` time units later: it is held back and handed
+//!   out when the source's time reaches `base + d`, before the new events of that unit
+//!   (Gadget puts the held events of `outOfOrderMap[T]` first in batch `T`), and so
+//!   behind the watermarks of the units in between.
+//!
+//! Unlike Gadget, nothing is lost: Gadget drops the first event at or past each unit
+//! boundary (notes §6 items 1-2); here every event is emitted. Per event the source
+//! draws, from its own RNG and in this order: the gap, the key, the value size, then
+//! (only if `out_of_order > 0`) the out-of-order coin and (only if it came up) the delay.
 //!
 //! **Trace source (CSV).** Rows are read in file order, one at a time; event time =
 //! `floor(value * time_multiplier)`; the base time of a row is the largest event time
@@ -20,16 +30,28 @@
 //! are hashed (64-bit FNV-1a of the bytes). Blank lines are skipped; a row with too few
 //! fields or a non-numeric time is an error naming the line and column.
 //!
-//! **Watermarks.** Before the first event, and again before each event whose base time
-//! has crossed into a new multiple `B` of `watermark_every`, the source emits
-//! `Watermark { time: B - lateness_bound }`, where `B` is the largest multiple not above
-//! that base time (boundaries crossed in one jump give one watermark). Every later event
-//! of a synthetic source has base time `>= B` and time `>= base - lateness_bound`, so it
-//! is never behind a watermark. A trace row whose time is below its source's last
-//! watermark (unsorted beyond `lateness_bound`) is still emitted and counted in
-//! [`StreamCounts::late`]; dropping or accepting it is the operator's business. When a
-//! source ends it emits a final watermark at [`FINAL_WATERMARK`], which closes every
-//! window still open.
+//! **Watermarks.** Each item is handed out at a *unit*: a new event at its base time, a
+//! delayed event ([`Disorder::Gadget`]) at `base + d`. Before the first event, and again
+//! before each event whose unit has crossed into a new multiple `B` of
+//! `watermark_every`, the source emits a watermark, where `B` is the largest multiple not
+//! above that unit (boundaries crossed in one jump give one watermark):
+//!
+//! * [`Disorder::Bounded`]: `Watermark { time: B - lateness_bound }`. Every later event
+//!   of a synthetic source has base time `>= B` and time `>= base - lateness_bound`, so
+//!   it is never behind a watermark.
+//! * [`Disorder::Gadget`]: `Watermark { time: B }`, Gadget's `getWaterMark` (the current
+//!   unit when it is a multiple of the frequency; the watermark does not trail). New
+//!   events are never behind it; a delayed event is behind it whenever a boundary lies
+//!   between its base time and its delivery, and is counted in [`StreamCounts::late`].
+//!   With Gadget's frequency 1 a window `[s, e)` fires at watermark `e`, so an event
+//!   delayed by `d` still reaches its window only if `base + d < e` (plus the operator's
+//!   allowed lateness), as in Gadget's `OneStreamWindowOperator`.
+//!
+//! A trace row whose time is below its source's last watermark (unsorted beyond
+//! `lateness_bound`) is still emitted and counted in [`StreamCounts::late`]; dropping or
+//! accepting a late event is the operator's business. When a source ends (its delayed
+//! events delivered) it emits a final watermark at [`FINAL_WATERMARK`], which closes
+//! every window still open.
 //!
 //! # Two sources
 //!
@@ -41,6 +63,8 @@
 //! Nothing is ever dropped: [`StreamCounts::emitted`] equals
 //! [`StreamCounts::generated`] once the stream is exhausted.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -49,7 +73,7 @@ use std::path::PathBuf;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::config::{Column, CsvInput, Experiment, Source, SourceInput, Synthetic};
+use super::config::{Column, CsvInput, Disorder, Experiment, Source, SourceInput, Synthetic};
 use super::dist::{DistError, Gap, KeySampler, ValueSize};
 use super::{InputEvent, StreamItem};
 
@@ -63,9 +87,11 @@ pub struct StreamCounts {
     pub generated: u64,
     /// Events handed out by the stream.
     pub emitted: u64,
-    /// Events whose time was moved back (synthetic out-of-order events).
+    /// Synthetic out-of-order events: times moved back ([`Disorder::Bounded`]) or
+    /// deliveries put off ([`Disorder::Gadget`]).
     pub out_of_order: u64,
-    /// Events behind their source's last watermark when emitted (only unsorted traces).
+    /// Events behind their source's last watermark when emitted (unsorted traces, and
+    /// delayed events of [`Disorder::Gadget`]).
     pub late: u64,
     /// Trace rows skipped by `type_filter`.
     pub filtered: u64,
@@ -310,6 +336,40 @@ impl CsvGen {
     }
 }
 
+/// A generated event: its merge order (the clock), base time, the event, and the delay
+/// of its delivery ([`Disorder::Gadget`]; 0 = on time).
+struct Raw {
+    order: f64,
+    base: i64,
+    ev: InputEvent,
+    delay: i64,
+}
+
+/// An event whose delivery is put off ([`Disorder::Gadget`]): ordered by its delivery
+/// unit, then by generation order.
+struct Delayed {
+    unit: i64,
+    seq: u64,
+    ev: InputEvent,
+}
+
+impl PartialEq for Delayed {
+    fn eq(&self, o: &Self) -> bool {
+        (self.unit, self.seq) == (o.unit, o.seq)
+    }
+}
+impl Eq for Delayed {}
+impl PartialOrd for Delayed {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Delayed {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.unit, self.seq).cmp(&(o.unit, o.seq))
+    }
+}
+
 struct SourceState {
     id: u8,
     gen: Gen,
@@ -317,11 +377,18 @@ struct SourceState {
     rng: StdRng,
     every: i64,
     lateness: i64,
+    disorder: Disorder,
     /// Next multiple of `every` that triggers a watermark (`None`: the first event does).
     next_boundary: Option<i64>,
     last_watermark: Option<i64>,
     /// An event that waits behind the watermark just emitted.
     held: Option<(f64, InputEvent)>,
+    /// [`Disorder::Gadget`]: events held back, earliest delivery first.
+    delayed: BinaryHeap<Reverse<Delayed>>,
+    delayed_seq: u64,
+    /// [`Disorder::Gadget`]: the next on-time event, read ahead of the delayed ones.
+    ahead: Option<Raw>,
+    generator_done: bool,
     finished: bool,
     counts: StreamCounts,
 }
@@ -353,16 +420,21 @@ impl SourceState {
             rng: source_rng(seed, id),
             every: s.watermark_every.max(1),
             lateness: s.lateness_bound.max(0),
+            disorder: s.disorder,
             next_boundary: None,
             last_watermark: None,
             held: None,
+            delayed: BinaryHeap::new(),
+            delayed_seq: 0,
+            ahead: None,
+            generator_done: false,
             finished: false,
             counts: StreamCounts::default(),
         })
     }
 
-    /// The next raw event as `(base time, event)`.
-    fn generate(&mut self) -> Result<Option<(f64, i64, InputEvent)>, SourceError> {
+    /// The next generated event.
+    fn generate(&mut self) -> Result<Option<Raw>, SourceError> {
         let rng = &mut self.rng;
         let (key, base, time) = match &mut self.gen {
             Gen::Synthetic(g) => {
@@ -375,16 +447,25 @@ impl SourceState {
                 let base = g.clock.floor().min(i64::MAX as f64 / 2.0) as i64;
                 let value_len = self.value_size.sample(rng);
                 let mut time = base;
+                let mut delay = 0;
                 if g.out_of_order > 0.0 && rng.random::<f64>() < g.out_of_order {
                     let d = rng.random_range(1..=self.lateness.max(1));
-                    time = base.saturating_sub(d).max(0);
-                    if time < base {
-                        self.counts.out_of_order += 1;
+                    match self.disorder {
+                        Disorder::Bounded => {
+                            time = base.saturating_sub(d).max(0);
+                            if time < base {
+                                self.counts.out_of_order += 1;
+                            }
+                        }
+                        Disorder::Gadget => {
+                            delay = d;
+                            self.counts.out_of_order += 1;
+                        }
                     }
                 }
                 let ev = InputEvent { source: self.id, key, time, value_len };
                 self.counts.generated += 1;
-                return Ok(Some((g.clock, base, ev)));
+                return Ok(Some(Raw { order: g.clock, base, ev, delay }));
             }
             Gen::Csv(g) => {
                 let Some((key, time)) = g.next_row(&mut self.counts)? else { return Ok(None) };
@@ -395,15 +476,46 @@ impl SourceState {
         };
         let value_len = self.value_size.sample(rng);
         self.counts.generated += 1;
-        Ok(Some((base as f64, base, InputEvent { source: self.id, key, time, value_len })))
+        let ev = InputEvent { source: self.id, key, time, value_len };
+        Ok(Some(Raw { order: base as f64, base, ev, delay: 0 }))
     }
 
-    /// The next item of this source with its merge key (base time).
+    /// The next event to hand out as `(merge order, unit, event)`: the next generated
+    /// one, or with [`Disorder::Gadget`] the earlier of the next on-time event and the
+    /// first delayed one (a delayed event goes first within its unit).
+    fn next_event(&mut self) -> Result<Option<(f64, i64, InputEvent)>, SourceError> {
+        if self.disorder == Disorder::Bounded {
+            return Ok(self.generate()?.map(|r| (r.order, r.base, r.ev)));
+        }
+        while self.ahead.is_none() && !self.generator_done {
+            match self.generate()? {
+                Some(r) if r.delay > 0 => {
+                    let unit = r.base.saturating_add(r.delay);
+                    self.delayed.push(Reverse(Delayed { unit, seq: self.delayed_seq, ev: r.ev }));
+                    self.delayed_seq += 1;
+                }
+                Some(r) => self.ahead = Some(r),
+                None => self.generator_done = true,
+            }
+        }
+        let delayed_first = match (self.delayed.peek(), &self.ahead) {
+            (Some(Reverse(d)), Some(a)) => d.unit <= a.base,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if delayed_first {
+            let Reverse(d) = self.delayed.pop().expect("peeked");
+            return Ok(Some((d.unit as f64, d.unit, d.ev)));
+        }
+        Ok(self.ahead.take().map(|r| (r.order, r.base, r.ev)))
+    }
+
+    /// The next item of this source with its merge key (its unit, or the clock).
     fn next_item(&mut self) -> Result<Option<(f64, StreamItem)>, SourceError> {
         let (order, ev) = match self.held.take() {
             Some(h) => h,
             None => {
-                let Some((order, base, ev)) = self.generate()? else {
+                let Some((order, unit, ev)) = self.next_event()? else {
                     if self.finished {
                         return Ok(None);
                     }
@@ -413,10 +525,14 @@ impl SourceState {
                     let wm = StreamItem::Watermark { source: self.id, time: FINAL_WATERMARK };
                     return Ok(Some((f64::INFINITY, wm)));
                 };
-                if self.next_boundary.is_none_or(|b| base >= b) {
-                    let multiple = base.div_euclid(self.every) * self.every;
+                if self.next_boundary.is_none_or(|b| unit >= b) {
+                    let multiple = unit.div_euclid(self.every) * self.every;
                     self.next_boundary = Some(multiple.saturating_add(self.every));
-                    let time = multiple.saturating_sub(self.lateness);
+                    let lag = match self.disorder {
+                        Disorder::Bounded => self.lateness,
+                        Disorder::Gadget => 0,
+                    };
+                    let time = multiple.saturating_sub(lag);
                     if self.last_watermark.is_none_or(|w| time > w) {
                         self.last_watermark = Some(time);
                         self.counts.watermarks += 1;
@@ -545,6 +661,7 @@ mod tests {
             value_size: ValueSize::Uniform { min: 1, max: 100 },
             watermark_every: every,
             lateness_bound: lateness,
+            disorder: Disorder::Bounded,
         }
     }
 
@@ -635,6 +752,88 @@ mod tests {
                 assert!((f - 0.3).abs() < 0.02, "{gap:?}: out-of-order share {f}");
             }
         }
+    }
+
+    fn gadget(mut s: Source) -> Source {
+        s.disorder = Disorder::Gadget;
+        s
+    }
+
+    #[test]
+    fn gadget_disorder_delivers_late_behind_a_watermark_that_does_not_trail() {
+        for (gap, every, lateness) in [
+            (Gap::Exponential { lambda: 10.0 }, 1, 3),
+            (Gap::Exponential { lambda: 0.5 }, 2, 4),
+            (Gap::Constant { value: 0.25 }, 3, 1),
+        ] {
+            let src = gadget(synthetic(30_000, gap.clone(), 0.2, lateness, every));
+            let mut s = EventStream::from_sources(4, &[src]).unwrap();
+            let mut wm = None::<i64>;
+            let (mut events, mut behind, mut max_delay) = (0u64, 0u64, 0i64);
+            for item in s.by_ref() {
+                match item {
+                    StreamItem::Watermark { time, .. } => {
+                        assert!(
+                            wm.is_none_or(|w| time > w),
+                            "{gap:?}: watermark {time} after {wm:?}"
+                        );
+                        // Not trailing: a multiple of `every` at or below the unit reached.
+                        assert!(time == FINAL_WATERMARK || time % every == 0, "{time}");
+                        wm = Some(time);
+                    }
+                    StreamItem::Event(e) => {
+                        events += 1;
+                        let w = wm.expect("a watermark comes first");
+                        assert_ne!(w, FINAL_WATERMARK);
+                        if e.time < w {
+                            behind += 1;
+                            // Delivered at a unit at or past the watermark, at most
+                            // `lateness` units after its own time.
+                            max_delay = max_delay.max(w - e.time);
+                        }
+                    }
+                }
+            }
+            let c = s.counts();
+            assert_eq!((events, c.generated, c.emitted), (30_000, 30_000, 30_000), "{gap:?}");
+            assert_eq!(c.late, behind, "{gap:?}");
+            assert!(behind <= c.out_of_order, "{gap:?}: {behind} > {}", c.out_of_order);
+            assert!(max_delay <= lateness, "{gap:?}: delay {max_delay} > {lateness}");
+            let f = c.out_of_order as f64 / 30_000.0;
+            assert!((f - 0.2).abs() < 0.02, "{gap:?}: out-of-order share {f}");
+            if every == 1 {
+                // Each delivery unit is past the event's own: every delayed event is late.
+                assert_eq!(behind, c.out_of_order, "{gap:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn gadget_disorder_by_hand() {
+        // Constant gap 1: base times 1, 2, 3, ...; every event out of order by exactly 1
+        // (lateness_bound 1) would be delivered at unit base + 1, before the event of
+        // that unit.
+        let src = gadget(synthetic(3, Gap::Constant { value: 1.0 }, 1.0, 1, 1));
+        let items: Vec<StreamItem> = EventStream::from_sources(0, &[src]).unwrap().collect();
+        let shape: Vec<(char, i64)> = items
+            .iter()
+            .map(|i| match *i {
+                StreamItem::Watermark { time, .. } => ('w', time),
+                StreamItem::Event(e) => ('e', e.time),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [('w', 2), ('e', 1), ('w', 3), ('e', 2), ('w', 4), ('e', 3), ('w', FINAL_WATERMARK)]
+        );
+        // Without disorder the same events come on time behind non-trailing watermarks,
+        // and the bounded model lets the watermark trail instead.
+        let on_time = gadget(synthetic(2, Gap::Constant { value: 1.0 }, 0.0, 5, 1));
+        let items: Vec<StreamItem> = EventStream::from_sources(0, &[on_time]).unwrap().collect();
+        assert_eq!(items[0], StreamItem::Watermark { source: 0, time: 1 });
+        let bounded = synthetic(2, Gap::Constant { value: 1.0 }, 0.0, 5, 1);
+        let items: Vec<StreamItem> = EventStream::from_sources(0, &[bounded]).unwrap().collect();
+        assert_eq!(items[0], StreamItem::Watermark { source: 0, time: -4 });
     }
 
     #[test]
@@ -733,6 +932,7 @@ mod tests {
             value_size: ValueSize::Constant { bytes: 8 },
             watermark_every: 1,
             lateness_bound: lateness,
+            disorder: Disorder::Bounded,
         }
     }
 

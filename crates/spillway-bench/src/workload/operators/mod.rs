@@ -34,8 +34,9 @@
 //!
 //! [`Operator::finish`] acts as Flink's final watermark (`Wf = +∞`): every pending timer
 //! fires, so window, session and interval-join operators hold no state afterwards (every
-//! key they put or merged has been deleted). The continuous operators never delete (Flink's
-//! unbounded regular join / group aggregation without state TTL): their state stays live.
+//! key they put or merged has been deleted). The continuous operators never delete on the
+//! insert-only streams they get (Flink's unbounded regular join / group aggregation without
+//! state TTL): their state stays live.
 //!
 //! # Per-operator state operations
 //!
@@ -49,33 +50,60 @@
 //! | `tumbling.{keyed,all}.holistic` | `merge K` (v) | `get K` | `delete K` | same |
 //! | `sliding.{keyed,all}.incremental` | per window of the event, latest start first: `get K`, `put K` (v) [+ `get K` if re-fired] | `get K` | `delete K` | same |
 //! | `sliding.{keyed,all}.holistic` | per window: `merge K` (v) [+ `get K` if re-fired] | `get K` | `delete K` | same |
-//! | `session.incremental` | `get M`; merge ops (below); `get S`, `put S` (v); [`get S` if re-fired]; `put M` if the key's session set changed | `get M`, `get S` | `get M`, `delete S`, then `put M` (sessions remain) or `delete M` (none) | `M = K('m', key, 0)`, `S = K('w', key, state-window start)` |
+//! | `session.incremental` | `get M`; merge ops (below); `get S`, `put S` (v); [`get S` if re-fired]; `put M` if the key's session set changed | `get M`, `get S` | `get M`, `delete S`, then twice `put M` (sessions remain) or twice `delete M` (none) | `M = K('m', key, 0)`, `S = K('w', key, state-window start)` |
 //! | `session.holistic` | as above with `merge S` (v) instead of `get S`, `put S` | same | same | same |
 //! | `join.tumbling`, `join.sliding` | per window: `merge K` (v), both sides into the same list | `get K` | `delete K` | `K = K('w', key, window start)` |
 //! | `join.interval` | `get B`, `put B` (bucket bytes); `seek K(other, key, MIN)`; `next` per bucket of the other side (its key, ascending time) | — | `delete B` when the bucket's cleanup timer fires | `B = K('l' or 'r', key, event time)` |
-//! | `continuous.join` | `get K(other, key, 0)`, `put K(own, key, 0)` (v) | — | never | own/other = `'l'`/`'r'` |
+//! | `continuous.join`, `join_input = no_unique_key` (default) | `seek K(other, key, MIN)`, `next` per row of the other side (below); `get R`, `put R` (v) | — | never | `R = K(own, key, event time)`; own/other = `'l'`/`'r'` |
+//! | `continuous.join`, `has_unique_key` | the same read; `put R` (v) | — | never | same |
+//! | `continuous.join`, `join_key_contains_unique_key` | `get K(other, key, 0)`, `put K(own, key, 0)` (v) | — | never | |
 //! | `continuous.aggregation` | `get K`, `put K` (v) | — | never | `K = K('a', key, 0)` |
 //!
 //! A firing emits `get` of the window's state; window and session firings and re-firings
 //! are counted in [`OperatorStats::windows_fired`].
 //!
-//! ## Sessions (Flink's `MergingWindowSet`)
+//! ## Sessions (Flink's `WindowOperator` with a `MergingWindowSet`)
 //!
-//! Each event `t` makes a window `[t, t + gap)`. Sessions of a key that intersect it
-//! (Flink's `TimeWindow.intersects`, inclusive: touching sessions merge) are merged into one
-//! session spanning all of them. Each session's state lives under the key of its **state
-//! window**: the start of the window that created it. On a merge the earliest-starting
-//! merged session keeps its state window and the others are absorbed, in start order, as
-//! Flink's RocksDB `mergeNamespaces` does: for each absorbed session `get A`, `delete A`;
-//! then, if anything was absorbed, incremental: `get S`, `put S` (v); holistic: `merge S`
-//! (the absorbed lists' bytes). An event that only extends one session absorbs nothing and
-//! issues no merge op. The metadata `M` (the key's window → state-window mapping, 32 bytes
-//! per session) is read once per event and per timer and written when it changed.
-//! Lateness is decided on the merged window, so the `get M` is issued for late events too
-//! (it is the read that decides they are late); it is their only op.
-//! With `L = 0` a session's firing and cleanup are one timer: `get M`, `get S`,
-//! `delete S`, `put M`/`delete M`. Timers of sessions that were merged away are deleted
-//! (Flink's `trigger.clear` and `deleteCleanupTimer`), so they issue nothing.
+//! Each event `t` makes a window `[t, t + gap)` (`EventTimeSessionWindows`). Sessions of a
+//! key that intersect it (`TimeWindow.intersects`, inclusive: touching sessions merge) are
+//! merged with it into one session spanning all of them; sessions are at least one gap long
+//! and never touch, so a new window meets at most two. A session's state lives under its
+//! **state window** (the start of the window that created it). `M` holds the key's session
+//! set (`mergingSetsState`: (window, state window) pairs, 32 bytes per session). Per event,
+//! in the order of `WindowOperator.processElement` (`session.rs` cites each method):
+//!
+//! 1. `get M`: the set is read for every event, late ones too (it decides they are late).
+//! 2. If the new window changes a session (it does not when it lies inside one), the merge
+//!    keeps the state window of the merged session that comes first in Java's `HashSet`
+//!    order (Flink's "any" merged window), not necessarily the earliest. For the other
+//!    merged session `A`, if any (`mergeNamespaces`): holistic `get A`, `delete A`,
+//!    `merge S` (A's bytes); incremental `get A`, `delete A`, then `get S`, `put S` (v). An
+//!    event that only extends one session absorbs nothing and issues no merge op.
+//! 3. A window that is late (`end - 1 + L <= Wf`) stops here; the event is counted late if
+//!    also `t + L <= Wf`.
+//! 4. The add: holistic `merge S` (v), incremental `get S`, `put S` (v); then `get S` if the
+//!    session has already fired (`EventTimeTrigger.onElement` fires at once).
+//! 5. `put M` (32 bytes per session) if the set changed (`MergingWindowSet.persist`).
+//!
+//! A timer (`onEventTime`): `get M`; at the session's max timestamp `get S`; at its cleanup
+//! time `delete S` and the set written **twice**, by `clearAllState`'s `persist()` and by
+//! `onEventTime`'s (the set still differs from the one read): `put M`, `put M`, or
+//! `delete M`, `delete M` when no session is left. With `L = 0` one timer does both:
+//! `get M`, `get S`, `delete S`, then the two writes of `M`. Timers of sessions that were
+//! merged away are deleted (Flink's `triggerContext.clear` and `deleteCleanupTimer`), so
+//! they issue nothing.
+//!
+//! ## Continuous join (Flink's `StreamingJoinOperator`, inner)
+//!
+//! Per event, the other side's rows of the key are read to the end, then the event's row is
+//! added on its own side, with the [`JoinInput`](crate::workload::JoinInput) state view of
+//! `join_input` (Flink's `JoinRecordStateViews`). The map views read with RocksDB's map
+//! iterator: `seek` to the key's first possible entry (also when there is none), then one
+//! `next` per row in key order, and before rows 129, 257, ...: `seek`, `next` at the last row
+//! read (`RocksDBMapIterator` reads 128 entries per seek). Without a unique key a row is
+//! identified by (key, time) and its count is read and rewritten; with one the time is the
+//! unique key and the row is put. `continuous.rs` has the retraction ops (the generated
+//! streams have none).
 //!
 //! ## Interval join (Flink's `IntervalJoinOperator`)
 //!
@@ -96,14 +124,17 @@
 //!   Gadget fires once (`get`, `delete`) at end + L and never re-fires for late events.
 //! * Late events are counted; all windows, sessions and buffers are flushed by `finish`.
 //! * Sliding windows with a negative start exist (Flink); the latest start comes first.
-//! * Sessions follow Flink's `MergingWindowSet` (metadata get/put, `mergeNamespaces`) rather
-//!   than Gadget's buggy `metadata_` merges.
+//! * Sessions follow Flink's `WindowOperator` and `MergingWindowSet` on RocksDB op for op
+//!   (set read per event and timer, `mergeNamespaces`, a write only when the set changed,
+//!   two writes at cleanup) rather than Gadget's buggy `metadata_` merges.
 //! * Window joins keep one list per (key, window) shared by both sides, as both Flink
 //!   (co-group over a union) and Gadget do.
 //! * Interval join: signed bounds, one delete per bucket at watermark time, bounded buffers,
 //!   one `next` per bucket.
-//! * Continuous join models Flink's regular join with a unique join key (one value state per
-//!   side): `get` other side, `put` own side; Gadget's job/task `FINISH` logic is not used.
+//! * Continuous join models Flink's regular inner join (`StreamingJoinOperator`) with its
+//!   three state views, by default a row -> count map per key and side (prefix iteration of
+//!   the other side, `get` + `put` of the own row's count); Gadget's job/task `FINISH` logic
+//!   (`get`, `delete`, `put` per job, `merge` per task) is not used.
 
 use super::{Emit, OpKind, OperatorKind, OperatorParams, StateOp, StreamItem};
 use std::collections::{BTreeSet, HashMap};
@@ -138,7 +169,7 @@ pub struct OperatorStats {
     /// Events received from a source the operator reads (late ones included).
     pub events: u64,
     /// Events dropped as later than the allowed lateness (no state op, except the session
-    /// metadata read, see the module docs).
+    /// set read `get M`, see the module docs).
     pub late_dropped: u64,
     /// Window and session firings, including re-firings caused by late events.
     pub windows_fired: u64,
@@ -246,7 +277,7 @@ pub fn build(params: &OperatorParams) -> Result<Box<dyn Operator>, BuildError> {
             check("lower", params.lower, params.lower <= params.upper, "lower <= upper")?;
             Box::new(interval::IntervalJoin::new(params, layout))
         }
-        K::ContinuousJoin => Box::new(continuous::ContinuousJoin::new(layout)),
+        K::ContinuousJoin => Box::new(continuous::ContinuousJoin::new(params.join_input, layout)),
         K::ContinuousAggregation => Box::new(continuous::ContinuousAggregation::new(layout)),
     };
     Ok(op)
@@ -254,7 +285,7 @@ pub fn build(params: &OperatorParams) -> Result<Box<dyn Operator>, BuildError> {
 
 /// Tag byte of window, session and window-join state (`'w'`).
 pub const TAG_WINDOW: u8 = b'w';
-/// Tag byte of session metadata (`'m'`).
+/// Tag byte of the session set, Flink's merging-window set (`'m'`).
 pub const TAG_META: u8 = b'm';
 /// Tag byte of left-side state of the interval and continuous joins (`'l'`).
 pub const TAG_LEFT: u8 = b'l';
