@@ -37,6 +37,7 @@ pub mod event_detection;
 pub mod machine;
 pub mod phase;
 pub mod report;
+pub mod shared_bench;
 pub mod store_bench;
 pub mod trace;
 pub mod units;

@@ -668,7 +668,9 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                 }
                 (cfg, *s)
             }
-            _ => bail!("--child-json runs exactly one window (or, with --together, one job) and one store"),
+            _ => bail!(
+                "--child-json runs exactly one window (or, with --together, one job) and one store"
+            ),
         };
         spillway_bench::machine::reset_peak_rss();
         let r = run_q1(&cfg, s, &mut |_| {})?;
@@ -677,7 +679,9 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
         return Ok(());
     }
     let pb = if std::io::stderr().is_terminal() {
-        ProgressBar::new(a.events * ((a.windows.len() + usize::from(a.together)) * stores.len()) as u64)
+        ProgressBar::new(
+            a.events * ((a.windows.len() + usize::from(a.together)) * stores.len()) as u64,
+        )
     } else {
         ProgressBar::hidden()
     };
@@ -756,7 +760,11 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     for (r, peak) in &rows {
         println!(
             "{:<8} {:<9} {:>12} {:>8.2} {:>12.0} {:>8.2} {:>8.2} {:>8.2} {:>9.0} {:>10}",
-            if r.windows > 1 { format!("{} wins", r.windows) } else { format!("{}ms", r.window_ms) },
+            if r.windows > 1 {
+                format!("{} wins", r.windows)
+            } else {
+                format!("{}ms", r.window_ms)
+            },
             r.store,
             r.max_events_in_window,
             r.seconds,

@@ -7,6 +7,7 @@ mod cache_cmd;
 mod engine_cmd;
 #[cfg(feature = "kafka")]
 mod kafka_cmd;
+mod shared_cmd;
 mod workload_cmd;
 mod workload_run;
 
@@ -100,6 +101,11 @@ enum BenchCommand {
     /// hashlog, and L1 over hashlog), each in its own process; slowdowns, hit ratios and
     /// peak RSS.
     Cache(cache_bench_cmd::CacheBenchArgs),
+    /// Window patterns over one stream (CCGrid'17 multi-pattern analytics): each
+    /// pattern's window contents kept as per-operator copies (Flink's ListState per
+    /// operator) or shared (each event once, windows hold references), per pattern count
+    /// and store; peak state bytes, events/s, p99 and whether the window results are equal.
+    Shared(shared_cmd::SharedBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -423,6 +429,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Phase(args)) => bench_phase(args),
         Command::Bench(BenchCommand::Checkpoint(args)) => bench_checkpoint(args),
         Command::Bench(BenchCommand::Cache(args)) => cache_bench_cmd::run(args),
+        Command::Bench(BenchCommand::Shared(args)) => shared_cmd::run(&args),
         Command::Trace(workload_cmd::TraceCommand::Gen(args)) => workload_run::gen(args),
         Command::Trace(workload_cmd::TraceCommand::Stats(args)) => workload_cmd::stats(args),
         Command::Trace(workload_cmd::TraceCommand::Convert(args)) => {

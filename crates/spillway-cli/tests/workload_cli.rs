@@ -416,3 +416,73 @@ fn missing_output_directories_are_created_or_named() {
     let e = spillway_err(&["bench", "replay", "--trace", s(&t), "--dir", s(&file.join("stores"))]);
     assert!(e.contains("cannot create the store directory") && e.contains("plain"), "{e}");
 }
+
+/// `bench shared`: copies and shared over mem, hashlog and a private Redis give the same
+/// window results in every row; sharing keeps fewer bytes once events sit in several
+/// windows; an experiment file with `shared = true` runs that mode only; bad input is
+/// named.
+#[test]
+fn bench_shared_rows_are_equal_across_modes_and_stores() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("shared.json");
+    spillway(&[
+        "bench",
+        "shared",
+        "--patterns",
+        "1,4",
+        "--stores",
+        "mem,hashlog,redis",
+        "--events",
+        "3000",
+        "--keys",
+        "10",
+        "--base-window",
+        "100",
+        "--json",
+        s(&out),
+        "-q",
+    ]);
+    let j = json(&out);
+    let rows = j["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 12, "2 pattern counts x 3 stores x 2 modes");
+    for r in rows {
+        assert_eq!(r["results_equal"], true, "{r}");
+        assert!(r["ops_per_sec"].as_f64().unwrap() > 0.0);
+    }
+    let bytes = |mode: &str| {
+        rows.iter()
+            .find(|r| r["patterns"] == 4 && r["store"] == "mem" && r["mode"] == mode)
+            .unwrap()["state_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(bytes("shared") < bytes("copies"), "{} vs {}", bytes("shared"), bytes("copies"));
+    let cfg = d.path().join("exp.toml");
+    std::fs::write(
+        &cfg,
+        "events = 2000\nshared = true\n[[pattern]]\nwindow = 50\nslide = 25\n\
+         [[pattern]]\nwindow = 80\npartition = \"key % 3\"\n",
+    )
+    .unwrap();
+    let out2 = d.path().join("exp.json");
+    spillway(&[
+        "bench",
+        "shared",
+        "--config",
+        s(&cfg),
+        "--stores",
+        "mem",
+        "--json",
+        s(&out2),
+        "-q",
+    ]);
+    let rows = json(&out2)["results"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["mode"], "shared");
+    assert_eq!(rows[0]["patterns"], 2);
+    std::fs::write(&cfg, "[[pattern]]\nwindow = 5\nslide = 9\n").unwrap();
+    let e = spillway_err(&["bench", "shared", "--config", s(&cfg), "-q"]);
+    assert!(e.contains("pattern 0: need 1 <= slide <= window"), "{e}");
+    let e = spillway_err(&["bench", "shared", "--stores", "mem,nope", "-q"]);
+    assert!(e.contains("or redis"), "{e}");
+}

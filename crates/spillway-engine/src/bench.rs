@@ -34,7 +34,9 @@ pub fn q1_query_windows(windows_ms: &[i64]) -> String {
         return q1_query(*w);
     }
     let metrics: Vec<String> = (0..windows_ms.len())
-        .map(|i| format!("SUM(amount) OVER w{i} AS card_sum_{i}, COUNT(*) OVER w{i} AS card_count_{i}"))
+        .map(|i| {
+            format!("SUM(amount) OVER w{i} AS card_sum_{i}, COUNT(*) OVER w{i} AS card_count_{i}")
+        })
         .collect();
     let defs: Vec<String> = windows_ms
         .iter()

@@ -88,7 +88,7 @@ fn a_missing_redis_server_binary_says_how_to_install_it() {
         .expect_err("no such binary");
     let msg = e.to_string();
     assert!(msg.contains("apt-get install redis-server"), "{msg}");
-    assert!(msg.contains("--l2 redis://"), "{msg}");
+    assert!(msg.contains("with --l2 (the tiered store)"), "{msg}");
 }
 
 #[test]
@@ -339,7 +339,8 @@ fn redis_shared_lists_detect_a_planted_collision() {
     sh.append_many(&[b"w1", b"w2"], b"real").expect("append");
     sh.append_many(&[b"w1"], b"between").expect("append");
     sh.append_many(&[b"w1"], b"real").expect("append");
-    let want: Vec<Vec<u8>> = ["before", "real", "between", "real"].map(|s| s.as_bytes().to_vec()).to_vec();
+    let want: Vec<Vec<u8>> =
+        ["before", "real", "between", "real"].map(|s| s.as_bytes().to_vec()).to_vec();
     assert_eq!(sh.read(b"w1").expect("read"), want);
     assert_eq!(sh.read(b"w2").expect("read"), vec![b"real".to_vec()]);
     assert_eq!(sh.collisions(), 2);

@@ -8,6 +8,7 @@
 pub mod config;
 pub mod dist;
 pub mod gadget;
+pub mod multi;
 pub mod operators;
 pub mod replay;
 pub mod run;

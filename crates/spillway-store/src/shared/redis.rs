@@ -97,10 +97,18 @@ impl Conn {
 
     fn load(&mut self, script: &str) -> Result<String> {
         self.round_trips += 1;
-        redis::cmd("SCRIPT").arg("LOAD").arg(script).query(&mut self.con).map_err(|e| self.err("open", e))
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script)
+            .query(&mut self.con)
+            .map_err(|e| self.err("open", e))
     }
 
-    fn run<T: redis::FromRedisValue>(&mut self, pipe: &redis::Pipeline, op: &'static str) -> Result<T> {
+    fn run<T: redis::FromRedisValue>(
+        &mut self,
+        pipe: &redis::Pipeline,
+        op: &'static str,
+    ) -> Result<T> {
         self.round_trips += 1;
         pipe.query(&mut self.con).map_err(|e| self.err(op, e))
     }
@@ -203,7 +211,12 @@ impl RedisSharedLists {
                     let Some(redis::Value::Int(len)) = replies.get(at + 1 + i) else {
                         return Err(bad(&self.conn, "an RPUSH reply"));
                     };
-                    repair.cmd("LSET").arg(key(&self.prefix, b"l:", w)).arg(len - 1).arg(&r[..]).ignore();
+                    repair
+                        .cmd("LSET")
+                        .arg(key(&self.prefix, b"l:", w))
+                        .arg(len - 1)
+                        .arg(&r[..])
+                        .ignore();
                     repairs += 1;
                 }
             }
@@ -311,7 +324,8 @@ impl RedisSharedLists {
                 distinct[i].1 += 1;
             }
         }
-        let event_keys: Vec<Vec<u8>> = distinct.iter().map(|(r, _)| key(&self.prefix, b"e:", r)).collect();
+        let event_keys: Vec<Vec<u8>> =
+            distinct.iter().map(|(r, _)| key(&self.prefix, b"e:", r)).collect();
         let values: Vec<Option<Vec<u8>>> = if event_keys.is_empty() {
             Vec::new()
         } else {
@@ -421,7 +435,11 @@ impl RedisLists {
 
     /// Fires and clears `windows` in one pipeline; `visit(i, event)` sees the events of
     /// `windows[i]` in append order.
-    pub fn take_many(&mut self, windows: &[&[u8]], visit: &mut dyn FnMut(usize, &[u8])) -> Result<()> {
+    pub fn take_many(
+        &mut self,
+        windows: &[&[u8]],
+        visit: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
         self.flush()?;
         if windows.is_empty() {
             return Ok(());

@@ -223,7 +223,8 @@ impl RedisLevel {
     /// Deletes every key under this instance's prefix (SCAN + UNLINK in batches).
     pub(crate) fn clear_prefix(&mut self) -> Result<()> {
         self.settle("clear old keys")?;
-        let trips = unlink_prefix(&mut self.con, &self.base).map_err(|e| self.err("clear old keys", e))?;
+        let trips =
+            unlink_prefix(&mut self.con, &self.base).map_err(|e| self.err("clear old keys", e))?;
         self.round_trips += trips;
         Ok(())
     }

@@ -64,8 +64,8 @@ mod writer;
 use std::ops::Bound;
 use std::time::Instant;
 
-pub use server::RedisServer;
 pub(crate) use l2::unlink_prefix;
+pub use server::RedisServer;
 
 use crate::cache::{CacheConfig, WTinyLfu};
 use crate::error::{Error, Result};

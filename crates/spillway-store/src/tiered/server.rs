@@ -79,8 +79,8 @@ impl RedisServer {
             if e.kind() == std::io::ErrorKind::NotFound {
                 launch_error(format!(
                     "{} is not installed: install it (Debian/Ubuntu: `apt-get install \
-                     redis-server`), or give a running server with --l2 redis://HOST:PORT \
-                     or redis+unix://PATH",
+                     redis-server`), or give a running server (redis://HOST:PORT or \
+                     redis+unix://PATH) with --l2 (the tiered store) or --redis (bench shared)",
                     bin.display()
                 ))
             } else {
