@@ -417,15 +417,40 @@ impl StateStore for MemStore {
         self.stats.rmws += 1;
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
-        let action = f(self.maps[ns.index()].get(key).map(|v| &v[..]), &mut out);
-        let r = match action {
-            // The new value moves into the map (no copy); the old buffer becomes scratch.
-            Rmw::Put => self.set_owned(ns, key, &mut out),
-            Rmw::Delete => {
-                self.remove(ns, key);
-                Ok(())
+        // An existing key is looked up once: read, decide and swap the new value in
+        // through the same slot.
+        let r = if let Some(v) = self.maps[ns.index()].get_mut(key) {
+            match f(Some(&v[..]), &mut out) {
+                Rmw::Put => {
+                    let needed = self.bytes + out.len().saturating_sub(v.len()) as u64;
+                    if let Err(e) = check_value(out.len(), max_value(key.len())) {
+                        Err(e)
+                    } else if needed > self.opts.memory_budget {
+                        Err(Error::BudgetTooSmall {
+                            budget: self.opts.memory_budget,
+                            needed,
+                            what: "the in-memory state of the mem store".into(),
+                        })
+                    } else {
+                        // The new value moves into the map (no copy); the old buffer
+                        // becomes scratch.
+                        self.bytes = self.bytes + out.len() as u64 - v.len() as u64;
+                        std::mem::swap(v, &mut out);
+                        self.stats.in_place_updates += 1;
+                        Ok(())
+                    }
+                }
+                Rmw::Delete => {
+                    self.remove(ns, key);
+                    Ok(())
+                }
+                Rmw::Keep => Ok(()),
             }
-            Rmw::Keep => Ok(()),
+        } else {
+            match f(None, &mut out) {
+                Rmw::Put => self.set_owned(ns, key, &mut out),
+                Rmw::Delete | Rmw::Keep => Ok(()),
+            }
         };
         self.scratch = out;
         r
