@@ -59,6 +59,11 @@ pub struct SharedBenchArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
 
+    /// Runs of each cell, interleaved across modes and stores; rows report the median
+    /// throughput and p99
+    #[arg(long, default_value = "3", value_parser = parse_count, value_name = "N")]
+    repeat: u64,
+
     /// Memory budget of each store
     #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
     memory_budget: u64,
@@ -135,11 +140,15 @@ pub fn run(a: &SharedBenchArgs) -> Result<()> {
             vec![Mode::Copies, Mode::Shared],
         ),
     };
+    if a.repeat == 0 || a.repeat > 100 {
+        bail!("--repeat must be in 1..=100, got {}", a.repeat);
+    }
     let cfg = SharedBenchConfig {
         blocks,
         modes,
         backends: backends.clone(),
         memory_budget: a.memory_budget,
+        repeat: a.repeat as usize,
     };
     let base = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&base).with_context(|| format!("--dir: create {}", base.display()))?;
@@ -149,7 +158,7 @@ pub fn run(a: &SharedBenchArgs) -> Result<()> {
         _ => None,
     };
     let url = a.redis.clone().or_else(|| server.as_ref().map(RedisServer::url));
-    let cells = cfg.blocks.len() * backends.len() * cfg.modes.len();
+    let cells = cfg.blocks.len() * backends.len() * cfg.modes.len() * cfg.repeat;
     let pb = if a.quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -178,6 +187,7 @@ pub fn run(a: &SharedBenchArgs) -> Result<()> {
             "value_bytes": a.value_bytes,
             "base_window": a.base_window,
             "rate": a.rate,
+            "repeat": a.repeat,
             "ops_per_sec": "stream events processed per second (the same stream in every row)",
             "results": rows,
         });
