@@ -42,4 +42,5 @@ pub mod store_bench;
 pub mod trace;
 pub mod units;
 pub mod workload;
-pub mod zipf;
+/// YCSB's zipfian generators (the `spillway-zipf` crate, shared with the engine).
+pub use spillway_zipf as zipf;

@@ -8,7 +8,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use spillway_bench::zipf::ScrambledZipfian;
+use spillway_zipf::ScrambledZipfian;
 
 use super::{Source, SourceError, SourcePosition};
 use crate::value::{DataType, Event, Field, Schema, TimeUnit, Value};

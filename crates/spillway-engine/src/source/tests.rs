@@ -807,7 +807,7 @@ fn generator_zipf_rank_zero_is_hottest() {
             counts[c as usize] += 1;
         }
     }
-    let hot = spillway_bench::zipf::ScrambledZipfian::new(10_000, 0.99).item_of_rank(0);
+    let hot = spillway_zipf::ScrambledZipfian::new(10_000, 0.99).item_of_rank(0);
     let max = (0..10_000).max_by_key(|&i| counts[i]).unwrap();
     assert_eq!(max as u64, hot);
     assert!(counts[hot as usize] > 1000, "{}", counts[hot as usize]);

@@ -1,4 +1,6 @@
-//! Zipfian key generators as YCSB defines them.
+//! Zipfian key generators as YCSB defines them. A crate of its own so that the harness
+//! (`spillway-bench`, which re-exports it as `spillway_bench::zipf`) and the engine's
+//! payment generator share it without the engine depending on the harness.
 //!
 //! [`Zipfian`] draws ranks `0..n` with `P(rank r) ∝ 1 / (r + 1)^theta` using the
 //! rejection-free method of Gray et al. ("Quickly generating billion-record synthetic
