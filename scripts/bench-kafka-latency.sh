@@ -61,7 +61,7 @@ TYPES=(--schema ts:int,card:int,merchant:int,amount:float)
 $S kafka produce --brokers "$B" --topic pay --input "$W/none.csv" "${TYPES[@]}" "${PARTS[@]}" -q
 
 worker() { # $1 = id
-  $S run --query "$Q" --input "kafka://$B/pay" --output "kafka://$B/out" --group g \
+  $S run --query "$Q" --input "kafka://$B/pay" --table payments --output "kafka://$B/out" --group g \
     --checkpoint-dir "$W/ckpt" --checkpoint-every 1s --commit-every "$COMMIT" \
     --worker-id "$1" 2>>"$OUT/$1.log" &
   PIDS+=($!)

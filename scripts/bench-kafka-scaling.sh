@@ -22,13 +22,13 @@ cpu() { awk '{print ($14+$15)/100}' "/proc/$BPID/stat"; }
 scripts/gen-payments.py "$N" "$CARDS" 0 "$W/pay.csv"
 Q="SELECT card, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n FROM payments WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW)"
 
-single=$($S run --query "$Q" --input "$W/pay.csv" --output "$W/single.csv" 2>&1 | grep -o '[0-9.]*M events/s' | head -1)
+single=$($S run --query "$Q" --input "$W/pay.csv" --table payments --output "$W/single.csv" 2>&1 | grep -o '[0-9.]*M events/s' | head -1)
 $S kafka produce --brokers "$B" --topic pay --input "$W/pay.csv" --key card --partitions 4 -q 2>&1 | tail -1
 
 run_group() { # $1 = workers; prints the combined events/s
   local k=$1 g="g$1" pids=() first=9e99 last=0 total=0
   for i in $(seq 1 "$k"); do
-    $S run --query "$Q" --input "kafka://$B/pay" --output "kafka://$B/out$k" --group "$g" \
+    $S run --query "$Q" --input "kafka://$B/pay" --table payments --output "kafka://$B/out$k" --group "$g" \
       --checkpoint-dir "$W/ckpt$k" --checkpoint-every 1s --worker-id "w$i" --idle-exit 3s \
       2>"$W/w$k.$i.log" &
     pids+=($!)

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use spillway_bench::units::{parse_count, parse_size};
 use spillway_engine::duration::parse_duration;
-use spillway_engine::job::{run_job, JobConfig, JobSummary, Progress};
+use spillway_engine::job::{run_job, HaltPoint, JobConfig, JobSummary, OpenAt, Progress};
 use spillway_engine::plan::Plan;
 use spillway_engine::reservoir::Compression;
 use spillway_engine::source::{
@@ -128,6 +128,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE|kafka://B/T")]
     pub(crate) input: PathBuf,
 
+    /// The input's table name, which the query's FROM must name [default: the input
+    /// file's name without its extension, e.g. payments for payments.csv; the topic of a
+    /// kafka:// input; with stdin, any name is accepted]
+    #[arg(long, value_name = "NAME")]
+    pub(crate) table: Option<String>,
+
     /// Output file, CSV or JSON Lines by extension [default: CSV on stdout]; with a
     /// Kafka input, the result topic `kafka://HOST:PORT/TOPIC`
     #[arg(long, value_name = "FILE|kafka://B/T")]
@@ -202,8 +208,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) checkpoint_dir: Option<PathBuf>,
 
-    /// Checkpoint every N input events (with --checkpoint-dir) [default: 1M]; with a
-    /// kafka:// input, a duration between checkpoints of the tasks' state [default: 1s]
+    /// Checkpoint every N input events (with --checkpoint-dir) [default: 1M]; 0 makes no
+    /// checkpoints (the directory then holds only the run's state and a --resume starts
+    /// over); with a kafka:// input, a duration between checkpoints of the tasks' state
+    /// [default: 1s]
     #[arg(long, value_name = "N|DURATION")]
     pub(crate) checkpoint_every: Option<String>,
 
@@ -214,6 +222,23 @@ pub struct RunArgs {
     /// Compression of the reservoir's chunks
     #[arg(long, value_enum, default_value = "lz4")]
     pub(crate) compression: CompressionArg,
+
+    /// Internal (tests): events per reservoir chunk [default: 4096]
+    #[arg(long, hide = true, value_parser = parse_count, value_name = "N")]
+    pub(crate) reservoir_chunk_events: Option<u64>,
+
+    /// Internal (tests): size at which reservoir segment files roll [default: 64MiB]
+    #[arg(long, hide = true, value_parser = parse_size, value_name = "SIZE")]
+    pub(crate) reservoir_segment_bytes: Option<u64>,
+
+    /// Internal (tests): after N input events in total (and the checkpoint on that
+    /// event, if any), flush the output files, create --halt-marker and wait to be killed
+    #[arg(long, hide = true, value_name = "N", requires = "halt_marker")]
+    pub(crate) halt_after: Option<u64>,
+
+    /// Internal (tests): the file --halt-after creates
+    #[arg(long, hide = true, value_name = "FILE", requires = "halt_after")]
+    pub(crate) halt_marker: Option<PathBuf>,
 
     /// No progress line on stderr
     #[arg(long, short)]
@@ -288,6 +313,11 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
 
+    /// The input's table name, which the query's FROM must name [default: the --input
+    /// file's name without its extension; without --input, any name]
+    #[arg(long, value_name = "NAME")]
+    table: Option<String>,
+
     #[command(flatten)]
     input_args: InputArgs,
 }
@@ -303,6 +333,26 @@ pub(crate) fn read_query(q: &str) -> Result<String> {
         bail!("--query {q}: no such file, and not SQL text (which starts with SELECT)")
     }
 }
+
+/// Checks that the query's FROM names the input's table: `table` (--table) if given,
+/// else `default` (the input file's name without its extension, or the Kafka topic),
+/// said to be `default_is`; no check without either (stdin).
+pub(crate) fn check_from(
+    query: &str,
+    table: Option<&str>,
+    default: Option<String>,
+    default_is: &str,
+) -> Result<()> {
+    let (table, why) = match (table, default) {
+        (Some(t), _) => (t.to_string(), "--table".to_string()),
+        (None, Some(t)) => (t, format!("{default_is}; --table NAME names it otherwise")),
+        (None, None) => return Ok(()),
+    };
+    spillway_engine::sql::check_table(query, &table).map_err(|e| anyhow!("{e} ({why})"))
+}
+
+/// What the input's default table name is, for [`check_from`]'s message.
+pub(crate) const FILE_TABLE: &str = "the input file's name without its extension";
 
 pub(crate) fn source_options(a: &InputArgs, on_error: OnError) -> Result<SourceOptions> {
     let mut o = SourceOptions::new(&a.time_column);
@@ -352,15 +402,24 @@ fn print_summary(s: &JobSummary) {
         c.late_in_bounds,
     );
     eprintln!(
-        "latency (ingest to emit): p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us, max {:.1} us; {} checkpoints; reservoir {} compressed of {} raw bytes",
+        "latency (ingest to emit, checkpoint pauses included): p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us, max {:.1} us; reservoir {} compressed of {} raw bytes, {} segments deleted",
         s.latency_us.p50,
         s.latency_us.p99,
         s.latency_us.p999,
         s.latency_us.max,
-        s.checkpoints,
         s.reservoir_bytes.0,
-        s.reservoir_bytes.1
+        s.reservoir_bytes.1,
+        s.reservoir_segments_deleted
     );
+    let p = &s.checkpoint_pause_us;
+    if p.count > 0 {
+        eprintln!(
+            "{} checkpoints, pauses: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            p.count, p.p50, p.p99, p.max
+        );
+    } else {
+        eprintln!("0 checkpoints");
+    }
     eprintln!(
         "aggregation state: {} live keys, {} in the store's files, {} reads from disk",
         s.state.live_keys.map_or("?".to_string(), |k| k.to_string()),
@@ -413,6 +472,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             .map_err(|e| anyhow!("--checkpoint-every: {e} (a count of input events, e.g. 1M)"))?,
     };
     let query = read_query(&a.query)?;
+    check_from(&query, a.table.as_deref(), source::table_name(&a.input), FILE_TABLE)?;
     let on_error = match a.on_error {
         OnErrorArg::Stop => OnError::Stop,
         OnErrorArg::Skip => OnError::Skip {
@@ -423,7 +483,8 @@ pub fn run(a: RunArgs) -> Result<()> {
             }),
         },
     };
-    let sopts = source_options(&a.input_args, on_error)?;
+    let mut sopts = source_options(&a.input_args, on_error)?;
+    sopts.type_hints = spillway_engine::sql::column_type_hints(&query);
     let lateness = parse_duration(&a.allowed_lateness, sopts.time_unit)
         .map_err(|e| anyhow!("--allowed-lateness: {e}"))?;
     if a.resume && a.input == Path::new("-") {
@@ -444,12 +505,23 @@ pub fn run(a: RunArgs) -> Result<()> {
         resume: a.resume,
         compression: a.compression.into(),
         input_identity: format!("{}|{:?}", a.input.display(), sopts),
+        reservoir_chunk_events: a
+            .reservoir_chunk_events
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        reservoir_segment_bytes: a.reservoir_segment_bytes,
+        halt: match (a.halt_after, &a.halt_marker) {
+            (Some(events), Some(marker)) => Some(HaltPoint { events, marker: marker.clone() }),
+            _ => None,
+        },
     };
     let input = a.input.clone();
-    let mut open = |at: Option<(&Schema, &source::SourcePosition)>| -> spillway_engine::Result<Box<dyn Source>> {
+    // Only the schema: no dead-letter file is created (a resume keeps the existing one).
+    let schema_opts = SourceOptions { on_error: OnError::Stop, ..sopts.clone() };
+    let mut open = |at: OpenAt<'_>| -> spillway_engine::Result<Box<dyn Source>> {
         Ok(match at {
-            None => source::open(&input, &sopts)?,
-            Some((schema, pos)) => source::resume(&input, &sopts, schema, pos)?,
+            OpenAt::Start => source::open(&input, &sopts)?,
+            OpenAt::Schema => source::open(&input, &schema_opts)?,
+            OpenAt::Checkpoint(schema, pos) => source::resume(&input, &sopts, schema, pos)?,
         })
     };
     let pb = progress_bar(a.quiet);
@@ -501,6 +573,9 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         resume: false,
         compression: Compression::Lz4,
         input_identity: format!("{popts:?}"),
+        reservoir_chunk_events: None,
+        reservoir_segment_bytes: None,
+        halt: None,
     };
     if !a.quiet {
         eprintln!(
@@ -514,7 +589,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
             cfg.query.trim_end()
         );
     }
-    let mut open = |_at: Option<(&Schema, &source::SourcePosition)>| -> spillway_engine::Result<Box<dyn Source>> {
+    let mut open = |_at: OpenAt<'_>| -> spillway_engine::Result<Box<dyn Source>> {
         Ok(Box::new(PaymentGenerator::new(popts.clone())?))
     };
     spillway_bench::machine::reset_peak_rss();
@@ -537,6 +612,8 @@ pub fn demo(a: DemoArgs) -> Result<()> {
                 "p999": s.latency_us.p999,
                 "max": s.latency_us.max,
             },
+            "checkpoint_pause_us": s.checkpoint_pause_us,
+            "reservoir_segments_deleted": s.reservoir_segments_deleted,
             "peak_rss_bytes": peak,
             "late_events": s.counters.too_late,
             "state": s.state,
@@ -555,7 +632,14 @@ pub fn demo(a: DemoArgs) -> Result<()> {
 /// `spillway explain`.
 pub fn explain(a: ExplainArgs) -> Result<()> {
     let query = read_query(&a.query)?;
-    let sopts = source_options(&a.input_args, OnError::Stop)?;
+    check_from(
+        &query,
+        a.table.as_deref(),
+        a.input.as_deref().and_then(source::table_name),
+        FILE_TABLE,
+    )?;
+    let mut sopts = source_options(&a.input_args, OnError::Stop)?;
+    sopts.type_hints = spillway_engine::sql::column_type_hints(&query);
     let schema = match &a.input {
         Some(p) => source::open(p, &sopts)?.schema().clone(),
         None => {

@@ -16,7 +16,7 @@ use spillway_engine::session::SessionConfig;
 use spillway_engine::source::OnError;
 use spillway_engine::value::TimeUnit;
 
-use crate::engine_cmd::{progress_bar, read_query, source_options, InputArgs, RunArgs};
+use crate::engine_cmd::{check_from, progress_bar, read_query, source_options, InputArgs, RunArgs};
 
 /// `spillway kafka ...`.
 #[derive(Debug, Subcommand)]
@@ -239,7 +239,9 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
         );
     }
     let idle_exit = a.idle_exit.as_deref().map(|s| wall_duration(s, "--idle-exit")).transpose()?;
-    let mut session = SessionConfig::new(read_query(&a.query)?);
+    let query = read_query(&a.query)?;
+    check_from(&query, a.table.as_deref(), Some(input.topic.clone()), "the input topic's name")?;
+    let mut session = SessionConfig::new(query);
     session.store = a.store;
     session.tiered = a.tier_args.options(a.store, a.memory_budget)?;
     session.memory_budget = a.memory_budget;

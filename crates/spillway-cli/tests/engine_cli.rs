@@ -1,7 +1,8 @@
 //! End-to-end tests of `spillway run`, `explain` and `demo` through the binary:
 //! exact results on a hand-checked stream, errors naming line and column, dead letters,
-//! side output, and resume after real SIGKILLs ending byte-identical to an uninterrupted
-//! run.
+//! side output, resume after real SIGKILLs (at chosen event counts, through the hidden
+//! `--halt-after`) ending byte-identical to an uninterrupted run, what a failed run leaves
+//! as output, reservoir segment release and checkpoint pauses in the summary.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -41,7 +42,7 @@ fn run_computes_exact_sliding_windows() {
     let d = tempfile::tempdir().unwrap();
     let input = write(
         d.path(),
-        "in.csv",
+        "payments.csv",
         "card,amount,ts\n\
          a,10,1000\n\
          b,1,2000\n\
@@ -78,8 +79,9 @@ fn run_computes_exact_sliding_windows() {
 #[test]
 fn malformed_rows_stop_with_line_and_column_or_go_to_dead_letters() {
     let d = tempfile::tempdir().unwrap();
-    let input = write(d.path(), "in.csv", "card,amount,ts\na,10,1000\na,oops,2000\na,3,3000\n");
-    let q = "SELECT card, SUM(amount) OVER (PARTITION BY card ORDER BY ts RANGE BETWEEN 5000 PRECEDING AND CURRENT ROW) AS s FROM t";
+    let input =
+        write(d.path(), "payments.csv", "card,amount,ts\na,10,1000\na,oops,2000\na,3,3000\n");
+    let q = "SELECT card, SUM(amount) OVER (PARTITION BY card ORDER BY ts RANGE BETWEEN 5000 PRECEDING AND CURRENT ROW) AS s FROM payments";
     let err = run_err(&[
         "run",
         "--query",
@@ -116,7 +118,7 @@ fn malformed_rows_stop_with_line_and_column_or_go_to_dead_letters() {
     let err = run_err(&[
         "run",
         "--query",
-        "SELECT card, SUM(amount) FROM t",
+        "SELECT card, SUM(amount) FROM payments",
         "--input",
         input.to_str().unwrap(),
     ]);
@@ -126,8 +128,11 @@ fn malformed_rows_stop_with_line_and_column_or_go_to_dead_letters() {
 #[test]
 fn late_events_go_to_the_side_output() {
     let d = tempfile::tempdir().unwrap();
-    let input =
-        write(d.path(), "in.csv", "card,amount,ts\na,1,10000\na,2,9000\na,4,5000\na,8,10500\n");
+    let input = write(
+        d.path(),
+        "payments.csv",
+        "card,amount,ts\na,1,10000\na,2,9000\na,4,5000\na,8,10500\n",
+    );
     let output = d.path().join("out.csv");
     let (_, err) = run_ok(&[
         "run",
@@ -187,6 +192,9 @@ fn demo_runs_and_writes_json() {
     for k in ["p50", "p99", "p999", "max"] {
         assert!(v["latency_us"].get(k).is_some(), "missing latency {k}: {v}");
     }
+    for k in ["count", "p50", "p99", "max"] {
+        assert!(v["checkpoint_pause_us"].get(k).is_some(), "missing checkpoint pause {k}: {v}");
+    }
 }
 
 /// A deterministic input with out-of-order events (some beyond the lateness).
@@ -218,10 +226,69 @@ fn big_input(path: &Path, rows: usize) {
     std::fs::write(path, s).unwrap();
 }
 
+/// Reservoir options that roll a segment every few hundred events, so a test stream of
+/// some 10^5 events spans hundreds of segments.
+const SMALL_SEGMENTS: [&str; 4] =
+    ["--reservoir-chunk-events", "256", "--reservoir-segment-bytes", "16KiB"];
+
+/// Ids of the reservoir segment files in `dir`, ascending.
+fn segment_ids(dir: &Path) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().ok()?;
+            name.strip_prefix("segment-")?.strip_suffix(".spr")?.parse().ok()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Asserts that the reservoir in `dir` rolled many segments and kept only the newest few:
+/// those behind every window were deleted.
+fn assert_old_segments_deleted(dir: &Path, when: &str) {
+    let ids = segment_ids(dir);
+    let newest = *ids.last().unwrap_or_else(|| panic!("{when}: no segment in {}", dir.display()));
+    assert!(newest >= 20, "{when}: only {} segments were ever written", newest + 1);
+    assert!(
+        ids[0] > 0 && ids.len() <= 12,
+        "{when}: old segments were not deleted: live segments {ids:?}"
+    );
+}
+
+/// Runs `spillway` with a halt point: waits until it has processed `events` input events
+/// (and made the checkpoint on that event, if any) and flushed its files, then SIGKILLs
+/// it. A run that ends before the halt point fails the test.
+fn run_until_halt(args: &[String], events: u64, marker: &Path) {
+    let _ = std::fs::remove_file(marker);
+    let mut child = spillway()
+        .args(args)
+        .args(["--halt-after", &events.to_string(), "--halt-marker", marker.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The time limit only stops a hung test; when the kill happens is decided by the
+    // halt point, not by the clock.
+    let started = Instant::now();
+    while !marker.exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("the run ended ({st}) before its halt point at {events} events: {err}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "no halt at {events} events");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[test]
 fn resume_after_sigkill_is_byte_identical() {
     let d = tempfile::tempdir().unwrap();
-    let input = d.path().join("in.csv");
+    let input = d.path().join("t.csv");
     big_input(&input, 300_000);
     let q = "SELECT card, ts, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n, MIN(amount) OVER w AS lo, \
              COUNT(DISTINCT merchant) OVER w AS merchants, \
@@ -250,60 +317,256 @@ fn resume_after_sigkill_is_byte_identical() {
     let got_out = d.path().join("killed.csv");
     let ckpt = d.path().join("ckpt");
     let mut args = base(&got_out);
-    args.extend([
-        "--checkpoint-dir".into(),
-        ckpt.to_str().unwrap().into(),
-        "--checkpoint-every".into(),
-        "3000".into(),
-    ]);
-    let mut kills = 0;
-    let mut x: u64 = 12345;
-    let started = Instant::now();
-    let mut resume = false;
-    loop {
-        assert!(started.elapsed() < Duration::from_secs(600), "resume loop did not finish");
+    args.extend(["--checkpoint-dir".into(), ckpt.to_str().unwrap().into()]);
+    args.extend(["--checkpoint-every", "3000"].map(String::from));
+    args.extend(SMALL_SEGMENTS.map(String::from));
+    let marker = d.path().join("halted");
+    // SIGKILLs before the first checkpoint (the resume starts over), between
+    // checkpoints (rows past the checkpoint are on disk and must be cut off), right
+    // after a checkpoint, and near the end.
+    let halts = [1_000, 10_500, 60_000, 150_001, 299_999];
+    for (i, &at) in halts.iter().enumerate() {
         let mut a = args.clone();
-        if resume {
+        if i > 0 {
             a.push("--resume".into());
         }
-        let mut child =
-            spillway().args(&a).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let wait = Duration::from_millis(10 + x % 150);
-        let t0 = Instant::now();
-        let mut done = None;
-        while t0.elapsed() < wait {
-            if let Some(st) = child.try_wait().unwrap() {
-                done = Some(st);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        match done {
-            Some(st) => {
-                let mut err = String::new();
-                use std::io::Read;
-                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-                assert!(st.success(), "run failed: {err}");
-                break;
-            }
-            None => {
-                // SIGKILL.
-                child.kill().unwrap();
-                child.wait().unwrap();
-                kills += 1;
-                resume = true;
-            }
+        run_until_halt(&a, at, &marker);
+        if at >= 60_000 {
+            assert_old_segments_deleted(&ckpt.join("reservoir"), &format!("halt at {at}"));
         }
     }
-    assert!(kills >= 3, "only {kills} kills before the run finished; make the input bigger");
-    eprintln!("byte-identical after {kills} SIGKILLs");
+    let mut a = args.clone();
+    a.push("--resume".into());
+    run_ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_old_segments_deleted(&ckpt.join("reservoir"), "the end");
     let got = std::fs::read(&got_out).unwrap();
-    assert_eq!(got.len(), want.len(), "output length differs after {kills} kills");
-    assert!(got == want, "output differs after {kills} kills");
+    assert_eq!(got.len(), want.len(), "output length differs after {} kills", halts.len());
+    assert!(got == want, "output differs after {} kills", halts.len());
     assert_eq!(std::fs::read(d.path().join("killed.late.csv")).unwrap(), want_late);
+}
+
+/// An in-order input (each event emits one row at once), with `bad` rows malformed.
+fn rows_input(path: &Path, rows: usize, bad: &[usize]) {
+    let mut s = String::from("card,amount,ts\n");
+    for i in 0..rows {
+        if bad.contains(&i) {
+            if i % 2 == 0 {
+                s.push_str(&format!("c{},oops,{}\n", i % 37, 1000 + 3 * i));
+            } else {
+                s.push_str(&format!("c{},{}\n", i % 37, 1000 + 3 * i));
+            }
+        } else {
+            s.push_str(&format!("c{},{}.{:02},{}\n", i % 37, i % 300, i % 100, 1000 + 3 * i));
+        }
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+const ROWS_Q: &str = "SELECT card, ts, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n FROM t \
+                      WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN 500 PRECEDING AND CURRENT ROW)";
+
+fn rows_args(input: &Path, output: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "run",
+        "--query",
+        ROWS_Q,
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+        "--schema",
+        "amount:float",
+        "--quiet",
+    ]
+    .map(String::from)
+    .to_vec();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+fn strs(a: &[String]) -> Vec<&str> {
+    a.iter().map(String::as_str).collect()
+}
+
+/// `--on-error skip` with `--resume`: the resumed run keeps the dead letters of the
+/// checkpointed prefix and appends the rest, so output and dead-letter file equal an
+/// uninterrupted run's.
+#[test]
+fn resume_with_skipped_rows_keeps_the_dead_letter_file() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    let bad: Vec<usize> = (0..40_000).filter(|i| i % 997 == 5 || i % 1499 == 8).collect();
+    rows_input(&input, 40_000, &bad);
+    let want_out = d.path().join("straight.csv");
+    let want_dead = d.path().join("straight.dead");
+    fn skip(dead: &Path) -> [&str; 4] {
+        ["--on-error", "skip", "--dead-letter", dead.to_str().unwrap()]
+    }
+    run_ok(&strs(&rows_args(&input, &want_out, &skip(&want_dead))));
+    let want_dead_text = std::fs::read_to_string(&want_dead).unwrap();
+    assert_eq!(want_dead_text.lines().count(), bad.len());
+
+    let got_out = d.path().join("killed.csv");
+    let got_dead = d.path().join("killed.dead");
+    let ckpt = d.path().join("ckpt");
+    let mut args = rows_args(&input, &got_out, &skip(&got_dead));
+    args.extend(
+        ["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-every", "2000"]
+            .map(String::from),
+    );
+    let marker = d.path().join("halted");
+    for (i, at) in [5_500, 12_345, 30_000].into_iter().enumerate() {
+        let mut a = args.clone();
+        if i > 0 {
+            a.push("--resume".into());
+        }
+        run_until_halt(&a, at, &marker);
+    }
+    args.push("--resume".into());
+    run_ok(&strs(&args));
+    assert!(
+        std::fs::read(&got_out).unwrap() == std::fs::read(&want_out).unwrap(),
+        "output differs"
+    );
+    assert_eq!(std::fs::read_to_string(&got_dead).unwrap(), want_dead_text);
+}
+
+/// Without checkpoints a run that stops on a malformed row leaves no file under the
+/// output's name (an older one is left alone); the rows before the error are in
+/// `<stem>.partial.<ext>`, and the error says so.
+#[test]
+fn failed_run_without_checkpoints_leaves_only_a_partial_file() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    rows_input(&input, 20_000, &[15_000]);
+    let out = d.path().join("out.csv");
+    let err = run_err(&strs(&rows_args(&input, &out, &[])));
+    let partial = d.path().join("out.partial.csv");
+    assert!(err.contains("line 15002"), "{err}");
+    assert!(!out.exists(), "a failed run left {}", out.display());
+    assert!(
+        err.contains(out.to_str().unwrap()) && err.contains(partial.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(err.contains("not written"), "{err}");
+    let text = std::fs::read_to_string(&partial).unwrap();
+    assert!(text.lines().count() > 1000, "the partial file holds the rows before the error");
+
+    // An older output stays as it was.
+    std::fs::write(&out, "old\n").unwrap();
+    let err = run_err(&strs(&rows_args(&input, &out, &[])));
+    assert!(err.contains("left unchanged"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "old\n");
+
+    // A successful run renames its file: no partial file is left.
+    rows_input(&input, 20_000, &[]);
+    let _ = std::fs::remove_file(&partial);
+    run_ok(&strs(&rows_args(&input, &out, &[])));
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 20_001);
+    assert!(!partial.exists());
+}
+
+/// With checkpoints a run that stops on a malformed row cuts its output back to the last
+/// checkpoint and says so; after the input is fixed, `--resume` finishes it exactly.
+#[test]
+fn failed_run_with_checkpoints_keeps_the_checkpointed_prefix() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    // The prefix the checkpoint at event 6000 covers: a run over the first 6000 rows.
+    rows_input(&input, 6_000, &[]);
+    let prefix_out = d.path().join("prefix.csv");
+    run_ok(&strs(&rows_args(&input, &prefix_out, &[])));
+    let prefix = std::fs::read(&prefix_out).unwrap();
+    rows_input(&input, 10_000, &[]);
+    let full_out = d.path().join("full.csv");
+    run_ok(&strs(&rows_args(&input, &full_out, &[])));
+    let full = std::fs::read(&full_out).unwrap();
+
+    rows_input(&input, 10_000, &[7_500]);
+    let args = rows_args(
+        &input,
+        &out,
+        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-every", "3000"],
+    );
+    let err = run_err(&strs(&args));
+    assert!(err.contains("line 7502"), "{err}");
+    assert!(err.contains(out.to_str().unwrap()) && err.contains("cut back"), "{err}");
+    assert!(err.contains("first 6000 input events") && err.contains("--resume"), "{err}");
+    assert!(std::fs::read(&out).unwrap() == prefix, "the output is not the checkpointed prefix");
+
+    rows_input(&input, 10_000, &[]);
+    let mut a = args.clone();
+    a.push("--resume".into());
+    run_ok(&strs(&a));
+    assert!(std::fs::read(&out).unwrap() == full, "the resumed output differs");
+}
+
+/// `--checkpoint-every 0` with `--checkpoint-dir` makes no checkpoints and releases the
+/// reservoir's segments as the windows pass them (it used to keep every one).
+#[test]
+fn checkpoint_every_zero_releases_reservoir_segments() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    rows_input(&input, 200_000, &[]);
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let mut args = rows_args(
+        &input,
+        &out,
+        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-every", "0"],
+    );
+    args.retain(|a| a != "--quiet");
+    args.extend(SMALL_SEGMENTS.map(String::from));
+    let (_, err) = run_ok(&strs(&args));
+    assert!(err.contains("0 checkpoints"), "{err}");
+    let deleted: u64 = err
+        .split(" segments deleted")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no segment count in {err}"));
+    assert!(deleted >= 100, "{deleted} segments deleted: {err}");
+    assert_old_segments_deleted(&ckpt.join("reservoir"), "the end");
+}
+
+/// The number after `key` in `text` (up to the next space or comma).
+fn number_after(text: &str, key: &str) -> f64 {
+    let rest =
+        &text[text.find(key).unwrap_or_else(|| panic!("no {key:?} in {text}")) + key.len()..];
+    let n: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    n.parse().unwrap_or_else(|_| panic!("no number after {key:?} in {text}"))
+}
+
+/// The summary reports the checkpoint pauses (count and percentiles), and the latency
+/// includes them: every pause is followed by an event whose latency covers it.
+#[test]
+fn checkpoint_pauses_are_reported_and_counted_in_latency() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    rows_input(&input, 20_500, &[]);
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let mut args = rows_args(
+        &input,
+        &out,
+        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-every", "1000"],
+    );
+    args.retain(|a| a != "--quiet");
+    let (_, err) = run_ok(&strs(&args));
+    let line =
+        err.lines().find(|l| l.contains("checkpoints, pauses")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.starts_with("20 checkpoints, pauses: p50 "), "{line}");
+    let pause_max = number_after(line, "max ");
+    assert!(number_after(line, "p50 ") <= number_after(line, "p99 "), "{line}");
+    assert!(number_after(line, "p99 ") <= pause_max && pause_max > 0.0, "{line}");
+    let lat = err.lines().find(|l| l.starts_with("latency")).unwrap_or_else(|| panic!("{err}"));
+    let latency_max = number_after(lat, "max ");
+    assert!(
+        latency_max >= pause_max,
+        "latency max {latency_max} us < checkpoint pause {pause_max} us"
+    );
 }
 
 /// `--store tiered` with an L1 of a few entries over a private Redis (`--l2 auto`)
@@ -313,7 +576,7 @@ fn resume_after_sigkill_is_byte_identical() {
 #[test]
 fn tiered_store_output_is_identical_to_mem() {
     let d = tempfile::tempdir().unwrap();
-    let input = d.path().join("in.csv");
+    let input = d.path().join("payments.csv");
     big_input(&input, 30_000);
     let q = "SELECT card, ts, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n, \
              MAX(amount) OVER w AS mx, COUNT(DISTINCT merchant) OVER w AS m, \
@@ -380,4 +643,94 @@ fn tiered_store_output_is_identical_to_mem() {
         "150%",
     ]);
     assert!(e.contains("percentage"), "{e}");
+}
+
+const SUM_Q: &str = "SELECT card, SUM(amount) OVER (PARTITION BY card ORDER BY ts RANGE BETWEEN 5000 PRECEDING AND CURRENT ROW) AS s FROM payments";
+
+/// Issue #14 §4: one `N/A` in the first rows made `amount` a string and the run failed
+/// blaming the query (SUM of a string); now the column stays numeric and the row is
+/// named (stop) or goes to the dead letters (skip).
+#[test]
+fn a_bad_value_in_a_numeric_column_names_the_row_not_the_query() {
+    let d = tempfile::tempdir().unwrap();
+    let input =
+        write(d.path(), "payments.csv", "card,amount,ts\na,10,1000\na,N/A,2000\na,2.5,3000\n");
+    let i = input.to_str().unwrap();
+    let err = run_err(&["run", "--query", SUM_Q, "--input", i, "--quiet"]);
+    assert!(
+        err.contains(&format!("{i} line 3, column \"amount\": expected float, found \"N/A\"")),
+        "{err}"
+    );
+    assert!(!err.contains("SUM") && !err.contains("sum"), "{err}");
+    let output = d.path().join("out.csv");
+    let dead = d.path().join("dead.jsonl");
+    let (_, stderr) = run_ok(&[
+        "run",
+        "--query",
+        SUM_Q,
+        "--input",
+        i,
+        "--on-error",
+        "skip",
+        "--dead-letter",
+        dead.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    assert!(stderr.contains("1 malformed rows skipped"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "card,s\na,10.0\na,12.5\n");
+    let letters = std::fs::read_to_string(&dead).unwrap();
+    assert!(
+        letters.contains("\"line\":3") && letters.contains("\"raw\":\"a,N/A,2000\""),
+        "{letters}"
+    );
+}
+
+/// Issue #14 §4: a header-only file failed like a string column (SUM of a string); it now
+/// runs and writes the header only. An empty file needs --schema for its columns.
+#[test]
+fn empty_inputs_give_an_empty_output() {
+    let d = tempfile::tempdir().unwrap();
+    let output = d.path().join("out.csv");
+    let o = output.to_str().unwrap();
+    let input = write(d.path(), "payments.csv", "card,amount,ts\n");
+    let i = input.to_str().unwrap();
+    run_ok(&["run", "--query", SUM_Q, "--input", i, "--output", o, "--quiet"]);
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "card,s\n");
+    let where_q = format!("{SUM_Q} WHERE card = 'x' AND amount > 1");
+    run_ok(&["run", "--query", &where_q, "--input", i, "--output", o, "--quiet"]);
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "card,s\n");
+
+    let input = write(d.path(), "payments.csv", "");
+    let err = run_err(&["run", "--query", SUM_Q, "--input", i, "--output", o, "--quiet"]);
+    assert!(err.contains("the input is empty") && err.contains("--schema"), "{err}");
+    let schema = "card:string,amount:float,ts:int";
+    let i = input.to_str().unwrap();
+    run_ok(&["run", "--query", SUM_Q, "--input", i, "--schema", schema, "--output", o, "-q"]);
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "card,s\n");
+}
+
+/// Issue #14 §4: `FROM anything` ran over the input; FROM must name the input's table
+/// (the file name without its extension, or --table).
+#[test]
+fn from_must_name_the_input() {
+    let d = tempfile::tempdir().unwrap();
+    let input = write(d.path(), "payments.csv", "card,amount,ts\na,10,1000\n");
+    let i = input.to_str().unwrap();
+    let q = SUM_Q.replace("FROM payments", "FROM anything");
+    let err = run_err(&["run", "--query", &q, "--input", i, "--quiet"]);
+    assert!(
+        err.contains("FROM `anything`: no such table; the input is the table `payments`")
+            && err.contains("--table NAME"),
+        "{err}"
+    );
+    let (out, _) = run_ok(&["run", "--query", &q, "--input", i, "--table", "anything", "-q"]);
+    assert_eq!(out, "card,s\na,10\n");
+    let err = run_err(&["run", "--query", SUM_Q, "--input", i, "--table", "anything", "-q"]);
+    assert!(
+        err.contains("FROM `payments`: no such table; the input is the table `anything` (--table)"),
+        "{err}"
+    );
+    let err = run_err(&["explain", "--query", &q, "--input", i]);
+    assert!(err.contains("FROM `anything`"), "{err}");
 }

@@ -32,6 +32,14 @@ pub enum Error {
     /// The Kafka client or broker failed (the message names the broker address and the
     /// topic or operation).
     Kafka(String),
+    /// A job stopped on `error` after writing output: `outputs` says what became of the
+    /// output files (left as `.partial` files, or cut back to the last checkpoint).
+    Stopped {
+        /// Why the job stopped.
+        error: Box<Error>,
+        /// What the output files hold now, naming their paths.
+        outputs: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -46,6 +54,7 @@ impl fmt::Display for Error {
             Error::Checkpoint(m) => write!(f, "checkpoint: {m}"),
             Error::Config(m) => f.write_str(m),
             Error::Kafka(m) => write!(f, "kafka: {m}"),
+            Error::Stopped { error, outputs } => write!(f, "{error}; {outputs}"),
         }
     }
 }
@@ -60,6 +69,7 @@ impl std::error::Error for Error {
             Error::Source(e) => e.source(),
             Error::Reservoir(e) => e.source(),
             Error::Store(e) => e.source(),
+            Error::Stopped { error, .. } => error.source(),
             Error::State(_) | Error::Checkpoint(_) | Error::Config(_) | Error::Kafka(_) => None,
         }
     }

@@ -11,7 +11,21 @@
 //! recovers its last checkpoint; the job reads the metadata from it, cuts the output
 //! files back to the recorded lengths, truncates the reservoir to the recorded position
 //! and reads the input from the recorded offset, so the finished output is byte-identical
-//! to an uninterrupted run's.
+//! to an uninterrupted run's. The dead-letter file is left alone until then: a resume
+//! learns the input's schema without opening the dead-letter file ([`OpenAt::Schema`]),
+//! and the source reopened at the checkpoint cuts it back to the recorded length.
+//!
+//! ## When a run fails
+//! Without checkpoints the output (and side output) is written to a `.partial` file
+//! ([`partial_path`]) renamed to its name only when the run succeeds. With checkpoints a
+//! failed run cuts the files back to the last checkpoint, exactly what `--resume`
+//! continues. Either way the error ([`Error::Stopped`]) names the files and what they
+//! hold.
+//!
+//! ## Reservoir segments
+//! Segments behind every window are deleted after each checkpoint, or every 65,536
+//! events when the run makes no checkpoints (no checkpoint directory, or
+//! `checkpoint_every` 0).
 
 use std::path::{Path, PathBuf};
 
@@ -58,7 +72,10 @@ pub struct JobConfig {
     pub allowed_lateness: i64,
     /// Checkpoint directory (`None`: a temporary directory, no checkpoints).
     pub checkpoint_dir: Option<PathBuf>,
-    /// Events between checkpoints (0: none).
+    /// Events between checkpoints (0: none; the directory then holds only this run's
+    /// state, and reservoir segments are released as the windows pass them, as in a run
+    /// without a checkpoint directory; after a resume from a checkpoint, whose events must
+    /// stay, none are released).
     pub checkpoint_every: u64,
     /// Continue from the last checkpoint in `checkpoint_dir`.
     pub resume: bool,
@@ -67,6 +84,13 @@ pub struct JobConfig {
     /// A string identifying the input and its options; a resume with a different one is
     /// refused.
     pub input_identity: String,
+    /// Events per reservoir chunk (`None`: the reservoir's default, 4096).
+    pub reservoir_chunk_events: Option<usize>,
+    /// Size at which reservoir segment files roll (`None`: the reservoir's default,
+    /// 64 MiB).
+    pub reservoir_segment_bytes: Option<u64>,
+    /// Tests: a deterministic point at which the job waits to be killed.
+    pub halt: Option<HaltPoint>,
 }
 
 /// A progress report, given to the caller's callback about every 100 ms.
@@ -97,6 +121,9 @@ pub struct JobSummary {
     pub latency_us: LatencySummary,
     /// Checkpoints written.
     pub checkpoints: u64,
+    /// How long this run's checkpoints paused processing, in microseconds. Each pause is
+    /// also in the latency of the event read after it (see [`run_job`]).
+    pub checkpoint_pause_us: PauseSummary,
     /// The side-output file, when late events were written to it.
     pub side_output: Option<PathBuf>,
     /// Store name.
@@ -106,6 +133,8 @@ pub struct JobSummary {
     pub state: StateSummary,
     /// Reservoir bytes written (compressed) and raw.
     pub reservoir_bytes: (u64, u64),
+    /// Reservoir segment files this run deleted (every window had passed their events).
+    pub reservoir_segments_deleted: u64,
 }
 
 /// Size of the aggregation state at the end of a job.
@@ -142,6 +171,32 @@ impl LatencySummary {
             p50: us(h.value_at_quantile(0.5)),
             p99: us(h.value_at_quantile(0.99)),
             p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        }
+    }
+}
+
+/// Pause percentiles in microseconds, and how many pauses there were.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct PauseSummary {
+    /// Number of pauses.
+    pub count: u64,
+    /// Median (0 without pauses).
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl PauseSummary {
+    /// Percentiles of a nanosecond histogram.
+    pub fn from_hist(h: &Histogram<u64>) -> Self {
+        let us = |v: u64| v as f64 / 1000.0;
+        PauseSummary {
+            count: h.len(),
+            p50: us(h.value_at_quantile(0.5)),
+            p99: us(h.value_at_quantile(0.99)),
             max: us(h.max()),
         }
     }
@@ -245,12 +300,77 @@ pub(crate) fn read_meta_blob(store: &mut dyn StateStore, key: &str) -> Result<Op
     Ok(Some(bytes))
 }
 
-/// Opens the source: `resume_at` is `None` for a fresh start.
-pub type OpenSource<'a> =
-    dyn FnMut(Option<(&Schema, &SourcePosition)>) -> Result<Box<dyn Source>> + 'a;
+/// What [`run_job`] asks its source opener for.
+#[derive(Clone, Copy, Debug)]
+pub enum OpenAt<'a> {
+    /// The input from its start, for the run.
+    Start,
+    /// The input from its start, only to learn its schema before the job decides whether
+    /// a resume continues a checkpoint or starts over. The job drops the source without
+    /// reading an event, so the opener must not create, truncate or write any file (open
+    /// it without a dead-letter file: the checkpoint covers a prefix of the existing one).
+    Schema,
+    /// The input at a checkpoint's position, with the schema recorded there.
+    Checkpoint(&'a Schema, &'a SourcePosition),
+}
 
-/// Runs a job to the end of its source. `open_source(None)` opens the input from its
-/// start; `open_source(Some((schema, pos)))` reopens it at a checkpoint's position.
+/// Opens the source at the place [`OpenAt`] names.
+pub type OpenSource<'a> = dyn FnMut(OpenAt<'_>) -> Result<Box<dyn Source>> + 'a;
+
+/// `<stem>.partial.<ext>` next to `path` (`<name>.partial` without an extension): where
+/// a run without checkpoints writes a file before renaming it to `path` at the end (the
+/// extension is kept, so the format is the same).
+pub fn partial_path(path: &Path) -> PathBuf {
+    let name = match (path.file_stem(), path.extension()) {
+        (Some(stem), Some(ext)) => {
+            format!("{}.partial.{}", stem.to_string_lossy(), ext.to_string_lossy())
+        }
+        _ => format!(
+            "{}.partial",
+            path.file_name().map_or_else(|| "output".into(), |n| n.to_string_lossy())
+        ),
+    };
+    path.with_file_name(name)
+}
+
+/// Lengths of the output files at a checkpoint (the prefix a resume continues from).
+#[derive(Clone, Copy, Debug)]
+struct Cut {
+    /// Input events the checkpoint covers.
+    events: u64,
+    output_len: u64,
+    side_len: u64,
+}
+
+/// How the job's output files become final.
+#[derive(Clone, Copy, Debug)]
+enum Delivery {
+    /// No checkpoints: the output and the side output are written to
+    /// [`partial_path`]s and renamed to their names when the run succeeds, so a failed
+    /// run never leaves a file that looks complete under the final name.
+    Staged,
+    /// Checkpoints: the files are written in place (a resume appends to them); a failed
+    /// run cuts them back to the last checkpoint, so what is left is exactly the prefix
+    /// `--resume` continues from (`None`: no checkpoint yet, cut to nothing).
+    InPlace(Option<Cut>),
+}
+
+/// A crash point for tests: [`run_job`] pauses here until it is killed.
+#[derive(Clone, Debug)]
+pub struct HaltPoint {
+    /// Halt after this many input events in total (counting runs before a resume), after
+    /// the checkpoint that falls on that event, if any.
+    pub events: u64,
+    /// Created once the output, side-output and dead-letter files are flushed, so a test
+    /// knows when to kill: the process then sleeps (up to 10 minutes, then fails).
+    pub marker: PathBuf,
+}
+
+/// Runs a job to the end of its source: see [`OpenAt`] for how the source is opened.
+///
+/// On failure, the error ([`Error::Stopped`]) says what became of the output: without
+/// checkpoints it was written to a [`partial_path`] and not renamed; with checkpoints it
+/// was cut back to the last checkpoint, so `--resume` continues it.
 pub fn run_job(
     cfg: &JobConfig,
     open_source: &mut OpenSource<'_>,
@@ -280,10 +400,16 @@ pub fn run_job(
             base.display()
         )));
     }
+    let checkpointing = cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_some();
 
-    // Parse the query against the source's schema (opening the source infers it).
-    let mut source = open_source(None)?;
-    let schema = source.schema().clone();
+    // Parse the query against the source's schema (opening the source infers it). A
+    // resume only learns the schema here: opening the source for the run would create
+    // the dead-letter file afresh, losing the prefix the checkpoint covers.
+    let mut fresh_source = if cfg.resume { None } else { Some(open_source(OpenAt::Start)?) };
+    let schema = match &fresh_source {
+        Some(s) => s.schema().clone(),
+        None => open_source(OpenAt::Schema)?.schema().clone(),
+    };
     let query = parse_query(&cfg.query, &schema)?;
     let plan = Plan::build(&query, &schema)?;
     let columns = plan.column_names();
@@ -296,13 +422,20 @@ pub fn run_job(
         store_opts = store_opts.namespace(spec);
     }
     let ident = identity(cfg, &schema);
-    let res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
+    let mut res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
+    if let Some(n) = cfg.reservoir_chunk_events {
+        res_opts = res_opts.chunk_events(n);
+    }
+    if let Some(n) = cfg.reservoir_segment_bytes {
+        res_opts = res_opts.segment_bytes(n);
+    }
     let side_path =
         cfg.side_output.clone().unwrap_or_else(|| default_side_output(cfg.output.as_deref()));
 
     let mut store = cfg.store.open(store_opts.clone())?;
     let meta = if cfg.resume { read_meta(store.as_mut())? } else { None };
-    let (runtime, mut sink, mut side, start_events) = match meta {
+    let resumed = meta.is_some();
+    let (mut runtime, mut source, mut sink, mut side, start_events, delivery) = match meta {
         Some(meta) => {
             if meta.identity != ident {
                 return Err(Error::Checkpoint(format!(
@@ -311,7 +444,11 @@ pub fn run_job(
                 )));
             }
             let reservoir = Reservoir::recover(res_opts, &schema, &meta.reservoir)?;
-            source = open_source(Some((&schema, &meta.source)))?;
+            let source = open_source(OpenAt::Checkpoint(&schema, &meta.source))?;
+            let events = meta.runtime.counters.events;
+            let cut = Cut { events, output_len: meta.output_len, side_len: meta.side_len };
+            let rt =
+                Runtime::new(plan, store, reservoir, cfg.allowed_lateness, Some(meta.runtime))?;
             let sink = match (&cfg.output, cfg.discard_output) {
                 (_, true) => None,
                 (Some(p), false) => Some(Sink::resume(p, &columns, meta.output_len)?),
@@ -326,10 +463,7 @@ pub fn run_job(
             } else {
                 None
             };
-            let events = meta.runtime.counters.events;
-            let rt =
-                Runtime::new(plan, store, reservoir, cfg.allowed_lateness, Some(meta.runtime))?;
-            (rt, sink, side, events)
+            (rt, source, sink, side, events, Delivery::InPlace(Some(cut)))
         }
         None => {
             if cfg.resume {
@@ -341,114 +475,195 @@ pub fn run_job(
                     let _ = std::fs::remove_file(&side_path);
                 }
             }
+            let source = match fresh_source.take() {
+                Some(s) => s,
+                None => open_source(OpenAt::Start)?,
+            };
             let reservoir = Reservoir::create(res_opts, &schema)?;
+            let rt = Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?;
+            let delivery = if checkpointing { Delivery::InPlace(None) } else { Delivery::Staged };
+            // Created last: nothing above can fail and leave it behind.
             let sink = if cfg.discard_output {
                 None
             } else {
-                Some(Sink::create(cfg.output.as_deref(), &columns)?)
+                let path = match (delivery, &cfg.output) {
+                    (Delivery::Staged, Some(p)) => Some(partial_path(p)),
+                    (_, p) => p.clone(),
+                };
+                Some(Sink::create(path.as_deref(), &columns)?)
             };
-            (Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?, sink, None, 0)
+            (rt, source, sink, None, 0, delivery)
         }
     };
-    let mut runtime = runtime;
+    let side_write_path = match delivery {
+        Delivery::Staged => partial_path(&side_path),
+        Delivery::InPlace(_) => side_path.clone(),
+    };
+    let mut last_cut = match delivery {
+        Delivery::InPlace(c) => c,
+        Delivery::Staged => None,
+    };
 
     let clock = quanta::Clock::new();
     let started = std::time::Instant::now();
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-        .map_err(|e| Error::Config(format!("histogram: {e}")))?;
+    let new_hist = || {
+        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+            .map_err(|e| Error::Config(format!("histogram: {e}")))
+    };
+    let mut hist = new_hist()?;
+    let mut pauses = new_hist()?;
     let mut out = Vec::new();
     let mut events_this_run = 0u64;
     let mut checkpoints = 0u64;
     let mut next_progress = started + std::time::Duration::from_millis(100);
-    // Events are read in batches of up to BATCH_EVENTS so the store can prefetch their
-    // state (Runtime::prefetch); each is then processed on its own, exactly as one at a
-    // time. A batch never reads past a checkpoint (the checkpoint records the source
-    // position after its last event), and an input error is reported after the events
-    // read before it are processed, as without batching. An event's latency runs from
-    // just before it was read to just after its result was written.
-    let mut batch: Vec<Event> = Vec::with_capacity(BATCH_EVENTS);
-    let mut read_at: Vec<u64> = Vec::with_capacity(BATCH_EVENTS);
-    let checkpointing = cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_some();
-    loop {
-        let mut want = BATCH_EVENTS as u64;
-        if checkpointing {
-            let done = (start_events + events_this_run) % cfg.checkpoint_every;
-            want = want.min(cfg.checkpoint_every - done);
-        }
-        let mut input_error = None;
-        let mut end = false;
-        while (batch.len() as u64) < want {
-            let t0 = clock.raw();
-            match source.next_event() {
-                Ok(Some(e)) => {
-                    batch.push(e);
-                    read_at.push(t0);
-                }
-                Ok(None) => {
-                    end = true;
-                    break;
-                }
-                Err(e) => {
-                    input_error = Some(e);
-                    break;
-                }
+    // Without checkpoints nothing needs the events behind the windows after a crash, so
+    // their segments are released as the windows pass them. After a resume without
+    // checkpoints the recovered checkpoint still needs its events: none are released.
+    let release_unchecked = !checkpointing && !resumed;
+    let run = (|| -> Result<()> {
+        // Events are read in batches of up to BATCH_EVENTS so the store can prefetch their
+        // state (Runtime::prefetch); each is then processed on its own, exactly as one at a
+        // time. A batch never reads past a checkpoint (the checkpoint records the source
+        // position after its last event), and an input error is reported after the events
+        // read before it are processed, as without batching.
+        //
+        // Latency: an event's latency runs from just before it was read to just after its
+        // result was written. A pause the job takes between batches (a checkpoint, or a
+        // release of reservoir segments after a batch's last event) delays the event read
+        // next, which would have been read when the pause began: that event's latency
+        // runs from the start of the pause, so checkpoint pauses show in the percentiles
+        // (as they would for an event arriving during the checkpoint). A pause inside a
+        // batch is already in the latency of the batch's remaining events, read before it.
+        let mut batch: Vec<Event> = Vec::with_capacity(BATCH_EVENTS);
+        let mut read_at: Vec<u64> = Vec::with_capacity(BATCH_EVENTS);
+        // Start of a pause taken after the last batch's last event, charged to the next.
+        let mut paused_at: Option<u64> = None;
+        loop {
+            let mut want = BATCH_EVENTS as u64;
+            if checkpointing {
+                let done = (start_events + events_this_run) % cfg.checkpoint_every;
+                want = want.min(cfg.checkpoint_every - done);
             }
-        }
-        runtime.prefetch(&batch);
-        for (event, t0) in batch.drain(..).zip(read_at.drain(..)) {
-            events_this_run += 1;
-            match runtime.process(event, &mut out)? {
-                Outcome::Emitted => {
-                    if let Some(s) = sink.as_mut() {
-                        s.write_row(&out)?;
+            let mut input_error = None;
+            let mut end = false;
+            while (batch.len() as u64) < want {
+                let t0 = paused_at.take().unwrap_or_else(|| clock.raw());
+                match source.next_event() {
+                    Ok(Some(e)) => {
+                        batch.push(e);
+                        read_at.push(t0);
                     }
-                }
-                Outcome::Filtered => {}
-                Outcome::TooLate(e) => {
-                    if side.is_none() {
-                        side = Some(Sink::create_side_output(&side_path, &schema)?);
+                    Ok(None) => {
+                        end = true;
+                        break;
                     }
-                    if let Some(s) = side.as_mut() {
-                        s.write_event(&e)?;
+                    Err(e) => {
+                        input_error = Some(e);
+                        break;
                     }
                 }
             }
-            let ns = clock.delta_as_nanos(t0, clock.raw());
-            let _ = hist.record(ns.max(1));
-            if checkpointing
-                && (start_events + events_this_run).is_multiple_of(cfg.checkpoint_every)
-            {
-                checkpoint(&mut runtime, &mut *source, &mut sink, &mut side, &schema, &ident)?;
-                checkpoints += 1;
-            } else if cfg.checkpoint_dir.is_none() && events_this_run.is_multiple_of(65_536) {
-                runtime.release_reservoir()?;
-            }
-            if events_this_run.is_multiple_of(4096) {
-                let now = std::time::Instant::now();
-                if now >= next_progress {
-                    next_progress = now + std::time::Duration::from_millis(100);
-                    progress(&Progress {
-                        events: start_events + events_this_run,
-                        seconds: started.elapsed().as_secs_f64(),
-                        latency_ns: &hist,
-                    });
+            runtime.prefetch(&batch);
+            let n = batch.len();
+            for (i, (event, t0)) in batch.drain(..).zip(read_at.drain(..)).enumerate() {
+                events_this_run += 1;
+                match runtime.process(event, &mut out)? {
+                    Outcome::Emitted => {
+                        if let Some(s) = sink.as_mut() {
+                            s.write_row(&out)?;
+                        }
+                    }
+                    Outcome::Filtered => {}
+                    Outcome::TooLate(e) => {
+                        if side.is_none() {
+                            side = Some(Sink::create_side_output(&side_write_path, &schema)?);
+                        }
+                        if let Some(s) = side.as_mut() {
+                            s.write_event(&e)?;
+                        }
+                    }
+                }
+                let ns = clock.delta_as_nanos(t0, clock.raw());
+                let _ = hist.record(ns.max(1));
+                let total = start_events + events_this_run;
+                let p0 = clock.raw();
+                let mut paused = false;
+                if checkpointing && total.is_multiple_of(cfg.checkpoint_every) {
+                    checkpoint(
+                        &mut runtime,
+                        &mut *source,
+                        &mut sink,
+                        &mut side,
+                        &schema,
+                        &ident,
+                        &mut last_cut,
+                    )?;
+                    checkpoints += 1;
+                    let _ = pauses.record(clock.delta_as_nanos(p0, clock.raw()).max(1));
+                    paused = true;
+                } else if release_unchecked && events_this_run.is_multiple_of(65_536) {
+                    runtime.release_reservoir()?;
+                    paused = true;
+                }
+                if paused && i + 1 == n {
+                    paused_at = Some(p0);
+                }
+                if let Some(h) = &cfg.halt {
+                    if total == h.events {
+                        halt(h, &mut *source, &mut sink, &mut side)?;
+                    }
+                }
+                if events_this_run.is_multiple_of(4096) {
+                    let now = std::time::Instant::now();
+                    if now >= next_progress {
+                        next_progress = now + std::time::Duration::from_millis(100);
+                        progress(&Progress {
+                            events: start_events + events_this_run,
+                            seconds: started.elapsed().as_secs_f64(),
+                            latency_ns: &hist,
+                        });
+                    }
                 }
             }
+            if let Some(e) = input_error {
+                return Err(e.into());
+            }
+            if end {
+                break;
+            }
         }
-        if let Some(e) = input_error {
-            return Err(e.into());
+        if let Some(s) = sink.as_mut() {
+            s.sync()?;
         }
-        if end {
-            break;
+        if let Some(s) = side.as_mut() {
+            s.sync()?;
         }
+        source.sync()?;
+        Ok(())
+    })();
+    if let Err(error) = run {
+        let cut = match delivery {
+            Delivery::Staged => Delivery::Staged,
+            Delivery::InPlace(_) => Delivery::InPlace(last_cut),
+        };
+        let sink_written = sink.is_some();
+        let side_written = side.is_some();
+        drop(sink);
+        drop(side);
+        let outputs = settle_failed_outputs(
+            cfg,
+            cut,
+            sink_written,
+            side_written.then_some(side_path.as_path()),
+        );
+        return Err(Error::Stopped { error: Box::new(error), outputs });
     }
-    if let Some(s) = sink.as_mut() {
-        s.sync()?;
+    if let (Delivery::Staged, Some(p), true) = (delivery, &cfg.output, sink.is_some()) {
+        publish(&partial_path(p), p)?;
     }
-    if let Some(s) = side.as_mut() {
-        s.sync()?;
+    if let (Delivery::Staged, true) = (delivery, side.is_some()) {
+        publish(&side_write_path, &side_path)?;
     }
-    source.sync()?;
     let seconds = started.elapsed().as_secs_f64();
     let rstats = runtime.reservoir_mut().stats();
     let sstats = runtime.store_mut().stats();
@@ -460,6 +675,7 @@ pub fn run_job(
         events_per_sec: events_this_run as f64 / seconds.max(1e-9),
         latency_us: LatencySummary::from_hist(&hist),
         checkpoints,
+        checkpoint_pause_us: PauseSummary::from_hist(&pauses),
         side_output: side.map(|_| side_path),
         store: runtime.store_mut().name().to_string(),
         state: StateSummary {
@@ -469,9 +685,119 @@ pub fn run_job(
             tiers: sstats.tiers,
         },
         reservoir_bytes: (rstats.bytes_compressed, rstats.bytes_raw),
+        reservoir_segments_deleted: rstats.segments_deleted,
     })
 }
 
+/// Renames a finished staged file to its final name.
+fn publish(from: &Path, to: &Path) -> Result<()> {
+    std::fs::rename(from, to).map_err(|e| {
+        Error::Config(format!(
+            "cannot rename the finished output {} to {}: {e} (the complete output is in {})",
+            from.display(),
+            to.display(),
+            from.display()
+        ))
+    })
+}
+
+/// After a failed run (sinks dropped, so flushed): leaves the output files as
+/// [`Delivery`] promises and says what became of them, naming the paths.
+fn settle_failed_outputs(
+    cfg: &JobConfig,
+    delivery: Delivery,
+    sink_written: bool,
+    side: Option<&Path>,
+) -> String {
+    let output = match (&cfg.output, cfg.discard_output, sink_written) {
+        (Some(p), false, true) => Some(p.as_path()),
+        _ => None,
+    };
+    let mut notes = Vec::new();
+    match delivery {
+        Delivery::Staged => {
+            for p in output.into_iter().chain(side) {
+                let partial = partial_path(p);
+                let kept = if p.exists() { "left unchanged" } else { "not written" };
+                notes.push(format!(
+                    "{} was {kept}: the rows before the error are in {} (incomplete)",
+                    p.display(),
+                    partial.display()
+                ));
+            }
+            if output.is_none() && sink_written && !cfg.discard_output {
+                notes.push("the rows before the error were written to stdout".into());
+            }
+        }
+        Delivery::InPlace(cut) => {
+            let (events, output_len, side_len) =
+                cut.map_or((0, 0, 0), |c| (c.events, c.output_len, c.side_len));
+            let what = match cut {
+                Some(_) => {
+                    format!("the output of the first {events} input events (the last checkpoint)")
+                }
+                None => "nothing (no checkpoint was completed)".to_string(),
+            };
+            for (p, len) in
+                output.map(|p| (p, output_len)).into_iter().chain(side.map(|p| (p, side_len)))
+            {
+                let res = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .and_then(|f| f.set_len(len).and_then(|()| f.sync_all()));
+                match res {
+                    Ok(()) => notes.push(format!(
+                        "{} was cut back to {len} bytes, {what}; fix the cause and run again \
+                         with --resume to continue from there",
+                        p.display()
+                    )),
+                    Err(e) => notes.push(format!(
+                        "{} could not be cut back to the last checkpoint's {len} bytes ({e}): \
+                         bytes after them are incomplete; --resume cuts them off",
+                        p.display()
+                    )),
+                }
+            }
+            if output.is_none() && sink_written && !cfg.discard_output {
+                notes.push("the rows before the error were written to stdout".into());
+            }
+        }
+    }
+    if notes.is_empty() {
+        "no output file was written".into()
+    } else {
+        notes.join("; ")
+    }
+}
+
+/// The [`HaltPoint`]: flushes every output file, creates the marker and sleeps.
+fn halt(
+    h: &HaltPoint,
+    source: &mut dyn Source,
+    sink: &mut Option<Sink>,
+    side: &mut Option<Sink>,
+) -> Result<()> {
+    if let Some(s) = sink.as_mut() {
+        s.sync()?;
+    }
+    if let Some(s) = side.as_mut() {
+        s.sync()?;
+    }
+    source.sync()?;
+    std::fs::write(&h.marker, h.events.to_string()).map_err(|e| {
+        Error::Config(format!("cannot create the halt marker {}: {e}", h.marker.display()))
+    })?;
+    std::thread::sleep(std::time::Duration::from_secs(600));
+    Err(Error::Config(format!(
+        "halted after {} events (marker {}) and was not killed within 10 minutes",
+        h.events,
+        h.marker.display()
+    )))
+}
+
+/// Makes one checkpoint. `cut` is set to the output lengths it records as soon as they
+/// are durable, before the store commits: if the commit fails midway, a resume finds
+/// this checkpoint or the one before, and both cover at most those lengths.
 fn checkpoint(
     runtime: &mut Runtime,
     source: &mut dyn Source,
@@ -479,6 +805,7 @@ fn checkpoint(
     side: &mut Option<Sink>,
     schema: &Schema,
     ident: &str,
+    cut: &mut Option<Cut>,
 ) -> Result<()> {
     let output_len = match sink.as_mut() {
         Some(s) => s.sync()?,
@@ -490,11 +817,13 @@ fn checkpoint(
     };
     source.sync()?;
     let reservoir = runtime.reservoir_mut().sync()?;
+    let runtime_snapshot = runtime.snapshot();
+    *cut = Some(Cut { events: runtime_snapshot.counters.events, output_len, side_len });
     let meta = CheckpointMeta {
         version: META_VERSION,
         identity: ident.to_string(),
         schema: schema.clone(),
-        runtime: runtime.snapshot(),
+        runtime: runtime_snapshot,
         reservoir,
         source: source.position(),
         output_len,

@@ -228,6 +228,8 @@ fn run_file<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let mut sopts = SourceOptions::new(time_column);
     sopts.time_unit = unit(time_unit)?;
+    // Columns without values (a header-only file) are typed by the query's use of them.
+    sopts.type_hints = spillway_engine::sql::column_type_hints(sql);
     if let Some(s) = schema {
         sopts.schema_overrides = parse_schema_overrides(s).map_err(|e| to_py(e.into()))?;
     }

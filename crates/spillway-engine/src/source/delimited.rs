@@ -8,7 +8,7 @@ use std::io::{self, Read};
 
 use csv::ByteRecord;
 
-use super::infer::{build_schema, parse_cell, CellTypes};
+use super::infer::{build_schema, empty_input_schema, parse_cell, CellTypes};
 use super::{Core, DeadLetter, RowProblem, Source, SourceError, SourceOptions};
 use super::{SourcePosition, Value};
 use crate::value::{DataType, Event, Schema};
@@ -105,9 +105,17 @@ impl CsvSource {
         let mut rdr = reader(input, delimiter);
         let mut header = ByteRecord::new();
         if !rdr.read_byte_record(&mut header).map_err(|e| csv_err(&label, e))? {
-            return Err(SourceError::Schema {
-                file: label,
-                message: "the input is empty; a CSV input needs a header row".into(),
+            // No header: the columns can only come from --schema.
+            let schema = empty_input_schema(&label, opts)?;
+            let types = schema.fields().iter().map(|f| f.ty).collect();
+            return Ok(CsvSource {
+                core: Core::new(label, schema, dead),
+                rdr,
+                base_byte: 0,
+                base_line: 0,
+                replay: VecDeque::new(),
+                record: ByteRecord::new(),
+                types,
             });
         }
         let mut names = Vec::with_capacity(header.len());
@@ -269,9 +277,10 @@ impl Source for CsvSource {
     }
 }
 
-/// Lets tests see which columns a CSV source inferred without a file.
+/// Lets tests see which columns a CSV source inferred without a file (`None`: no value
+/// to infer from).
 #[cfg(test)]
-pub(super) fn infer_types(data: &str) -> Vec<DataType> {
+pub(super) fn infer_types(data: &str) -> Vec<Option<DataType>> {
     let mut rdr = reader(Box::new(io::Cursor::new(data.as_bytes().to_vec())), b',');
     let mut header = ByteRecord::new();
     let _ = rdr.read_byte_record(&mut header);

@@ -38,48 +38,68 @@ pub(super) fn parse_cell(cell: &[u8], ty: DataType) -> Option<Value> {
     }
 }
 
-/// Candidate types in narrowing order.
-const CANDIDATES: [DataType; 3] = [DataType::Bool, DataType::Int, DataType::Float];
-
-/// Per-column inference state for CSV: which of bool/int/float still parse every
-/// non-empty value seen.
+/// Per-column inference state for CSV: how many non-empty values were seen and how many
+/// of them parse as bool, int and float.
+///
+/// # Rule
+/// A column gets the type most of its values have (see [`CellTypes::types`]), so a
+/// numeric column with a few unparseable values (`N/A`, `-`, a typo) stays numeric and
+/// those rows are reported as bad rows (file, line, column, value) when they are read,
+/// instead of the column silently becoming a string the query then cannot sum.
 #[derive(Clone, Debug)]
 pub(super) struct CellTypes {
-    possible: Vec<[bool; 3]>,
-    seen: Vec<bool>,
+    /// Per column: non-empty values, then how many parse as bool, int, float.
+    counts: Vec<[u64; 4]>,
 }
 
 impl CellTypes {
     pub(super) fn new(columns: usize) -> CellTypes {
-        CellTypes { possible: vec![[true; 3]; columns], seen: vec![false; columns] }
+        CellTypes { counts: vec![[0; 4]; columns] }
     }
 
     /// Looks at one row's cells (a row with the wrong field count must not be given).
     pub(super) fn observe<'a>(&mut self, cells: impl Iterator<Item = &'a [u8]>) {
-        for ((cell, possible), seen) in cells.zip(&mut self.possible).zip(&mut self.seen) {
+        for (cell, c) in cells.zip(&mut self.counts) {
             if cell.is_empty() {
                 continue;
             }
-            *seen = true;
-            for (i, ty) in CANDIDATES.iter().enumerate() {
-                if possible[i] && parse_cell(cell, *ty).is_none() {
-                    possible[i] = false;
+            c[0] += 1;
+            for (i, ty) in [DataType::Bool, DataType::Int, DataType::Float].into_iter().enumerate()
+            {
+                if parse_cell(cell, ty).is_some() {
+                    c[i + 1] += 1;
                 }
             }
         }
     }
 
-    /// The narrowest type per column (string when no candidate parses every value, or
-    /// when the column held only NULLs).
-    pub(super) fn types(&self) -> Vec<DataType> {
-        self.possible
+    /// The type per column, from its non-empty values:
+    /// - bool when more than half of them are `true`/`false`;
+    /// - else int when more than half of them are integers and every number among them
+    ///   is an integer, float when more than half are numbers (ints and decimals mixed);
+    /// - else string (also when no value parses as anything else);
+    /// - `None` when the column had no non-empty value at all (an all-empty column, or a
+    ///   header-only file): [`build_schema`] then takes the type from
+    ///   [`SourceOptions::type_hints`], or string without a hint.
+    pub(super) fn types(&self) -> Vec<Option<DataType>> {
+        self.counts
             .iter()
-            .zip(&self.seen)
-            .map(|(possible, &seen)| {
-                if !seen {
-                    return DataType::Str;
+            .map(|&[n, bools, ints, floats]| {
+                if n == 0 {
+                    return None;
                 }
-                CANDIDATES.iter().zip(possible).find(|(_, &p)| p).map_or(DataType::Str, |(t, _)| *t)
+                let most = |k: u64| k > n - k;
+                Some(if most(bools) {
+                    DataType::Bool
+                } else if most(floats) {
+                    if ints == floats {
+                        DataType::Int
+                    } else {
+                        DataType::Float
+                    }
+                } else {
+                    DataType::Str
+                })
             })
             .collect()
     }
@@ -106,15 +126,16 @@ pub(super) fn json_kind(v: &serde_json::Value) -> u8 {
 }
 
 /// The column type for a set of JSON kinds: ints with floats widen to float, any other
-/// mix (or only NULLs) is string.
-pub(super) fn json_type(kinds: u8) -> DataType {
-    match kinds {
+/// mix is string; only NULLs give `None` (typed by [`build_schema`] from the hints).
+pub(super) fn json_type(kinds: u8) -> Option<DataType> {
+    Some(match kinds {
+        0 => return None,
         J_BOOL => DataType::Bool,
         J_INT => DataType::Int,
         J_FLOAT => DataType::Float,
         k if k == J_INT | J_FLOAT => DataType::Float,
         _ => DataType::Str,
-    }
+    })
 }
 
 /// Converts a JSON value to a value of column type `ty`; `None` if it does not fit.
@@ -145,15 +166,35 @@ pub(super) fn json_text(v: &serde_json::Value) -> String {
     }
 }
 
-/// Builds the schema from column names and inferred types: forces the time column to
-/// int, applies the overrides (exact name, else a unique case-insensitive match) and
-/// checks names are unique and the time column exists.
+/// Builds the schema from column names and inferred types: a column inferred as `None`
+/// (no value to infer from) takes its type from [`SourceOptions::type_hints`], else
+/// string; then forces the time column to int, applies the overrides (exact name, else a
+/// unique case-insensitive match) and checks names are unique and the time column exists.
 pub(super) fn build_schema(
     file: &str,
     names: Vec<String>,
-    mut types: Vec<DataType>,
+    types: Vec<Option<DataType>>,
     opts: &SourceOptions,
 ) -> Result<Schema, SourceError> {
+    let mut types: Vec<DataType> = names
+        .iter()
+        .zip(types)
+        .map(|(name, ty)| {
+            ty.or_else(|| {
+                let hint = |exact: bool| {
+                    opts.type_hints.iter().find(|(n, _)| {
+                        if exact {
+                            n == name
+                        } else {
+                            n.eq_ignore_ascii_case(name)
+                        }
+                    })
+                };
+                hint(true).or_else(|| hint(false)).map(|(_, t)| *t)
+            })
+            .unwrap_or(DataType::Str)
+        })
+        .collect();
     for (i, name) in names.iter().enumerate() {
         if names[..i].contains(name) {
             return Err(SourceError::Schema {
@@ -194,6 +235,31 @@ pub(super) fn build_schema(
     }
     let fields =
         names.into_iter().zip(types).map(|(name, ty)| Field { name, ty }).collect::<Vec<_>>();
+    Schema::new(fields, &opts.time_column, opts.time_unit)
+        .map_err(|message| SourceError::Schema { file: file.to_string(), message })
+}
+
+/// The schema of an input with no columns at all (an empty file: no CSV header, no JSON
+/// object): the `--schema` overrides, in the order given, if they name the time column;
+/// else an error saying the input is empty and how to declare its columns.
+pub(super) fn empty_input_schema(file: &str, opts: &SourceOptions) -> Result<Schema, SourceError> {
+    let declares_time = opts.schema_overrides.iter().any(|(n, _)| *n == opts.time_column);
+    if !declares_time {
+        return Err(SourceError::Schema {
+            file: file.to_string(),
+            message: format!(
+                "the input is empty (no header row or JSON object), so it has no columns; to \
+                 run over an empty input, declare its columns and types with --schema \
+                 name:type,... including the time column (e.g. --schema {}:int,amount:float)",
+                opts.time_column
+            ),
+        });
+    }
+    let fields = opts
+        .schema_overrides
+        .iter()
+        .map(|(name, ty)| Field { name: name.clone(), ty: *ty })
+        .collect::<Vec<_>>();
     Schema::new(fields, &opts.time_column, opts.time_unit)
         .map_err(|message| SourceError::Schema { file: file.to_string(), message })
 }

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read};
 
 use serde::de::{self, MapAccess, Visitor};
 
-use super::infer::{build_schema, json_kind, json_text, json_type, json_value};
+use super::infer::{build_schema, empty_input_schema, json_kind, json_text, json_type, json_value};
 use super::{io_err, Core, DeadLetter, RowProblem, Source, SourceError, SourceOptions};
 use super::{SourcePosition, Value};
 use crate::value::{DataType, Event, Schema};
@@ -291,8 +291,13 @@ impl JsonSource {
                 });
             }
         }
-        let types = kinds.iter().map(|&k| json_type(k)).collect();
-        let schema = build_schema(&label, names, types, opts)?;
+        let schema = if names.is_empty() {
+            // No object at all (an empty file or only blank lines): no columns to infer.
+            empty_input_schema(&label, opts)?
+        } else {
+            let types = kinds.iter().map(|&k| json_type(k)).collect();
+            build_schema(&label, names, types, opts)?
+        };
         let core = Core::new(label, schema, dead);
         Ok(JsonSource { core, input, read_byte, read_line, replay, text: Vec::new(), index })
     }

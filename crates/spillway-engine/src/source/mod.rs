@@ -5,6 +5,19 @@
 //! - the [`Source`] trait and [`open`] / [`resume`] for files and stdin, with schema
 //!   inference from the first [`SourceOptions::infer_rows`] rows (buffered, then
 //!   replayed, so memory is bounded by `infer_rows`) and `--schema` overrides;
+//! - empty inputs: a header-only file (or JSON Lines with only blank lines) yields no
+//!   events; an empty file has no columns and needs `--schema` naming them all.
+//!
+//! # Type inference
+//! A CSV column's type is the one most of its non-empty values in the inference rows
+//! have (bool, then int, then float; else string), so a numeric column with a few
+//! values such as `N/A` stays numeric, and each such row is a bad row reported with its
+//! file, line, column and value (or skipped to the dead-letter file) when it is read.
+//! A column with no non-empty value there (all empty, or a header-only file) takes its
+//! type from [`SourceOptions::type_hints`] (what the query does with it), else string.
+//! A JSON Lines column is int, float or bool when all its non-null values are, else
+//! string; only-null columns are typed like empty CSV columns. `--schema` overrides
+//! replace inferred types, and are the way to type an empty file's columns.
 //! - bad-input handling ([`OnError`]): stop with a [`SourceError`] that names the file,
 //!   line, column and expected type, or skip the row into a dead-letter file and count it;
 //! - exact resume: [`Source::position`] after `k` events, then [`resume`], yields exactly
@@ -70,11 +83,17 @@ pub struct SourceOptions {
     pub on_error: OnError,
     /// How many data rows type inference looks at (default 1000; 0 is treated as 1).
     pub infer_rows: usize,
+    /// Types for columns that hold no value in the inference rows (an all-empty column,
+    /// every column of a header-only file), e.g. how the query uses them
+    /// ([`crate::sql::column_type_hints`]); such a column without a hint is a string.
+    /// Unlike [`SourceOptions::schema_overrides`], a hint never replaces a type inferred
+    /// from values, and a hint naming no column is ignored.
+    pub type_hints: Vec<(String, DataType)>,
 }
 
 impl SourceOptions {
-    /// Options with the given time column, unit ms, no overrides, [`OnError::Stop`] and
-    /// 1000 inference rows.
+    /// Options with the given time column, unit ms, no overrides or hints,
+    /// [`OnError::Stop`] and 1000 inference rows.
     pub fn new(time_column: impl Into<String>) -> SourceOptions {
         SourceOptions {
             time_column: time_column.into(),
@@ -82,6 +101,7 @@ impl SourceOptions {
             schema_overrides: Vec::new(),
             on_error: OnError::Stop,
             infer_rows: DEFAULT_INFER_ROWS,
+            type_hints: Vec::new(),
         }
     }
 }
@@ -370,6 +390,16 @@ fn label(path: &Path) -> String {
     } else {
         path.display().to_string()
     }
+}
+
+/// The table name of an input file, which a query's `FROM` names: the file's name
+/// without its extension (`payments` for `data/payments.csv`); `None` for stdin (`-`)
+/// and names that are not valid UTF-8.
+pub fn table_name(path: &Path) -> Option<String> {
+    if path == Path::new("-") {
+        return None;
+    }
+    path.file_stem()?.to_str().map(str::to_string)
 }
 
 /// Opens a file (or stdin for `-`) as a source: CSV (`.csv`; `.tsv` tab-separated) or

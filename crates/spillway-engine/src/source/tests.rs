@@ -121,7 +121,107 @@ fn csv_inference() {
          ,,,,,,,,\n",
     );
     use DataType::*;
+    let t: Vec<DataType> = t.into_iter().map(|t| t.unwrap_or(Str)).collect();
     assert_eq!(t, [Int, Float, Float, Bool, Str, Str, Str, Str, Int]);
+}
+
+/// Issue #14 §4: one `N/A` among numbers made the column a string (and the query then
+/// failed on `SUM` of a string); the column now has the type most of its values have.
+#[test]
+fn inference_follows_the_values_that_parse() {
+    let t = delimited::infer_types(
+        "i,f,b,s,tie,e,x\n\
+         1,1.5,true,a,1,,N/A\n\
+         N/A,N/A,N/A,2,x,,-\n\
+         3,2,false,c,,,?\n\
+         4,3.5,TRUE,d,,,\n",
+    );
+    use DataType::*;
+    assert_eq!(t, [Some(Int), Some(Float), Some(Bool), Some(Str), Some(Str), None, Some(Str)]);
+}
+
+/// The rows whose value does not fit the inferred type are reported with file, line,
+/// column and value (stop), or go to the dead-letter file (skip); the others are read.
+#[test]
+fn values_that_do_not_fit_the_inferred_type_are_bad_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "n.csv",
+        "ts,amount
+1,10
+2,N/A
+3,2.5
+4,5
+",
+    );
+    let mut src = open(&p, &opts("ts")).unwrap();
+    assert_eq!(types(&*src)[1], ("amount".to_string(), DataType::Float));
+    let (ev, err) = drain(&mut *src);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        err.unwrap().to_string(),
+        format!("{} line 3, column \"amount\": expected float, found \"N/A\"", p.display())
+    );
+
+    let dead = dir.path().join("dead.jsonl");
+    let mut src = open(&p, &skip_opts("ts", &dead)).unwrap();
+    let (ev, err) = drain(&mut *src);
+    assert!(err.is_none(), "{err:?}");
+    let amounts: Vec<Value> = ev.iter().map(|e| e.row[1].clone()).collect();
+    assert_eq!(amounts, [Value::Float(10.0), Value::Float(2.5), Value::Float(5.0)]);
+    assert_eq!(src.skipped(), 1);
+    src.sync().unwrap();
+    let letters = std::fs::read_to_string(&dead).unwrap();
+    assert!(
+        letters.starts_with(&format!(
+            "{{\"file\":\"{}\",\"line\":3,\"error\":\"column \\\"amount\\\": expected float",
+            p.display()
+        )) && letters.contains("\"raw\":\"2,N/A\""),
+        "{letters}"
+    );
+}
+
+/// A column with no value in the inference rows takes the hinted type (the query's use
+/// of it), else string; a hint never replaces a type inferred from values.
+#[test]
+fn columns_without_values_take_the_type_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    let hinted = |o: SourceOptions| SourceOptions {
+        type_hints: vec![("AMOUNT".into(), DataType::Float), ("card".into(), DataType::Int)],
+        ..o
+    };
+    let p = write(
+        dir.path(),
+        "h.csv",
+        "ts,card,amount,note
+",
+    );
+    let src = open(&p, &hinted(opts("ts"))).unwrap();
+    use DataType::*;
+    let got: Vec<DataType> = types(&*src).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(got, [Int, Int, Float, Str]);
+
+    let p = write(
+        dir.path(),
+        "v.csv",
+        "ts,card,amount
+1,x,
+2,y,
+3,z,7.5
+",
+    );
+    let o = SourceOptions { infer_rows: 2, ..hinted(opts("ts")) };
+    let mut src = open(&p, &o).unwrap();
+    let got: Vec<DataType> = types(&*src).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(got, [Int, Str, Float]);
+    let (ev, err) = drain(&mut *src);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(ev[2].row[2], Value::Float(7.5));
+
+    let p = write(dir.path(), "n.jsonl", "{\"ts\":1,\"amount\":null}\n");
+    let src = open(&p, &hinted(opts("ts"))).unwrap();
+    assert_eq!(types(&*src)[1], ("amount".to_string(), Float));
 }
 
 #[test]
@@ -317,12 +417,27 @@ fn long_values_are_truncated_in_messages() {
 #[test]
 fn empty_inputs() {
     let dir = tempfile::tempdir().unwrap();
+    // An empty file has no columns: --schema must declare them (issue #14 §4).
+    let declared = SourceOptions {
+        schema_overrides: parse_schema_overrides("ts:int,amount:float").unwrap(),
+        ..opts("ts")
+    };
     let p = write(dir.path(), "e.csv", "");
-    assert!(first_error(&p, &opts("ts")).contains("needs a header row"));
+    let msg = first_error(&p, &opts("ts"));
+    assert!(msg.contains("the input is empty") && msg.contains("--schema name:type"), "{msg}");
+    let src = open(&p, &declared).unwrap();
+    assert_eq!(
+        types(&*src),
+        [("ts".to_string(), DataType::Int), ("amount".into(), DataType::Float)]
+    );
+    assert!(read_all(&p, &declared).is_empty());
     let p = write(dir.path(), "h.csv", "ts,a\n");
     assert!(read_all(&p, &opts("ts")).is_empty());
     let p = write(dir.path(), "e.jsonl", "\n\n");
-    assert!(first_error(&p, &opts("ts")).contains("time column `ts` is not in the input"));
+    assert!(first_error(&p, &opts("ts")).contains("the input is empty"));
+    assert!(read_all(&p, &declared).is_empty());
+    let p = write(dir.path(), "z.jsonl", "");
+    assert!(read_all(&p, &declared).is_empty());
     let p = write(dir.path(), "bad.jsonl", "\n[1]\n");
     let msg = first_error(&p, &opts("ts"));
     assert!(

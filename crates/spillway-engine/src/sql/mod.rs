@@ -20,7 +20,9 @@
 //!              RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW)
 //! ```
 //!
-//! - `FROM` names the input stream (one table; its name is not checked).
+//! - `FROM` names the input stream (one table). Where the input has a name (`spillway
+//!   run`: `--table`, else the input file's name without its extension), [`check_table`]
+//!   checks the query names it; [`parse_query`] itself takes any name.
 //! - The `SELECT` list holds plain columns (the current event's value) and aggregates
 //!   with `OVER`: `COUNT(*)`, `COUNT(x)`, `COUNT(DISTINCT x)`, `SUM`, `AVG`, `MIN`, `MAX`,
 //!   `STDDEV_SAMP` (`STDDEV`), `VAR_SAMP` (`VARIANCE`), `MEDIAN(x)`,
@@ -76,11 +78,13 @@
 //! `e` (see the engine's semantics).
 
 mod expr;
+mod input;
 mod parse;
 
 use std::fmt;
 
 pub use expr::{BinaryOp, Expr, UnaryOp};
+pub use input::{check_table, column_type_hints, from_table};
 pub use parse::{parse_expr, parse_query};
 
 use crate::aggregate::AggKind;
@@ -329,6 +333,15 @@ pub enum SqlError {
         /// Where it starts, when known.
         at: Option<Location>,
     },
+    /// `FROM name` names another table than the input (see [`check_table`]).
+    UnknownTable {
+        /// The name after FROM, as written.
+        name: String,
+        /// The input's table name.
+        table: String,
+        /// Where the name is.
+        at: Option<Location>,
+    },
     /// Two output columns with the same name.
     DuplicateOutput {
         /// The repeated name.
@@ -370,6 +383,10 @@ impl fmt::Display for SqlError {
             SqlError::Invalid { construct, message, at } => {
                 write_at(f, at)?;
                 write!(f, "invalid `{construct}`: {message}")
+            }
+            SqlError::UnknownTable { name, table, at } => {
+                write_at(f, at)?;
+                write!(f, "FROM `{name}`: no such table; the input is the table `{table}`")
             }
             SqlError::DuplicateOutput { name } => write!(
                 f,

@@ -214,7 +214,7 @@ fn check_select(s: &ast::Select) -> Result<Vec<String>, SqlError> {
         if s.from.is_empty() {
             return Err(invalid(
                 "SELECT",
-                "FROM <stream> is missing (name the input stream, any name)".into(),
+                "FROM <stream> is missing (name the input table: `spillway run` calls it by the input file's name without its extension, or by --table)".into(),
                 span,
             ));
         }

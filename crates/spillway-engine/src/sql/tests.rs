@@ -841,3 +841,51 @@ mod prop {
         }
     }
 }
+
+// ---------------------------------------------------------------- input name and hints
+
+/// Issue #14 §4: `FROM anything` ran over the input; the FROM name must be the input's.
+#[test]
+fn from_must_name_the_input_table() {
+    let q = format!("SELECT card, SUM(amount) OVER (ORDER BY ts {W5}) AS s FROM payments p");
+    assert_eq!(check_table(&q, "payments"), Ok(()));
+    assert_eq!(check_table(&q, "PAYMENTS"), Ok(()));
+    assert_eq!(check_table(&q.replace("FROM payments", "FROM db.payments"), "payments"), Ok(()));
+    let e = check_table(&q.replace("FROM payments", "FROM anything"), "payments").unwrap_err();
+    assert!(
+        matches!(&e, SqlError::UnknownTable { name, table, .. } if name == "anything" && table == "payments")
+    );
+    assert!(
+        e.to_string().contains("FROM `anything`: no such table; the input is the table `payments`"),
+        "{e}"
+    );
+    assert!(e.to_string().starts_with("line 1, column "), "{e}");
+    // What parse_query rejects is left to it.
+    assert_eq!(check_table("SELECT COUNT(* FROM t", "payments"), Ok(()));
+    assert_eq!(check_table("SELECT 1", "payments"), Ok(()));
+}
+
+#[test]
+fn column_type_hints_follow_the_query() {
+    let q = format!(
+        "SELECT card, SUM(amount) OVER w AS s, MIN(merchant) OVER w AS m, \
+         COUNT(*) FILTER (WHERE flag AND qty > 3) OVER w AS n, \
+         PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY price) OVER w AS p \
+         FROM t WHERE country = 'PT' AND -(fee) < 1 WINDOW w AS (PARTITION BY card ORDER BY ts {W5})"
+    );
+    use DataType::*;
+    let hints = column_type_hints(&q);
+    let want: Vec<(String, DataType)> = [
+        ("amount", Float),
+        ("flag", Bool),
+        ("qty", Float),
+        ("price", Float),
+        ("country", Str),
+        ("fee", Float),
+    ]
+    .into_iter()
+    .map(|(n, t)| (n.to_string(), t))
+    .collect();
+    assert_eq!(hints, want);
+    assert!(column_type_hints("SELECT COUNT(* FROM t").is_empty());
+}
