@@ -353,6 +353,8 @@ fn kafka_end_to_end() {
         &format!("kafka://{}/pay", b.bootstrap),
         "--output",
         &format!("kafka://{}/out2", b.bootstrap),
+        "--table",
+        "payments",
         "--group",
         "g2",
         "--checkpoint-dir",
