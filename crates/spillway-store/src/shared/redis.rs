@@ -129,8 +129,11 @@ pub struct RedisSharedLists {
     prefix: Vec<u8>,
     slot_sha: String,
     queue: redis::Pipeline,
-    /// Per queued event: its bytes and windows (to repair a collision), in queue order.
-    queued: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+    /// Per queued event, in queue order: the number of its windows (its commands in the
+    /// pipeline are the slot script, then one `RPUSH` per window; a collision repair
+    /// reads the event and the list keys back from those commands, so nothing is copied
+    /// per event).
+    queued: Vec<usize>,
     new_events: u64,
     collisions: u64,
 }
@@ -170,7 +173,7 @@ impl RedisSharedLists {
         for w in windows {
             self.queue.cmd("RPUSH").arg(key(&self.prefix, b"l:", w)).arg(&r0[..]);
         }
-        self.queued.push((event.to_vec(), windows.iter().map(|w| w.to_vec()).collect()));
+        self.queued.push(windows.len());
         if self.queued.len() >= PIPELINE_EVENTS {
             self.flush()?;
         }
@@ -184,7 +187,6 @@ impl RedisSharedLists {
             return Ok(());
         }
         let replies: Vec<redis::Value> = self.conn.run(&self.queue, "append")?;
-        self.queue.clear();
         let queued = std::mem::take(&mut self.queued);
         let bad = |conn: &Conn, what: &str| Error::Redis {
             addr: conn.addr.clone(),
@@ -194,7 +196,15 @@ impl RedisSharedLists {
         let mut repair = redis::pipe();
         let mut repairs = 0usize;
         let mut at = 0usize;
-        for (event, windows) in &queued {
+        // Argument `n` of the pipeline's command `at` (slot script: 4 = the event; RPUSH:
+        // 1 = the list's key).
+        let arg = |queue: &redis::Pipeline, at: usize, n: usize| -> Option<Vec<u8>> {
+            match queue.cmd_iter().nth(at)?.args_iter().nth(n)? {
+                redis::Arg::Simple(b) => Some(b.to_vec()),
+                _ => None,
+            }
+        };
+        for &windows in &queued {
             let (new, step) = match replies.get(at) {
                 Some(redis::Value::Array(v)) => match v.as_slice() {
                     [redis::Value::Int(n), redis::Value::Int(s)] => (*n, *s),
@@ -206,22 +216,22 @@ impl RedisSharedLists {
             if step != 0 {
                 let step = u32::try_from(step).map_err(|_| bad(&self.conn, "a probe step"))?;
                 self.collisions += 1;
-                let r = reference(event, step);
-                for (i, w) in windows.iter().enumerate() {
+                let event =
+                    arg(&self.queue, at, 4).ok_or_else(|| bad(&self.conn, "a slot command"))?;
+                let r = reference(&event, step);
+                for i in 0..windows {
                     let Some(redis::Value::Int(len)) = replies.get(at + 1 + i) else {
                         return Err(bad(&self.conn, "an RPUSH reply"));
                     };
-                    repair
-                        .cmd("LSET")
-                        .arg(key(&self.prefix, b"l:", w))
-                        .arg(len - 1)
-                        .arg(&r[..])
-                        .ignore();
+                    let list = arg(&self.queue, at + 1 + i, 1)
+                        .ok_or_else(|| bad(&self.conn, "an RPUSH command"))?;
+                    repair.cmd("LSET").arg(list).arg(len - 1).arg(&r[..]).ignore();
                     repairs += 1;
                 }
             }
-            at += 1 + windows.len();
+            at += 1 + windows;
         }
+        self.queue.clear();
         if repairs > 0 {
             self.conn.run::<()>(&repair, "append")?;
         }
