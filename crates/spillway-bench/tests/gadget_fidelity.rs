@@ -39,28 +39,7 @@ use spillway_bench::workload::run::generate;
 use spillway_bench::workload::{OpKind, StateOp};
 
 /// Gadget's `configs/config.txt` (notes §2.6).
-const CONFIG_TXT: &str = "\
-first.event.generator.type = gadget
-first.event.generator.key.popularity.distrib.type = zipf
-first.event.generator.key.popularity.distrib.params.s = 1
-first.event.generator.key.popularity.distrib.params.keyspacesize = 1000000
-first.event.generator.event.occurrence.gap.distrib.type = exponential
-first.event.generator.event.occurrence.gap.distrib.params.lambda = 10
-first.event.generator.watermark.frequency = 1
-first.event.generator.outoforder.percentage = 2
-first.event.generator.lateness.threshold = 3;
-operator.type = tumbling.keyed.incremental
-expected.num.operations = 100000
-window.length = 5
-operator.key.popularity.distrib.type = sequential
-operator.key.popularity.distrib.params.keyspacesize = 1000000000
-operator.key.size.distrib.type = constant
-operator.key.size.distrib.params.constant = 10
-operator.value.size.distrib.type = constant
-operator.value.size.distrib.params.constant = 10
-wrapper.type = file
-wrapper.path = .
-";
+const CONFIG_TXT: &str = include_str!("data/gadget-config.txt");
 
 /// Gadget's published median key lifetime (ops) for `configs/config.txt`.
 const GADGET_MEDIAN_KEY_LIFETIME: f64 = 89.0;

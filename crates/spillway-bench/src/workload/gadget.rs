@@ -588,35 +588,7 @@ mod tests {
 
     /// Gadget's `configs/config.txt` (notes §2.6), with its comment style, spacing and
     /// the stray `;`.
-    const CONFIG_TXT: &str = "\
-# first event generator
-first.event.generator.type = gadget
-first.event.generator.key.popularity.distrib.type = zipf
-first.event.generator.key.popularity.distrib.params.s = 1
-first.event.generator.key.popularity.distrib.params.keyspacesize = 1000000
-first.event.generator.event.occurrence.gap.distrib.type = exponential
-first.event.generator.event.occurrence.gap.distrib.params.lambda = 10
-first.event.generator.watermark.frequency = 1
-first.event.generator.outoforder.percentage = 2
-first.event.generator.lateness.threshold = 3;
-
-operator.type = tumbling.keyed.incremental
-expected.num.operations = 100000
-window.length = 5
-#sliding.length = 1
-#upper.bound = 180
-#lower.bound = -120
-
-operator.key.popularity.distrib.type = sequential
-operator.key.popularity.distrib.params.keyspacesize = 1000000000
-operator.key.size.distrib.type = constant
-operator.key.size.distrib.params.constant = 10
-operator.value.size.distrib.type = constant
-operator.value.size.distrib.params.constant = 10
-
-wrapper.type = file
-wrapper.path = .
-";
+    const CONFIG_TXT: &str = include_str!("../../tests/data/gadget-config.txt");
 
     /// Gadget's `configs/config2.txt` (notes §2.6): two trace sources.
     const CONFIG2_TXT: &str = "\
