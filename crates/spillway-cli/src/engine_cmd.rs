@@ -16,8 +16,9 @@ use spillway_engine::reservoir::Compression;
 use spillway_engine::source::{
     self, parse_schema_overrides, OnError, PaymentGenerator, PaymentOptions, Source, SourceOptions,
 };
-use spillway_engine::sql::parse_query;
+use spillway_engine::sql::Query;
 use spillway_engine::value::{Field, Schema, TimeUnit};
+use spillway_engine::window_agg::WindowPlan;
 use spillway_store::StoreKind;
 
 /// What to do with malformed input rows.
@@ -189,6 +190,12 @@ pub struct RunArgs {
     /// e.g. 5s; later events go to the side output
     #[arg(long, default_value = "0", value_name = "DURATION")]
     pub(crate) allowed_lateness: String,
+
+    /// Windowed aggregations (TUMBLE/HOP/CUMULATE/SESSION): the watermark trails the
+    /// newest event time by this, e.g. 2s; a window fires when the watermark reaches its
+    /// end
+    #[arg(long, default_value = "0", value_name = "DURATION")]
+    pub(crate) watermark_delay: String,
 
     /// Where events later than the allowed lateness are written [default:
     /// <output>.late.<ext>, or late-events.csv when writing to stdout]
@@ -411,6 +418,12 @@ fn print_summary(s: &JobSummary) {
         s.reservoir_bytes.1,
         s.reservoir_segments_deleted
     );
+    if let Some(w) = &s.windows {
+        eprintln!(
+            "windows: {} rows fired, {} late updates (a late event re-emitted its window), {} session merges",
+            w.fired, w.late_updates, w.session_merges
+        );
+    }
     let p = &s.checkpoint_pause_us;
     if p.count > 0 {
         eprintln!(
@@ -487,6 +500,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     sopts.type_hints = spillway_engine::sql::column_type_hints(&query);
     let lateness = parse_duration(&a.allowed_lateness, sopts.time_unit)
         .map_err(|e| anyhow!("--allowed-lateness: {e}"))?;
+    let watermark_delay = parse_duration(&a.watermark_delay, sopts.time_unit)
+        .map_err(|e| anyhow!("--watermark-delay: {e}"))?;
     if a.resume && a.input == Path::new("-") {
         bail!("--resume cannot re-read stdin; give the input as a file");
     }
@@ -500,6 +515,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         memory_budget: a.memory_budget,
         expected_keys: a.expected_keys,
         allowed_lateness: lateness,
+        watermark_delay,
         checkpoint_dir: a.checkpoint_dir.clone(),
         checkpoint_every,
         resume: a.resume,
@@ -568,6 +584,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         memory_budget: a.memory_budget,
         expected_keys: Some(a.cards + a.merchants),
         allowed_lateness: 0,
+        watermark_delay: 0,
         checkpoint_dir: None,
         checkpoint_every: 0,
         resume: false,
@@ -654,9 +671,10 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
             Schema::new(fields, &sopts.time_column, sopts.time_unit).map_err(|e| anyhow!(e))?
         }
     };
-    let spec = parse_query(&query, &schema)?;
-    let plan = Plan::build(&spec, &schema)?;
-    print!("{}", plan.explain(&schema));
+    match spillway_engine::sql::parse(&query, &schema)? {
+        Query::Over(spec) => print!("{}", Plan::build(&spec, &schema)?.explain(&schema)),
+        Query::Windowed(q) => print!("{}", WindowPlan::build(&q).explain(&schema)),
+    }
     Ok(())
 }
 

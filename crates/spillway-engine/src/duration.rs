@@ -37,6 +37,30 @@ pub fn parse_duration(s: &str, unit: TimeUnit) -> Result<i64, String> {
     Ok(nanos / unit.nanos())
 }
 
+/// Renders `n` time units of `unit` in the largest unit that divides it: `5m`, `90s`,
+/// `250ms`, `0`.
+pub fn display(n: i64, unit: TimeUnit) -> String {
+    if n == 0 {
+        return "0".into();
+    }
+    let nanos = i128::from(n) * i128::from(unit.nanos());
+    const UNITS: [(i128, &str); 7] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    for (u, suffix) in UNITS {
+        if nanos % u == 0 {
+            return format!("{}{suffix}", nanos / u);
+        }
+    }
+    format!("{nanos}ns")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,15 +37,17 @@ use crate::plan::Plan;
 use crate::reservoir::{Compression, Position, Reservoir, ReservoirOptions};
 use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot, META_NAMESPACE};
 use crate::source::{schema_columns, Sink, Source, SourcePosition};
-use crate::sql::parse_query;
-use crate::value::{Event, Schema};
+use crate::sql::{parse, Query};
+use crate::value::{Event, Schema, Value};
+use crate::window_agg::{WindowAgg, WindowPlan, WindowSnapshot, WindowStats};
 
 /// Metadata chunk size in the store (below every backend's value limit).
 const META_CHUNK: usize = 32 * 1024;
 /// Events read ahead and announced to the store at a time ([`Runtime::prefetch`]).
 pub const BATCH_EVENTS: usize = 64;
-/// Version of the checkpoint metadata layout.
-const META_VERSION: u32 = 1;
+/// Version of the checkpoint metadata layout (2: the operator snapshot is per query
+/// shape).
+const META_VERSION: u32 = 2;
 
 /// How to run a job (everything but the source).
 #[derive(Clone, Debug)]
@@ -70,6 +72,9 @@ pub struct JobConfig {
     pub expected_keys: Option<u64>,
     /// Allowed lateness in the time column's unit.
     pub allowed_lateness: i64,
+    /// Watermark delay in the time column's unit (windowed aggregations only: the
+    /// watermark is the largest event time seen minus this).
+    pub watermark_delay: i64,
     /// Checkpoint directory (`None`: a temporary directory, no checkpoints).
     pub checkpoint_dir: Option<PathBuf>,
     /// Events between checkpoints (0: none; the directory then holds only this run's
@@ -135,6 +140,10 @@ pub struct JobSummary {
     pub reservoir_bytes: (u64, u64),
     /// Reservoir segment files this run deleted (every window had passed their events).
     pub reservoir_segments_deleted: u64,
+    /// Windowed aggregations: rows fired, late updates and session merges (over the
+    /// whole job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<WindowStats>,
 }
 
 /// Size of the aggregation state at the end of a job.
@@ -207,19 +216,114 @@ struct CheckpointMeta {
     version: u32,
     identity: String,
     schema: Schema,
-    runtime: RuntimeSnapshot,
-    reservoir: Position,
+    operator: OperatorSnapshot,
     source: SourcePosition,
     output_len: u64,
     side_len: u64,
 }
 
+/// What a checkpoint records of the query's operator.
+#[derive(serde::Serialize, serde::Deserialize)]
+enum OperatorSnapshot {
+    /// Per-event metrics: the runtime's position and the reservoir's.
+    Over { runtime: RuntimeSnapshot, reservoir: Position },
+    /// A windowed aggregation.
+    Windowed(WindowSnapshot),
+}
+
+impl OperatorSnapshot {
+    fn events(&self) -> u64 {
+        match self {
+            OperatorSnapshot::Over { runtime, .. } => runtime.counters.events,
+            OperatorSnapshot::Windowed(w) => w.counters().events,
+        }
+    }
+}
+
+/// The operator a query runs as (one per job, so the variants' sizes do not matter).
+#[allow(clippy::large_enum_variant)]
+enum Operator {
+    /// Per-event metrics over sliding windows.
+    Over(Runtime),
+    /// A windowed aggregation.
+    Windowed(WindowAgg),
+}
+
+impl Operator {
+    fn prefetch(&mut self, events: &[Event]) {
+        match self {
+            Operator::Over(r) => r.prefetch(events),
+            Operator::Windowed(w) => w.prefetch(events),
+        }
+    }
+
+    /// Processes one event; the rows it emits are appended to `rows`.
+    fn process(
+        &mut self,
+        event: Event,
+        out: &mut Vec<Value>,
+        rows: &mut Vec<Vec<Value>>,
+    ) -> Result<Outcome> {
+        match self {
+            Operator::Over(r) => {
+                let o = r.process(event, out)?;
+                if o == Outcome::Emitted {
+                    rows.push(std::mem::take(out));
+                }
+                Ok(o)
+            }
+            Operator::Windowed(w) => w.process(event, rows),
+        }
+    }
+
+    /// End of input: a windowed aggregation fires its open windows.
+    fn finish(&mut self, rows: &mut Vec<Vec<Value>>) -> Result<()> {
+        match self {
+            Operator::Over(_) => Ok(()),
+            Operator::Windowed(w) => w.finish(rows),
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        match self {
+            Operator::Over(r) => r.counters(),
+            Operator::Windowed(w) => w.counters(),
+        }
+    }
+
+    fn store_mut(&mut self) -> &mut dyn StateStore {
+        match self {
+            Operator::Over(r) => r.store_mut(),
+            Operator::Windowed(w) => w.store_mut(),
+        }
+    }
+
+    /// Syncs what must be durable besides the store and returns the snapshot.
+    fn snapshot(&mut self) -> Result<OperatorSnapshot> {
+        Ok(match self {
+            Operator::Over(r) => {
+                let reservoir = r.reservoir_mut().sync()?;
+                OperatorSnapshot::Over { runtime: r.snapshot(), reservoir }
+            }
+            Operator::Windowed(w) => OperatorSnapshot::Windowed(w.snapshot()),
+        })
+    }
+
+    fn release_reservoir(&mut self) -> Result<()> {
+        match self {
+            Operator::Over(r) => r.release_reservoir(),
+            Operator::Windowed(_) => Ok(()),
+        }
+    }
+}
+
 fn identity(cfg: &JobConfig, schema: &Schema) -> String {
     format!(
-        "query={:?};input={};lateness={};store={};schema={:?}",
+        "query={:?};input={};lateness={};delay={};store={};schema={:?}",
         cfg.query,
         cfg.input_identity,
         cfg.allowed_lateness,
+        cfg.watermark_delay,
         cfg.store.name(),
         schema
     )
@@ -410,15 +514,29 @@ pub fn run_job(
         Some(s) => s.schema().clone(),
         None => open_source(OpenAt::Schema)?.schema().clone(),
     };
-    let query = parse_query(&cfg.query, &schema)?;
-    let plan = Plan::build(&query, &schema)?;
-    let columns = plan.column_names();
+    let plan = match parse(&cfg.query, &schema)? {
+        Query::Over(q) => {
+            if cfg.watermark_delay != 0 {
+                return Err(Error::Config(
+                    "--watermark-delay applies to windowed aggregations (a window table \
+                     function in FROM); per-event metrics are emitted as each event arrives"
+                        .into(),
+                ));
+            }
+            QueryPlan::Over(Plan::build(&q, &schema)?)
+        }
+        Query::Windowed(q) => QueryPlan::Windowed(WindowPlan::build(&q)),
+    };
+    let (columns, specs) = match &plan {
+        QueryPlan::Over(p) => (p.column_names(), Runtime::namespace_specs(p)),
+        QueryPlan::Windowed(p) => (p.column_names(), p.namespace_specs()),
+    };
     let mut store_opts =
         StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget).tiered(cfg.tiered.clone());
     if let Some(k) = cfg.expected_keys {
         store_opts = store_opts.expected_keys(k);
     }
-    for spec in Runtime::namespace_specs(&plan) {
+    for spec in specs {
         store_opts = store_opts.namespace(spec);
     }
     let ident = identity(cfg, &schema);
@@ -443,12 +561,36 @@ pub fn run_job(
                     base.display()
                 )));
             }
-            let reservoir = Reservoir::recover(res_opts, &schema, &meta.reservoir)?;
+            let events = meta.operator.events();
+            let rt = match (plan, meta.operator) {
+                (QueryPlan::Over(plan), OperatorSnapshot::Over { runtime, reservoir }) => {
+                    let reservoir = Reservoir::recover(res_opts, &schema, &reservoir)?;
+                    Operator::Over(Runtime::new(
+                        plan,
+                        store,
+                        reservoir,
+                        cfg.allowed_lateness,
+                        Some(runtime),
+                    )?)
+                }
+                (QueryPlan::Windowed(plan), OperatorSnapshot::Windowed(snap)) => {
+                    Operator::Windowed(WindowAgg::new(
+                        plan,
+                        store,
+                        cfg.allowed_lateness,
+                        cfg.watermark_delay,
+                        Some(snap),
+                    )?)
+                }
+                _ => {
+                    return Err(Error::Checkpoint(format!(
+                        "{} holds the checkpoint of another kind of query",
+                        base.display()
+                    )))
+                }
+            };
             let source = open_source(OpenAt::Checkpoint(&schema, &meta.source))?;
-            let events = meta.runtime.counters.events;
             let cut = Cut { events, output_len: meta.output_len, side_len: meta.side_len };
-            let rt =
-                Runtime::new(plan, store, reservoir, cfg.allowed_lateness, Some(meta.runtime))?;
             let sink = match (&cfg.output, cfg.discard_output) {
                 (_, true) => None,
                 (Some(p), false) => Some(Sink::resume(p, &columns, meta.output_len)?),
@@ -479,8 +621,25 @@ pub fn run_job(
                 Some(s) => s,
                 None => open_source(OpenAt::Start)?,
             };
-            let reservoir = Reservoir::create(res_opts, &schema)?;
-            let rt = Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?;
+            let rt = match plan {
+                QueryPlan::Over(plan) => {
+                    let reservoir = Reservoir::create(res_opts, &schema)?;
+                    Operator::Over(Runtime::new(
+                        plan,
+                        store,
+                        reservoir,
+                        cfg.allowed_lateness,
+                        None,
+                    )?)
+                }
+                QueryPlan::Windowed(plan) => Operator::Windowed(WindowAgg::new(
+                    plan,
+                    store,
+                    cfg.allowed_lateness,
+                    cfg.watermark_delay,
+                    None,
+                )?),
+            };
             let delivery = if checkpointing { Delivery::InPlace(None) } else { Delivery::Staged };
             // Created last: nothing above can fail and leave it behind.
             let sink = if cfg.discard_output {
@@ -513,6 +672,7 @@ pub fn run_job(
     let mut hist = new_hist()?;
     let mut pauses = new_hist()?;
     let mut out = Vec::new();
+    let mut rows: Vec<Vec<Value>> = Vec::new();
     let mut events_this_run = 0u64;
     let mut checkpoints = 0u64;
     let mut next_progress = started + std::time::Duration::from_millis(100);
@@ -567,13 +727,19 @@ pub fn run_job(
             let n = batch.len();
             for (i, (event, t0)) in batch.drain(..).zip(read_at.drain(..)).enumerate() {
                 events_this_run += 1;
-                match runtime.process(event, &mut out)? {
-                    Outcome::Emitted => {
-                        if let Some(s) = sink.as_mut() {
-                            s.write_row(&out)?;
-                        }
+                let outcome = runtime.process(event, &mut out, &mut rows)?;
+                if let Some(s) = sink.as_mut() {
+                    for r in &rows {
+                        s.write_row(r)?;
                     }
-                    Outcome::Filtered => {}
+                }
+                if let Some(r) = rows.pop() {
+                    // Keep one row's allocation for the next event.
+                    out = r;
+                }
+                rows.clear();
+                match outcome {
+                    Outcome::Emitted | Outcome::Filtered => {}
                     Outcome::TooLate(e) => {
                         if side.is_none() {
                             side = Some(Sink::create_side_output(&side_write_path, &schema)?);
@@ -632,7 +798,11 @@ pub fn run_job(
                 break;
             }
         }
+        runtime.finish(&mut rows)?;
         if let Some(s) = sink.as_mut() {
+            for r in rows.drain(..) {
+                s.write_row(&r)?;
+            }
             s.sync()?;
         }
         if let Some(s) = side.as_mut() {
@@ -665,7 +835,14 @@ pub fn run_job(
         publish(&side_write_path, &side_path)?;
     }
     let seconds = started.elapsed().as_secs_f64();
-    let rstats = runtime.reservoir_mut().stats();
+    let rstats = match &mut runtime {
+        Operator::Over(r) => r.reservoir_mut().stats(),
+        Operator::Windowed(_) => Default::default(),
+    };
+    let windows = match &runtime {
+        Operator::Over(_) => None,
+        Operator::Windowed(w) => Some(w.stats()),
+    };
     let sstats = runtime.store_mut().stats();
     Ok(JobSummary {
         counters: runtime.counters(),
@@ -686,7 +863,14 @@ pub fn run_job(
         },
         reservoir_bytes: (rstats.bytes_compressed, rstats.bytes_raw),
         reservoir_segments_deleted: rstats.segments_deleted,
+        windows,
     })
+}
+
+/// The plan of either query shape.
+enum QueryPlan {
+    Over(Plan),
+    Windowed(WindowPlan),
 }
 
 /// Renames a finished staged file to its final name.
@@ -799,7 +983,7 @@ fn halt(
 /// are durable, before the store commits: if the commit fails midway, a resume finds
 /// this checkpoint or the one before, and both cover at most those lengths.
 fn checkpoint(
-    runtime: &mut Runtime,
+    runtime: &mut Operator,
     source: &mut dyn Source,
     sink: &mut Option<Sink>,
     side: &mut Option<Sink>,
@@ -816,15 +1000,13 @@ fn checkpoint(
         None => 0,
     };
     source.sync()?;
-    let reservoir = runtime.reservoir_mut().sync()?;
-    let runtime_snapshot = runtime.snapshot();
-    *cut = Some(Cut { events: runtime_snapshot.counters.events, output_len, side_len });
+    let operator = runtime.snapshot()?;
+    *cut = Some(Cut { events: operator.events(), output_len, side_len });
     let meta = CheckpointMeta {
         version: META_VERSION,
         identity: ident.to_string(),
         schema: schema.clone(),
-        runtime: runtime_snapshot,
-        reservoir,
+        operator,
         source: source.position(),
         output_len,
         side_len,

@@ -25,7 +25,8 @@
 //! | [`runtime`] | per-event window maintenance over the reservoir and the state store; exactness under lateness |
 //! | [`job`] | source -> runtime -> sink, latency histogram, checkpoints and resume |
 //! | [`session`] | one query over events pushed from memory (the Python package's driver), checkpoints and resume |
-//! | [`bench`] | Railgun Q1 benchmark runs |
+//! | [`window_agg`] | windowed aggregation (`TUMBLE`/`HOP`/`CUMULATE`/`SESSION`): window state, timers, watermarks, firing, lateness |
+//! | [`bench`] | Railgun Q1 and windowed-aggregation benchmark runs |
 //!
 //! Aggregation state lives in a `spillway_store::StateStore` (hashlog by default), one
 //! value per (group-by node, partition key), updated by read-modify-write of fixed
@@ -45,5 +46,6 @@ pub mod session;
 pub mod source;
 pub mod sql;
 pub mod value;
+pub mod window_agg;
 
 pub use error::{Error, Result};

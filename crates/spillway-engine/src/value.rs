@@ -107,6 +107,45 @@ impl Value {
     }
 }
 
+impl Value {
+    /// Reads one value written by [`Value::encode_key`] from the front of `bytes` and
+    /// advances past it; `None` if the bytes are not such an encoding. Floats come back
+    /// as encoded (`-0` as `+0`, every NaN as one NaN).
+    pub fn decode_key(bytes: &mut &[u8]) -> Option<Value> {
+        let (&tag, rest) = bytes.split_first()?;
+        let eight = |rest: &[u8]| -> Option<u64> {
+            Some(u64::from_be_bytes(rest.get(..8)?.try_into().ok()?))
+        };
+        let (v, used) = match tag {
+            0 => (Value::Null, 0),
+            1 => (Value::Int((eight(rest)? ^ (1 << 63)) as i64), 8),
+            2 => (Value::Float(f64::from_bits(eight(rest)?)), 8),
+            3 => {
+                let mut s = Vec::new();
+                let mut i = 0;
+                loop {
+                    match (rest.get(i)?, rest.get(i + 1)) {
+                        (0, Some(1)) => break,
+                        (0, Some(0xFF)) => s.push(0),
+                        (0, _) => return None,
+                        (&b, _) => {
+                            s.push(b);
+                            i += 1;
+                            continue;
+                        }
+                    }
+                    i += 2;
+                }
+                (Value::Str(String::from_utf8(s).ok()?.into_boxed_str()), i + 2)
+            }
+            4 => (Value::Bool(*rest.first()? != 0), 1),
+            _ => return None,
+        };
+        *bytes = &rest[used..];
+        Some(v)
+    }
+}
+
 /// [`Value::encode_key`] of an int (also used for scalars that are not in a `Value`).
 pub(crate) fn encode_int_key(i: i64, out: &mut Vec<u8>) {
     out.push(1);

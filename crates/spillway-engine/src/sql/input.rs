@@ -5,7 +5,6 @@
 //! file, an all-empty column; see [`crate::source::SourceOptions::type_hints`]).
 
 use sqlparser::ast;
-use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
 use super::{loc, SqlError};
@@ -17,7 +16,7 @@ const NUMERIC_AGGS: [&str; 7] =
 
 /// The single SELECT of `sql`, `None` if it is not one (parse_query reports why).
 fn select(sql: &str) -> Option<Box<ast::Select>> {
-    let mut stmts = Parser::parse_sql(&GenericDialect {}, sql).ok()?;
+    let mut stmts = Parser::parse_sql(&super::dialect::FlinkDialect::default(), sql).ok()?;
     if stmts.len() != 1 {
         return None;
     }
@@ -38,7 +37,7 @@ pub fn from_table(sql: &str) -> Option<(String, Option<super::Location>)> {
         ast::TableFactor::Table { name, .. } => {
             name.0.last().and_then(|p| p.as_ident()).map(|i| (i.value.clone(), loc(i.span)))
         }
-        _ => None,
+        _ => super::tvf::tvf_call(from).and_then(super::tvf::tvf_table),
     }
 }
 

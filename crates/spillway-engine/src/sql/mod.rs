@@ -77,15 +77,46 @@
 //! The result of a window for event `e` covers only events that arrived no later than
 //! `e` (see the engine's semantics).
 
+mod dialect;
 mod expr;
 mod input;
 mod parse;
+mod tvf;
 
 use std::fmt;
 
 pub use expr::{BinaryOp, Expr, UnaryOp};
 pub use input::{check_table, column_type_hints, from_table};
 pub use parse::{parse_expr, parse_query};
+pub use tvf::{TvfWindow, WindowedAggregate, WindowedItem, WindowedQuery, MAX_WINDOWS_PER_EVENT};
+
+/// A query of either shape the engine runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Query {
+    /// Per-event metrics over sliding windows (`AGG(..) OVER w`).
+    Over(QuerySpec),
+    /// A windowed aggregation: a window table function in `FROM`, `GROUP BY` the window.
+    Windowed(WindowedQuery),
+}
+
+/// Parses either query shape: a windowed aggregation when `FROM` is a window table
+/// function (`TABLE(TUMBLE(...))`, see [`WindowedQuery`]), per-event metrics otherwise
+/// ([`parse_query`]).
+pub fn parse(sql: &str, schema: &crate::value::Schema) -> Result<Query, SqlError> {
+    use sqlparser::ast;
+    let stmts = sqlparser::parser::Parser::parse_sql(&dialect::FlinkDialect::default(), sql)
+        .map_err(parse::syntax)?;
+    if let [ast::Statement::Query(q)] = stmts.as_slice() {
+        if let ast::SetExpr::Select(s) = &*q.body {
+            if let [from] = s.from.as_slice() {
+                if tvf::tvf_call(from).is_some() {
+                    return tvf::windowed_query(q, s, schema).map(Query::Windowed);
+                }
+            }
+        }
+    }
+    parse_query(sql, schema).map(Query::Over)
+}
 
 use crate::aggregate::AggKind;
 use crate::value::{DataType, TimeUnit};
@@ -240,22 +271,7 @@ fn write_offset(f: &mut fmt::Formatter<'_>, off: i64, unit: Option<TimeUnit>) ->
     let Some(unit) = unit else {
         return write!(f, "t-{off}");
     };
-    let nanos = i128::from(off) * i128::from(unit.nanos());
-    const UNITS: [(i128, &str); 7] = [
-        (86_400_000_000_000, "d"),
-        (3_600_000_000_000, "h"),
-        (60_000_000_000, "m"),
-        (1_000_000_000, "s"),
-        (1_000_000, "ms"),
-        (1_000, "us"),
-        (1, "ns"),
-    ];
-    for (n, suffix) in UNITS {
-        if nanos % n == 0 {
-            return write!(f, "t-{}{suffix}", nanos / n);
-        }
-    }
-    write!(f, "t-{nanos}ns")
+    write!(f, "t-{}", crate::duration::display(off, unit))
 }
 
 impl fmt::Display for FrameDisplay<'_> {

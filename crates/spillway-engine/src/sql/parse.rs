@@ -6,10 +6,10 @@ use std::collections::HashMap;
 
 use sqlparser::ast;
 use sqlparser::ast::Spanned;
-use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
 
+use super::dialect::FlinkDialect;
 use super::expr::{compile, compile_predicate, Scope};
 use super::{loc, Expr, Frame, MetricSpec, QuerySpec, SelectItem, SqlError, WindowSpec};
 use crate::aggregate::AggKind;
@@ -46,11 +46,15 @@ pub(crate) fn is_aggregate_name(lower: &str) -> bool {
     )
 }
 
-fn unsupported(construct: String, supported: &str, span: sqlparser::tokenizer::Span) -> SqlError {
+pub(super) fn unsupported(
+    construct: String,
+    supported: &str,
+    span: sqlparser::tokenizer::Span,
+) -> SqlError {
     SqlError::Unsupported { construct, supported: supported.to_string(), at: loc(span) }
 }
 
-fn invalid(
+pub(super) fn invalid(
     construct: impl ToString,
     message: String,
     span: sqlparser::tokenizer::Span,
@@ -58,14 +62,14 @@ fn invalid(
     SqlError::Invalid { construct: construct.to_string(), message, at: loc(span) }
 }
 
-fn syntax(e: sqlparser::parser::ParserError) -> SqlError {
+pub(super) fn syntax(e: sqlparser::parser::ParserError) -> SqlError {
     let text = e.to_string();
     SqlError::Syntax(text.strip_prefix("sql parser error: ").unwrap_or(&text).to_string())
 }
 
 /// Parses a standalone scalar expression (e.g. a command-line filter) against `schema`.
 pub fn parse_expr(sql: &str, schema: &Schema) -> Result<Expr, SqlError> {
-    let dialect = GenericDialect {};
+    let dialect = FlinkDialect::default();
     let mut parser = Parser::new(&dialect).try_with_sql(sql).map_err(syntax)?;
     let e = parser.parse_expr().map_err(syntax)?;
     let next = parser.peek_token();
@@ -80,7 +84,7 @@ pub fn parse_expr(sql: &str, schema: &Schema) -> Result<Expr, SqlError> {
 
 /// Parses and validates a metrics query against the input schema.
 pub fn parse_query(sql: &str, schema: &Schema) -> Result<QuerySpec, SqlError> {
-    let dialect = GenericDialect {};
+    let dialect = FlinkDialect::default();
     let stmts = Parser::parse_sql(&dialect, sql).map_err(syntax)?;
     let stmt = match stmts.as_slice() {
         [one] => one,
@@ -145,7 +149,7 @@ pub fn parse_query(sql: &str, schema: &Schema) -> Result<QuerySpec, SqlError> {
     Ok(QuerySpec { items, filter, windows })
 }
 
-fn check_query(q: &ast::Query) -> Result<(), SqlError> {
+pub(super) fn check_query(q: &ast::Query) -> Result<(), SqlError> {
     let span = q.span();
     let bad = |what: &str| Err(unsupported(what.to_string(), SUPPORTED_QUERY, span));
     if q.with.is_some() {
@@ -174,41 +178,20 @@ fn check_query(q: &ast::Query) -> Result<(), SqlError> {
 fn check_select(s: &ast::Select) -> Result<Vec<String>, SqlError> {
     let span = s.span();
     let bad = |what: String| Err(unsupported(what, SUPPORTED_QUERY, span));
-    if let Some(d) = &s.distinct {
-        return bad(format!("`{d}`"));
-    }
-    if s.top.is_some() {
-        return bad("TOP".into());
-    }
-    if s.into.is_some() {
-        return bad("SELECT INTO".into());
-    }
-    if !s.lateral_views.is_empty() {
-        return bad("LATERAL VIEW".into());
-    }
-    if s.prewhere.is_some() {
-        return bad("PREWHERE".into());
-    }
+    check_clauses(s, SUPPORTED_QUERY)?;
     match &s.group_by {
         ast::GroupByExpr::Expressions(v, m) if v.is_empty() && m.is_empty() => {}
         g => {
             return bad(format!(
-                "`{g}` (aggregates are computed per event over sliding windows; use \
-                 PARTITION BY in the window)"
+                "`{g}` without a window table function in FROM (per-event metrics use \
+                 PARTITION BY in the window; a windowed aggregation groups FROM \
+                 TABLE(TUMBLE(TABLE <stream>, DESCRIPTOR(<time column>), <size>)) BY \
+                 <columns>, window_start, window_end)"
             ))
         }
     }
     if let Some(h) = &s.having {
         return bad(format!("HAVING `{h}`"));
-    }
-    if s.qualify.is_some() {
-        return bad("QUALIFY".into());
-    }
-    if !s.cluster_by.is_empty() || !s.distribute_by.is_empty() || !s.sort_by.is_empty() {
-        return bad("CLUSTER/DISTRIBUTE/SORT BY".into());
-    }
-    if s.connect_by.is_some() || s.value_table_mode.is_some() || s.exclude.is_some() {
-        return bad("CONNECT BY/SELECT AS/EXCLUDE".into());
     }
     let [from] = s.from.as_slice() else {
         if s.from.is_empty() {
@@ -239,8 +222,46 @@ fn check_select(s: &ast::Select) -> Result<Vec<String>, SqlError> {
             SUPPORTED_QUERY,
             from.relation.span(),
         )),
+        ast::TableFactor::TableFunction { .. } => Err(unsupported(
+            format!("FROM `{}` here", from.relation),
+            "windowed aggregations (window table functions) run as jobs: `spillway run` and \
+             `spillway explain`",
+            from.relation.span(),
+        )),
         other => Err(unsupported(format!("FROM `{other}`"), SUPPORTED_QUERY, other.span())),
     }
+}
+
+/// Rejects the SELECT clauses no Spillway query has (`DISTINCT`, `TOP`, `INTO`, ...);
+/// `supported` describes the query shape for the message.
+pub(super) fn check_clauses(s: &ast::Select, supported: &str) -> Result<(), SqlError> {
+    let span = s.span();
+    let bad = |what: String| Err(unsupported(what, supported, span));
+    if let Some(d) = &s.distinct {
+        return bad(format!("`{d}`"));
+    }
+    if s.top.is_some() {
+        return bad("TOP".into());
+    }
+    if s.into.is_some() {
+        return bad("SELECT INTO".into());
+    }
+    if !s.lateral_views.is_empty() {
+        return bad("LATERAL VIEW".into());
+    }
+    if s.prewhere.is_some() {
+        return bad("PREWHERE".into());
+    }
+    if s.qualify.is_some() {
+        return bad("QUALIFY".into());
+    }
+    if !s.cluster_by.is_empty() || !s.distribute_by.is_empty() || !s.sort_by.is_empty() {
+        return bad("CLUSTER/DISTRIBUTE/SORT BY".into());
+    }
+    if s.connect_by.is_some() || s.value_table_mode.is_some() || s.exclude.is_some() {
+        return bad("CONNECT BY/SELECT AS/EXCLUDE".into());
+    }
+    Ok(())
 }
 
 /// The `WINDOW name AS (...)` definitions, compiled.
@@ -349,6 +370,54 @@ fn metric(
     windows: &mut Vec<WindowSpec>,
 ) -> Result<(MetricSpec, String), SqlError> {
     let span = e.span();
+    let call = aggregate_call(f, e, scope, Over::Required)?;
+    let Some(over) = &f.over else { unreachable!("aggregate_call checked OVER") };
+    let spec = match over {
+        ast::WindowType::NamedWindow(id) => named.get(id)?.clone(),
+        ast::WindowType::WindowSpec(ws) => window_spec(ws, scope, span)?,
+    };
+    let window = match windows.iter().position(|w| *w == spec) {
+        Some(i) => i,
+        None => {
+            windows.push(spec);
+            windows.len() - 1
+        }
+    };
+    let AggCall { agg, arg, arg_type, filter, name } = call;
+    Ok((MetricSpec { agg, arg, arg_type, filter, window }, name))
+}
+
+/// An aggregate call compiled: what [`aggregate_call`] returns.
+#[derive(Clone, Debug)]
+pub(super) struct AggCall {
+    /// The function.
+    pub agg: AggKind,
+    /// Its argument (`None` for `COUNT(*)`).
+    pub arg: Option<Expr>,
+    /// The argument's type.
+    pub arg_type: Option<DataType>,
+    /// `FILTER (WHERE ..)`.
+    pub filter: Option<Expr>,
+    /// The default output name, e.g. `sum(amount)`.
+    pub name: String,
+}
+
+/// Whether an aggregate call must have `OVER` (a per-event metric) or must not have it
+/// (an aggregate of a windowed `GROUP BY`, see [`super::tvf`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Over {
+    Required,
+    Forbidden,
+}
+
+/// Compiles `agg(...) [FILTER (WHERE ..)]` (checking `OVER` as `over` says).
+pub(super) fn aggregate_call(
+    f: &ast::Function,
+    e: &ast::Expr,
+    scope: &Scope<'_>,
+    over: Over,
+) -> Result<AggCall, SqlError> {
+    let span = e.span();
     let fname = match f.name.0.as_slice() {
         [p] => p.as_ident().map(|i| i.value.to_ascii_lowercase()),
         _ => None,
@@ -363,17 +432,30 @@ fn metric(
         };
         return Err(unsupported(format!("{what} `{}`", f.name), SUPPORTED_AGGS, span));
     }
-    let Some(over) = &f.over else {
-        return Err(unsupported(
-            format!("aggregate `{e}` without OVER"),
-            &format!(
-                "sliding-window aggregates only: add OVER <window>, e.g. `{e} OVER (PARTITION \
-                 BY <column> ORDER BY <time column> RANGE BETWEEN INTERVAL '5' MINUTE \
-                 PRECEDING AND CURRENT ROW)`"
-            ),
-            span,
-        ));
-    };
+    match (over, &f.over) {
+        (Over::Required, None) => {
+            return Err(unsupported(
+                format!("aggregate `{e}` without OVER"),
+                &format!(
+                    "sliding-window aggregates: add OVER <window>, e.g. `{e} OVER (PARTITION \
+                     BY <column> ORDER BY <time column> RANGE BETWEEN INTERVAL '5' MINUTE \
+                     PRECEDING AND CURRENT ROW)`; or a windowed aggregation: FROM \
+                     TABLE(TUMBLE(TABLE <stream>, DESCRIPTOR(<time column>), <size>)) GROUP \
+                     BY <columns>, window_start, window_end"
+                ),
+                span,
+            ));
+        }
+        (Over::Forbidden, Some(w)) => {
+            return Err(unsupported(
+                format!("`OVER {w}` in a windowed aggregation"),
+                "plain aggregates: the window is the one the window table function in FROM \
+                 assigns",
+                span,
+            ));
+        }
+        _ => {}
+    }
     if !matches!(f.parameters, ast::FunctionArguments::None) {
         return Err(unsupported(format!("parametric aggregate `{e}`"), SUPPORTED_AGGS, span));
     }
@@ -533,18 +615,6 @@ fn metric(
     let filter =
         f.filter.as_ref().map(|w| compile_predicate(w, scope, "FILTER (WHERE ..)")).transpose()?;
 
-    let spec = match over {
-        ast::WindowType::NamedWindow(id) => named.get(id)?.clone(),
-        ast::WindowType::WindowSpec(ws) => window_spec(ws, scope, span)?,
-    };
-    let window = match windows.iter().position(|w| *w == spec) {
-        Some(i) => i,
-        None => {
-            windows.push(spec);
-            windows.len() - 1
-        }
-    };
-
     let mut name = match (&agg, &arg) {
         (AggKind::CountStar, _) => "count(*)".to_string(),
         (AggKind::CountDistinct, Some(a)) => format!("count(distinct {a})"),
@@ -557,7 +627,7 @@ fn metric(
     if let Some(flt) = &filter {
         name.push_str(&format!(" filter (where {flt})"));
     }
-    Ok((MetricSpec { agg, arg, arg_type, filter, window }, name))
+    Ok(AggCall { agg, arg, arg_type, filter, name })
 }
 
 /// Compiles a window definition (`PARTITION BY .. ORDER BY <time> RANGE ..`).
@@ -819,7 +889,7 @@ fn decimal_times(amount: &str, unit: i128) -> Option<i128> {
     i.checked_mul(unit)?.checked_add(frac_part / scale)
 }
 
-fn interval_nanos(iv: &ast::Interval, e: &ast::Expr) -> Result<i128, SqlError> {
+pub(super) fn interval_nanos(iv: &ast::Interval, e: &ast::Expr) -> Result<i128, SqlError> {
     let span = e.span();
     if let Some(last) = &iv.last_field {
         return Err(unsupported(
