@@ -8,6 +8,7 @@ mod engine_cmd;
 #[cfg(feature = "kafka")]
 mod kafka_cmd;
 mod shared_cmd;
+mod windows_bench_cmd;
 mod workload_cmd;
 mod workload_run;
 
@@ -106,6 +107,10 @@ enum BenchCommand {
     /// operator) or shared (each event once, windows hold references), per pattern count
     /// and store; peak state bytes, events/s, p99 and whether the window results are equal.
     Shared(shared_cmd::SharedBenchArgs),
+    /// Windowed aggregation (TUMBLE and HOP SUM/COUNT per card, NEXMark q5's shape) on
+    /// generated payments, the stores side by side (RocksDB state is the Flink-style
+    /// baseline), with throughput against Flink's published q5 figure per core.
+    Windows(windows_bench_cmd::WindowsBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -430,6 +435,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Checkpoint(args)) => bench_checkpoint(args),
         Command::Bench(BenchCommand::Cache(args)) => cache_bench_cmd::run(args),
         Command::Bench(BenchCommand::Shared(args)) => shared_cmd::run(&args),
+        Command::Bench(BenchCommand::Windows(args)) => windows_bench_cmd::run(args),
         Command::Trace(workload_cmd::TraceCommand::Gen(args)) => workload_run::gen(args),
         Command::Trace(workload_cmd::TraceCommand::Stats(args)) => workload_cmd::stats(args),
         Command::Trace(workload_cmd::TraceCommand::Convert(args)) => {

@@ -683,7 +683,7 @@ impl WindowAgg {
             if end - 1 <= wm {
                 // A late event in a fired window: fire it again (EventTimeTrigger).
                 let group = std::mem::take(&mut self.group);
-                let r = self.emit_aligned(end, &group, rows);
+                let r = self.emit_aligned(end, &group, rows, false);
                 self.group = group;
                 r?;
                 self.stats.late_updates += 1;
@@ -745,11 +745,8 @@ impl WindowAgg {
             for g in &keys {
                 match self.sessions_ns {
                     None => {
-                        self.emit_aligned(end, g, rows)?;
+                        self.emit_aligned(end, g, rows, clean)?;
                         self.stats.fired += 1;
-                        if clean {
-                            self.drop_aligned(end, g)?;
-                        }
                     }
                     Some(_) => {
                         if self.fire_session(end, g, rows, clean)? {
@@ -790,8 +787,15 @@ impl WindowAgg {
         Ok(())
     }
 
-    /// Emits the row of the aligned window ending at `end` for `group`.
-    fn emit_aligned(&mut self, end: i64, group: &[u8], rows: &mut Vec<Vec<Value>>) -> Result<()> {
+    /// Emits the row of the aligned window ending at `end` for `group`; with `take`,
+    /// also deletes its state (in the same store access).
+    fn emit_aligned(
+        &mut self,
+        end: i64,
+        group: &[u8],
+        rows: &mut Vec<Vec<Value>>,
+        take: bool,
+    ) -> Result<()> {
         self.key.clear();
         self.key.extend_from_slice(&time_key(end));
         self.key.extend_from_slice(group);
@@ -799,13 +803,24 @@ impl WindowAgg {
             let mut r = std::mem::take(&mut self.results[ni]);
             r.clear();
             let set = &self.plan.nodes[ni].set;
-            let found = self.store.get_into(self.ns[ni], &self.key, &mut self.buf)?;
-            let done = if found {
-                set.try_results(&self.buf, &mut r)
-            } else {
+            let mut done = Ok(());
+            let mut found = false;
+            if take {
+                self.store.rmw(self.ns[ni], &self.key, &mut |old, _| match old {
+                    Some(v) => {
+                        found = true;
+                        done = set.try_results(v, &mut r);
+                        Rmw::Delete
+                    }
+                    None => Rmw::Keep,
+                })?;
+            } else if self.store.get_into(self.ns[ni], &self.key, &mut self.buf)? {
+                found = true;
+                done = set.try_results(&self.buf, &mut r);
+            }
+            if !found {
                 set.empty_results(&mut r);
-                Ok(())
-            };
+            }
             self.results[ni] = r;
             done.map_err(|e| self.state_err(ni, e))?;
         }

@@ -35,9 +35,20 @@
 //!   `sum(amount)`; two outputs with the same name (compared case-insensitively) are an
 //!   error.
 //! - Not supported (each gives an error naming the construct): aggregates without
-//!   `OVER`, ranking/offset window functions (`ROW_NUMBER`, `LAG`, ...), `GROUP BY`,
+//!   `OVER`, ranking/offset window functions (`ROW_NUMBER`, `LAG`, ...), `GROUP BY`
+//!   (except in a windowed aggregation, below),
 //!   `HAVING`, `ORDER BY`/`LIMIT` on the query, joins, subqueries, `SELECT *`, `DISTINCT`,
 //!   and scalar expressions as SELECT items.
+//!
+//! # Windowed aggregation
+//!
+//! A query whose `FROM` is a window table function (`FROM TABLE(TUMBLE(TABLE payments,
+//! DESCRIPTOR(ts), INTERVAL '5' MINUTE))`, also `HOP`, `CUMULATE`, `SESSION`) and that
+//! groups by `window_start, window_end` is a windowed aggregation ([`WindowedQuery`]):
+//! one row per window and group key when the window fires, computed by
+//! [`crate::window_agg`]. [`parse`] tells the two shapes apart; Flink's `TABLE <name>`
+//! argument is parsed by this module's dialect (`sqlparser`'s generic dialect has no
+//! such argument).
 //!
 //! # Windows and bounds
 //!
