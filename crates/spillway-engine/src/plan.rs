@@ -6,13 +6,16 @@
 //! one group-by node, whose aggregates form one [`AggSet`] stored as one value per
 //! partition key in the group-by's store namespace. Windows share boundaries: a boundary
 //! is a time offset behind the frontier plus whether an event exactly on it has passed;
-//! every window has an enter boundary (its frame end) and an exit boundary (its frame
-//! start). The boundary `(0, inclusive)` is the arrival itself: no cursor is needed.
+//! every `RANGE` window has an enter boundary (its frame end) and, unless it is
+//! `UNBOUNDED PRECEDING`, an exit boundary (its frame start). The boundary
+//! `(0, inclusive)` is the arrival itself: no cursor is needed. A `ROWS` window has no
+//! boundary: its group-by nodes keep their partitions' last rows in a second namespace
+//! (see [`crate::runtime`]), and nothing of it is read back from the reservoir.
 
 use std::fmt::{self, Write as _};
 
 use crate::aggregate::{AggKind, AggSet};
-use crate::sql::{Expr, Frame, QuerySpec, SelectItem};
+use crate::sql::{Expr, Frame, QuerySpec, RangeFrame, SelectItem, MAX_ROWS_PRECEDING};
 use crate::value::{DataType, Schema};
 
 /// A line in time that events pass as the frontier advances: an event `x` has passed
@@ -44,12 +47,15 @@ impl Boundary {
 /// A window node: one frame.
 #[derive(Clone, Debug)]
 pub struct WindowNode {
-    /// The frame (offsets and openness).
+    /// The frame.
     pub frame: Frame,
-    /// Index into [`Plan::boundaries`] of the boundary where events enter.
-    pub enter: usize,
-    /// Index into [`Plan::boundaries`] of the boundary where events leave.
-    pub exit: usize,
+    /// Index into [`Plan::boundaries`] of the boundary where events enter (`None` for a
+    /// `ROWS` frame: its events enter at arrival, through the kept rows).
+    pub enter: Option<usize>,
+    /// Index into [`Plan::boundaries`] of the boundary where events leave (`None` for
+    /// `UNBOUNDED PRECEDING`, where nothing leaves, and for a `ROWS` frame, whose events
+    /// leave by count).
+    pub exit: Option<usize>,
     /// Filter nodes under this window.
     pub filters: Vec<usize>,
 }
@@ -80,6 +86,9 @@ pub struct GroupNode {
     pub set: AggSet,
     /// Store namespace holding this node's state.
     pub namespace: String,
+    /// Under a `ROWS` frame: the store namespace of the partitions' kept rows (see
+    /// [`crate::runtime`]) and the frame's `n` (rows before the current one).
+    pub rows: Option<(String, u64)>,
 }
 
 /// Where an output column's value comes from.
@@ -111,7 +120,10 @@ pub struct Plan {
     pub groups: Vec<GroupNode>,
     /// Output columns: name and source.
     pub outputs: Vec<(String, OutputSource)>,
-    /// Longest frame start (how far behind the frontier events are still needed).
+    /// How far behind the frontier the window cursors reach: the largest boundary offset
+    /// (a bounded `RANGE` frame's start, an `UNBOUNDED PRECEDING` frame's end; `ROWS`
+    /// frames have none). Older events are not needed from the reservoir: `UNBOUNDED`
+    /// and `ROWS` windows hold what they need in the state store.
     pub max_start: i64,
 }
 
@@ -127,14 +139,44 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
-fn enter_boundary(frame: &Frame) -> Boundary {
+fn enter_boundary(frame: &RangeFrame) -> Boundary {
     Boundary { offset: frame.end, inclusive: !frame.end_open }
 }
 
-fn exit_boundary(frame: &Frame) -> Boundary {
+fn exit_boundary(frame: &RangeFrame) -> Option<Boundary> {
     // An event leaves a `[t-S, ..` window once `x.time < T - S`; an `(t-S, ..` window
     // once `x.time <= T - S`.
-    Boundary { offset: frame.start, inclusive: frame.start_open }
+    frame.start.map(|start| Boundary { offset: start, inclusive: frame.start_open })
+}
+
+/// Rejects a frame no query produces: a `RANGE` frame that starts after it ends or can
+/// hold no event, a `ROWS` frame beyond [`MAX_ROWS_PRECEDING`].
+fn check_frame(f: &Frame) -> Result<(), PlanError> {
+    match f {
+        Frame::Range(r) => {
+            if r.end < 0 || r.start.is_some_and(|start| start < r.end) {
+                return Err(PlanError(format!(
+                    "window frame {f} starts after it ends; the PRECEDING offset of the start must be at least the end's"
+                )));
+            }
+            if r.start == Some(r.end) && (r.start_open || r.end_open) {
+                return Err(PlanError(format!("window frame {f} can never hold an event")));
+            }
+            if r.start.is_none() && r.start_open {
+                return Err(PlanError(format!(
+                    "window frame {f}: an UNBOUNDED PRECEDING start cannot be open"
+                )));
+            }
+        }
+        Frame::Rows { preceding } => {
+            if *preceding > MAX_ROWS_PRECEDING {
+                return Err(PlanError(format!(
+                    "window frame {f} holds more than {MAX_ROWS_PRECEDING} rows before the current one; use a RANGE frame for longer windows"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Plan {
@@ -161,21 +203,20 @@ impl Plan {
         let mut window_of_spec = Vec::with_capacity(query.windows.len());
         for spec in &query.windows {
             let f = spec.frame;
-            if f.start < f.end || f.end < 0 {
-                return Err(PlanError(format!(
-                    "window frame {f} starts after it ends; the PRECEDING offset of the start must be at least the end's"
-                )));
-            }
-            if f.start == f.end && (f.start_open || f.end_open) {
-                return Err(PlanError(format!("window frame {f} can never hold an event")));
-            }
+            check_frame(&f)?;
             let existing = plan.windows.iter().position(|w| w.frame == f);
             let w = match existing {
                 Some(w) => w,
                 None => {
-                    let enter = boundary_of(enter_boundary(&f), &mut plan);
-                    let exit = boundary_of(exit_boundary(&f), &mut plan);
-                    plan.max_start = plan.max_start.max(f.start);
+                    let (enter, exit) = match &f {
+                        Frame::Range(r) => {
+                            let enter = boundary_of(enter_boundary(r), &mut plan);
+                            let exit = exit_boundary(r).map(|b| boundary_of(b, &mut plan));
+                            plan.max_start = plan.max_start.max(r.start.unwrap_or(r.end));
+                            (Some(enter), exit)
+                        }
+                        Frame::Rows { .. } => (None, None),
+                    };
                     plan.windows.push(WindowNode { frame: f, enter, exit, filters: Vec::new() });
                     plan.windows.len() - 1
                 }
@@ -218,6 +259,12 @@ impl Plan {
                         Some(gi) => gi,
                         None => {
                             let gi = plan.groups.len();
+                            let rows = match plan.windows[w].frame {
+                                Frame::Rows { preceding } => {
+                                    Some((format!("g{gi}.rows"), preceding))
+                                }
+                                Frame::Range(_) => None,
+                            };
                             plan.groups.push(GroupNode {
                                 filter: fi,
                                 window: w,
@@ -225,6 +272,7 @@ impl Plan {
                                 aggs: Vec::new(),
                                 set: AggSet::new(&[]),
                                 namespace: format!("g{gi}"),
+                                rows,
                             });
                             plan.filters[fi].groups.push(gi);
                             gi
@@ -251,6 +299,11 @@ impl Plan {
             let kinds: Vec<(AggKind, Option<DataType>)> =
                 g.aggs.iter().map(|(k, _, t)| (*k, *t)).collect();
             g.set = AggSet::new(&kinds);
+            if plan.windows[g.window].exit.is_none() && g.rows.is_none() {
+                // UNBOUNDED PRECEDING: nothing is ever evicted, so MIN/MAX and
+                // FIRST_VALUE/LAST_VALUE keep only what a late event can still change.
+                g.set = AggSet::new(&kinds).without_evictions();
+            }
         }
         Ok(plan)
     }
@@ -278,8 +331,7 @@ impl Plan {
             .iter()
             .filter(|b| **b != Boundary::ARRIVAL)
             .map(|b| {
-                let f =
-                    Frame { start: b.offset, start_open: false, end: b.offset, end_open: false };
+                let f = Frame::range(b.offset, false, b.offset, false);
                 let at = f.display(tu).to_string();
                 // "[t-5m, t-5m]" -> "t-5m"
                 let at = at.trim_start_matches('[').split(',').next().unwrap_or("").to_string();
@@ -321,9 +373,13 @@ impl Plan {
                     } else {
                         g.partition_by.iter().map(|&i| field(i)).collect::<Vec<_>>().join(", ")
                     };
+                    let rows = match &g.rows {
+                        Some((ns, n)) => format!(", last {} rows in `{ns}`", n + 1),
+                        None => String::new(),
+                    };
                     let _ = writeln!(
                         s,
-                        "{}GroupBy {by} -> state namespace `{}`",
+                        "{}GroupBy {by} -> state namespace `{}`{rows}",
                         pad(depth + 3),
                         g.namespace
                     );

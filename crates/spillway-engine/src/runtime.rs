@@ -21,11 +21,48 @@
 //! Costs per event in order: one read-modify-write per group-by node the event enters,
 //! one per node an expiring event leaves, one reservoir append and one reservoir read per
 //! cursor. A late event adds a scan of the events within `L` of the frontier.
+//!
+//! ## `UNBOUNDED PRECEDING`
+//! A window with no start has an enter boundary and no exit boundary: its events enter
+//! as above and never leave, so it adds no cursor at its start and keeps no event in the
+//! reservoir (the cursor of an end `> 0` still does, until events pass it). A late
+//! event's result removes the newer events as above; there are no evicted events to
+//! re-add. Its aggregate sets are built [`without_evictions`](AggSet::without_evictions).
+//!
+//! ## `ROWS BETWEEN n PRECEDING AND CURRENT ROW`
+//! A `ROWS` window counts rows, not time, so it has no boundary and no cursor. Each of
+//! its group-by nodes keeps, per partition key, the partition's rows (time, arrival
+//! sequence, whether the row passes the node's `FILTER`, its aggregate arguments) at
+//! consecutive positions in (time, arrival) order in a second namespace (`g<i>.rows`),
+//! and in its own namespace a header (first and next position) beside the running
+//! [`AggSet`] state of the last `n + 1` rows (layout: `aggregate::rows`). All of it is
+//! in the store, so checkpoints carry it with the rest of the state.
+//!
+//! * An event in order is appended: one header read and write, one row write, the row
+//!   that leaves the last `n + 1` read back for its eviction (and deleted, when `L = 0`),
+//!   plus the AggSet insert and evict. Its result is the running state.
+//! * With lateness `L > 0` a partition keeps, besides its last `n + 1` rows, every row
+//!   within `L` of the frontier and the `n + 1` rows before those (all a late event's
+//!   window can reach). The header keeps the time of the row `n + 1` after the oldest
+//!   kept one, so the oldest row is dropped (one delete and one read) as soon as that
+//!   row is `L` behind the frontier, without reading rows to decide: O(1) amortized.
+//! * A late event (`T - L <= t < T`) is put at its place: the `k` rows after it (all
+//!   within `L`) move up one position. If `k <= n` it is among the last `n + 1` rows: it
+//!   enters the running state and the oldest row leaves; its own result is a copy of
+//!   the running state without those `k` rows (`remove_recent`), with it and the up to
+//!   `k - 1` rows before the running window's start inserted. If `k > n` the running
+//!   state does not change and its result is computed from the `n` rows before it. A
+//!   late event costs O(k + min(k, n)) row reads and writes.
+//!
+//! Like an `UNBOUNDED PRECEDING` state, a partition's last rows stay in the store after
+//! it goes quiet (its next event needs them): state grows with the number of partitions
+//! times `n + 1` rows.
 
 use std::collections::VecDeque;
 
 use spillway_store::{Ns, Rmw, StateStore};
 
+use crate::aggregate::rows::{decode_row, put_row, row_key, KeptRow, RowsHeader};
 use crate::aggregate::{AggSet, AggStateError};
 use crate::error::{Error, Result};
 use crate::plan::{Boundary, OutputSource, Plan};
@@ -122,6 +159,11 @@ enum Action {
 struct StateSide {
     store: Box<dyn StateStore>,
     ns: Vec<Ns>,
+    /// Per group: the namespace of its kept rows (`ROWS` windows only).
+    rows_ns: Vec<Option<Ns>>,
+    /// Scratch of the `ROWS` updates: a header value and a row key.
+    rows_buf: Vec<u8>,
+    rows_key: Vec<u8>,
     lateness: i64,
     /// Partition key of the current event per group.
     cur_keys: Vec<Vec<u8>>,
@@ -163,7 +205,7 @@ impl StateSide {
     ) -> Result<()> {
         let window = &plan.windows[w];
         let horizon = EventKey {
-            time: frontier.saturating_sub(window.frame.end).saturating_sub(self.lateness),
+            time: frontier.saturating_sub(window.frame.end()).saturating_sub(self.lateness),
             seq: 0,
         };
         for &fi in &window.filters {
@@ -242,6 +284,256 @@ impl StateSide {
         }
         Ok(())
     }
+
+    /// The current event `x` arrives at the `ROWS` group-by node `gi` (whatever its
+    /// `FILTER` says: the frame counts the partition's rows): `x` is put among the
+    /// partition's kept rows, the running state of the last `n + 1` rows follows, rows no
+    /// late event can reach any more are dropped, and `x`'s own result is captured (see
+    /// the module docs).
+    fn rows_arrive(&mut self, plan: &Plan, gi: usize, x: &Event, frontier: i64) -> Result<()> {
+        let group = &plan.groups[gi];
+        let (Some((rows_name, n)), Some(rns)) = (&group.rows, self.rows_ns[gi]) else {
+            return Ok(());
+        };
+        let n = *n;
+        let set = &group.set;
+        let err = |e: AggStateError| state_err(gi, plan, e);
+        let passes =
+            plan.filters[group.filter].predicate.as_ref().is_none_or(|p| p.eval_bool(&x.row));
+        if passes {
+            eval_args(plan, gi, &x.row, &mut self.args);
+        }
+        let args = passes.then_some(&self.args[..]);
+        let ekey = x.key();
+        let lateness = self.lateness;
+        // Every kept row a late event can still move past is at or after this key.
+        let horizon = EventKey { time: frontier.saturating_sub(lateness), seq: 0 };
+        let hns = self.ns[gi];
+        let pk: &[u8] = &self.cur_keys[gi];
+        let mut rows = RowAccess {
+            store: self.store.as_mut(),
+            ns: rns,
+            name: rows_name,
+            pk,
+            aggs: group.aggs.len(),
+            key: std::mem::take(&mut self.rows_key),
+            buf: Vec::new(),
+        };
+        let mut hbuf = std::mem::take(&mut self.rows_buf);
+        let (mut h, mut state) = if rows.store.get_into(hns, pk, &mut hbuf)? {
+            let (h, st) = RowsHeader::split(&hbuf).map_err(err)?;
+            (h, st.to_vec())
+        } else {
+            (RowsHeader::default(), set.empty_state().to_vec())
+        };
+        let mut out = Vec::new();
+        // Applies one AggSet step to `state`.
+        let mut step = |state: &mut Vec<u8>, f: &mut AggStep<'_>| -> Result<()> {
+            f(state, &mut out).map_err(err)?;
+            std::mem::swap(state, &mut out);
+            Ok(())
+        };
+
+        // (1) Its place: after every kept row, unless it is late; then the rows after it
+        // (newest first in `after`) move up one position.
+        let mut after: Vec<KeptRow> = Vec::new();
+        let mut pos = h.tail;
+        if x.time < frontier {
+            while pos > h.head {
+                let r = rows.read(pos - 1)?;
+                if r.key < ekey {
+                    break;
+                }
+                rows.write_buf(pos)?;
+                after.push(r);
+                pos -= 1;
+            }
+            if pos == h.head && h.head > 0 {
+                return Err(Error::State(format!(
+                    "namespace `{rows_name}`: the late event at time {} seq {} falls before the \
+                     oldest kept row of its partition (position {}); the store does not match \
+                     the allowed lateness",
+                    x.time, x.seq, h.head
+                )));
+            }
+        }
+        let mut row = Vec::new();
+        put_row(&mut row, ekey, args);
+        rows.write(pos, &row)?;
+        let tail_before = h.tail;
+        h.tail += 1;
+        let k = after.len() as u64;
+
+        // (2) The running state of the last n + 1 rows, and `x`'s own window when it is
+        // not that one (`own`).
+        let mut own: Option<Vec<u8>> = None;
+        if k <= n {
+            if k > 0 {
+                // The running window without the k rows after `x`, with `x` and the rows
+                // before the running window's start that `x`'s window reaches.
+                let mut c = state.clone();
+                for r in &after {
+                    if let Some(a) = &r.args {
+                        step(&mut c, &mut |old, o| set.try_remove_recent(old, o, r.key, a))?;
+                    }
+                }
+                if let Some(a) = args {
+                    step(&mut c, &mut |old, o| set.try_insert(Some(old), o, ekey, a, horizon))?;
+                }
+                let window_start = h.head.max(tail_before.saturating_sub(n + 1));
+                for p in (h.head.max(pos.saturating_sub(n))..window_start).rev() {
+                    let r = rows.read(p)?;
+                    if let Some(a) = &r.args {
+                        step(&mut c, &mut |old, o| {
+                            set.try_insert(Some(old), o, r.key, a, horizon)
+                        })?;
+                    }
+                }
+                own = Some(c);
+            }
+            if let Some(a) = args {
+                step(&mut state, &mut |old, o| set.try_insert(Some(old), o, ekey, a, horizon))?;
+            }
+            if h.tail - h.head > n + 1 {
+                // The row that leaves the last n + 1 (before `x`'s place, so not moved).
+                let q = h.tail - n - 2;
+                let r = if lateness == 0 {
+                    // Without lateness only the last n + 1 rows are kept.
+                    while h.head < q {
+                        rows.delete(h.head)?;
+                        h.head += 1;
+                    }
+                    h.head = q + 1;
+                    rows.take(q)?
+                } else {
+                    rows.read(q)?
+                };
+                if let Some(a) = &r.args {
+                    step(&mut state, &mut |old, o| set.try_evict(old, o, r.key, a).map(|_| ()))?;
+                }
+            }
+        } else {
+            // Not among the last n + 1 rows: its window is it and the n rows before it.
+            let mut c = set.empty_state().to_vec();
+            for p in h.head.max(pos.saturating_sub(n))..pos {
+                let r = rows.read(p)?;
+                if let Some(a) = &r.args {
+                    step(&mut c, &mut |old, o| set.try_insert(Some(old), o, r.key, a, horizon))?;
+                }
+            }
+            if let Some(a) = args {
+                step(&mut c, &mut |old, o| set.try_insert(Some(old), o, ekey, a, horizon))?;
+            }
+            own = Some(c);
+        }
+
+        // (3) With lateness, drop the oldest row once the n + 1 rows after it are L behind
+        // the frontier: no late event's window reaches it then.
+        if lateness > 0 {
+            let g = h.head + n + 1;
+            if g < h.tail && pos <= g {
+                h.guard = if pos == g { x.time } else { rows.read(g)?.key.time };
+            }
+            let settled = frontier.saturating_sub(lateness);
+            while h.head + n + 1 < h.tail && h.guard <= settled {
+                rows.delete(h.head)?;
+                h.head += 1;
+                let g = h.head + n + 1;
+                if g < h.tail {
+                    h.guard = rows.read(g)?.key.time;
+                }
+            }
+        }
+
+        hbuf.clear();
+        h.put(&mut hbuf);
+        hbuf.extend_from_slice(&state);
+        rows.store.put(hns, pk, &hbuf)?;
+        self.rows_key = rows.key;
+        self.rows_buf = hbuf;
+        let slot = &mut self.slots[gi];
+        slot.clear();
+        set.try_results(own.as_ref().unwrap_or(&state), slot).map_err(err)?;
+        self.filled[gi] = true;
+        self.updates += 1;
+        Ok(())
+    }
+}
+
+/// One AggSet operation from an old state into an empty buffer (see `rows_arrive`).
+type AggStep<'a> = dyn FnMut(&[u8], &mut Vec<u8>) -> std::result::Result<(), AggStateError> + 'a;
+
+/// The kept rows of one partition of a `ROWS` group-by node, by position (see
+/// [`crate::aggregate::rows`] for their layout).
+struct RowAccess<'a> {
+    store: &'a mut dyn StateStore,
+    ns: Ns,
+    name: &'a str,
+    pk: &'a [u8],
+    aggs: usize,
+    key: Vec<u8>,
+    /// The bytes of the row read last.
+    buf: Vec<u8>,
+}
+
+impl RowAccess<'_> {
+    fn missing(&self, pos: u64) -> Error {
+        Error::State(format!(
+            "namespace `{}`: the kept row at position {pos} of a partition is missing; the \
+             store does not match the partition's header",
+            self.name
+        ))
+    }
+
+    fn decode(&self, pos: u64) -> Result<KeptRow> {
+        decode_row(&self.buf, self.aggs).map_err(|e| {
+            Error::State(format!("namespace `{}`: kept row at position {pos}: {e}", self.name))
+        })
+    }
+
+    fn read(&mut self, pos: u64) -> Result<KeptRow> {
+        row_key(self.pk, pos, &mut self.key);
+        if !self.store.get_into(self.ns, &self.key, &mut self.buf)? {
+            return Err(self.missing(pos));
+        }
+        self.decode(pos)
+    }
+
+    /// Reads and deletes the row at `pos`.
+    fn take(&mut self, pos: u64) -> Result<KeptRow> {
+        row_key(self.pk, pos, &mut self.key);
+        let buf = &mut self.buf;
+        buf.clear();
+        let mut found = false;
+        self.store.rmw(self.ns, &self.key, &mut |old, _| match old {
+            Some(v) => {
+                buf.extend_from_slice(v);
+                found = true;
+                Rmw::Delete
+            }
+            None => Rmw::Keep,
+        })?;
+        if !found {
+            return Err(self.missing(pos));
+        }
+        self.decode(pos)
+    }
+
+    fn write(&mut self, pos: u64, row: &[u8]) -> Result<()> {
+        row_key(self.pk, pos, &mut self.key);
+        Ok(self.store.put(self.ns, &self.key, row)?)
+    }
+
+    /// Writes the row read last at `pos`.
+    fn write_buf(&mut self, pos: u64) -> Result<()> {
+        row_key(self.pk, pos, &mut self.key);
+        Ok(self.store.put(self.ns, &self.key, &self.buf)?)
+    }
+
+    fn delete(&mut self, pos: u64) -> Result<()> {
+        row_key(self.pk, pos, &mut self.key);
+        Ok(self.store.delete(self.ns, &self.key)?)
+    }
 }
 
 /// The runtime of one query.
@@ -252,6 +544,8 @@ pub struct Runtime {
     cursors: Vec<Cursor>,
     /// Windows entered at arrival.
     arrival_enters: Vec<usize>,
+    /// Group-by nodes under `ROWS` windows (updated at arrival through their kept rows).
+    rows_groups: Vec<usize>,
     reservoir: Reservoir,
     state: StateSide,
     counters: Counters,
@@ -287,9 +581,9 @@ impl Runtime {
         for b in order {
             let boundary = plan.boundaries[b];
             let enters: Vec<usize> =
-                (0..plan.windows.len()).filter(|&w| plan.windows[w].enter == b).collect();
+                (0..plan.windows.len()).filter(|&w| plan.windows[w].enter == Some(b)).collect();
             let exits: Vec<usize> =
-                (0..plan.windows.len()).filter(|&w| plan.windows[w].exit == b).collect();
+                (0..plan.windows.len()).filter(|&w| plan.windows[w].exit == Some(b)).collect();
             if boundary == Boundary::ARRIVAL {
                 arrival_enters = enters;
                 continue;
@@ -304,9 +598,16 @@ impl Runtime {
             cursors.push(Cursor { boundary, res, buf_pos, recent: recent.into(), enters, exits });
         }
         let mut ns = Vec::new();
+        let mut rows_ns = Vec::new();
         for g in &plan.groups {
             ns.push(store.namespace(&g.namespace)?);
+            rows_ns.push(match &g.rows {
+                Some((name, _)) => Some(store.namespace(name)?),
+                None => None,
+            });
         }
+        let rows_groups: Vec<usize> =
+            (0..plan.groups.len()).filter(|&gi| plan.groups[gi].rows.is_some()).collect();
         let groups = plan.groups.len();
         let (frontier, buffer, counters) = match snapshot {
             Some(s) => (s.frontier, s.buffer.into(), s.counters),
@@ -318,10 +619,14 @@ impl Runtime {
             buffer,
             cursors,
             arrival_enters,
+            rows_groups,
             reservoir,
             state: StateSide {
                 store,
                 ns,
+                rows_ns,
+                rows_buf: Vec::new(),
+                rows_key: Vec::new(),
                 lateness: allowed_lateness,
                 cur_keys: vec![Vec::new(); groups],
                 slots: vec![Vec::new(); groups],
@@ -340,13 +645,15 @@ impl Runtime {
     /// Store namespaces a runtime of `plan` needs (open the store with these).
     pub fn namespaces(plan: &Plan) -> Vec<String> {
         let mut v: Vec<String> = plan.groups.iter().map(|g| g.namespace.clone()).collect();
+        v.extend(plan.groups.iter().filter_map(|g| g.rows.as_ref().map(|(ns, _)| ns.clone())));
         v.push(META_NAMESPACE.to_string());
         v
     }
 
     /// The declarations of [`namespaces`](Self::namespaces) with their access hints:
     /// every aggregation state is one small value per (group-by node, key), read and
-    /// rewritten in place per event ([`AccessHint::Point`](spillway_store::AccessHint));
+    /// rewritten in place per event ([`AccessHint::Point`](spillway_store::AccessHint)),
+    /// and a `ROWS` window's kept rows are one small value per (node, key, position);
     /// the checkpoint metadata is a few point values too. A store with several layouts
     /// (adaptive) keeps them all in its hash layout.
     pub fn namespace_specs(plan: &Plan) -> Vec<spillway_store::NamespaceSpec> {
@@ -547,6 +854,9 @@ impl Runtime {
         for &w in &self.arrival_enters {
             self.state.apply(&self.plan, w, &self.buffer[pos], Action::Enter, frontier)?;
         }
+        for &gi in &self.rows_groups {
+            self.state.rows_arrive(&self.plan, gi, &self.buffer[pos], frontier)?;
+        }
         for c in &mut self.cursors {
             if c.buf_pos > pos {
                 c.buf_pos += 1;
@@ -641,10 +951,14 @@ impl Runtime {
             let group = &self.plan.groups[gi];
             let window = &self.plan.windows[group.window];
             let filter = &self.plan.filters[group.filter];
-            let enter = self.plan.boundaries[window.enter];
-            let exit = self.plan.boundaries[window.exit];
+            // A ROWS node computed the event's own result at arrival (`rows_arrive`).
+            let Some(enter) = window.enter else { continue };
+            let enter = self.plan.boundaries[enter];
+            let exit = window.exit.map(|b| self.plan.boundaries[b]);
             let horizon = EventKey {
-                time: frontier.saturating_sub(window.frame.end).saturating_sub(self.state.lateness),
+                time: frontier
+                    .saturating_sub(window.frame.end())
+                    .saturating_sub(self.state.lateness),
                 seq: 0,
             };
             let mut state: Option<Vec<u8>> =
@@ -672,7 +986,7 @@ impl Runtime {
             for x in newer {
                 if enter.passed(x.time, t)
                     || !enter.passed(x.time, frontier)
-                    || exit.passed(x.time, frontier)
+                    || exit.is_some_and(|exit| exit.passed(x.time, frontier))
                 {
                     continue;
                 }
@@ -689,10 +1003,13 @@ impl Runtime {
                     state = Some(std::mem::take(&mut out));
                 }
             }
-            // Evicted events still inside this event's window.
-            let c = self.cursors.iter().find(|c| c.boundary == exit).expect("cursor per boundary");
-            for x in &c.recent {
-                if exit.passed(x.time, t) || !enter.passed(x.time, t) {
+            // Evicted events still inside this event's window (none without a start).
+            let evicted = exit.map(|exit| {
+                let c = self.cursors.iter().find(|c| c.boundary == exit);
+                c.expect("cursor per boundary").recent.iter()
+            });
+            for x in evicted.into_iter().flatten() {
+                if exit.is_some_and(|exit| exit.passed(x.time, t)) || !enter.passed(x.time, t) {
                     continue;
                 }
                 if !selected(x, &mut key) {

@@ -241,6 +241,7 @@ pub(crate) fn pct_result(
 // [tagged value (NULL allowed)][entry_len u32].
 
 /// Adds event `key` with value `v` (NULL kept: RESPECT NULLS) at its key position.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn fl_insert(
     sec: &[u8],
     base: usize,
@@ -248,6 +249,8 @@ pub(crate) fn fl_insert(
     out: &mut Vec<u8>,
     key: EventKey,
     v: Option<Scalar<'_>>,
+    horizon: EventKey,
+    compact: bool,
 ) -> Result<(), AggStateError> {
     let list = EntryList { bytes: sec, base, agg };
     let q = list.upper_bound_from_back(0, sec.len(), key)?;
@@ -255,6 +258,28 @@ pub(crate) fn fl_insert(
     out.extend_from_slice(&sec[..q]);
     put_entry(out, key, v);
     out.extend_from_slice(&sec[q..]);
+    if compact {
+        // Entries before the horizon only leave by eviction, which never comes: of them
+        // only the oldest (FIRST_VALUE) and the newest (LAST_VALUE once the later ones
+        // are removed from a copy) can still be a result.
+        let start = at + 4;
+        let list = EntryList { bytes: &out[start..], base, agg };
+        let first = list.at(0)?;
+        if first.key < horizon {
+            let mut last = first;
+            while last.end < list.bytes.len() {
+                let e = list.at(last.end)?;
+                if e.key >= horizon {
+                    break;
+                }
+                last = e;
+            }
+            let (from, to) = (start + first.end, start + last.start);
+            if from < to {
+                out.drain(from..to);
+            }
+        }
+    }
     end_section(out, at, agg)
 }
 

@@ -14,7 +14,9 @@
 //! them. The rest is the *tail*: events at or after the horizon, kept raw because
 //! `remove_recent` may take any of them out, so none of them may drop an older entry yet.
 //! An insert first folds the tail entries that fell below its horizon into the monotonic
-//! part (a monotonic push each), then places the new event at its key position.
+//! part (a monotonic push each), then places the new event at its key position. In a
+//! window that never evicts (`UNBOUNDED PRECEDING`) the monotonic part is cut to its
+//! front after every insert.
 
 use super::codec::{begin_section, end_section, put_entry, put_u32, Entry, EntryList, Scalar};
 use super::AggStateError;
@@ -98,7 +100,9 @@ fn push(
 }
 
 /// Adds event `key` with value `x` under `horizon`; writes the whole section (with its
-/// length prefix) to `out`.
+/// length prefix) to `out`. With `compact` (a window that never evicts) the monotonic
+/// part keeps only its front, the best stable entry: the others would only matter after
+/// the front's eviction.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn insert(
     sec: &[u8],
@@ -109,6 +113,7 @@ pub(crate) fn insert(
     x: Scalar<'_>,
     horizon: EventKey,
     max: bool,
+    compact: bool,
 ) -> Result<(), AggStateError> {
     let (mono_end, list) = parse(sec, base, agg)?;
     let bytes = list.bytes;
@@ -158,6 +163,10 @@ pub(crate) fn insert(
     }
     if !x_done {
         push(out, start, agg, max, x, |o| put_entry(o, key, Some(x)))?;
+    }
+    if compact && out.len() > start {
+        let front = EntryList { bytes: &out[start..], base: 0, agg }.at(0)?;
+        out.truncate(start + front.end);
     }
     let mono_len = out.len() - start;
     if stable_x {

@@ -21,6 +21,10 @@
 //!   event's own result). It is exact for every aggregate.
 //! * An insert may place an event older than everything in the state (re-adding evicted
 //!   events to a copy): every aggregate puts it at its key position.
+//! * A set built with [`AggSet::without_evictions`] (an `UNBOUNDED PRECEDING` window) is
+//!   never evicted from; its inserts drop the entries before the horizon that no result
+//!   can need any more, so MIN/MAX and FIRST_VALUE/LAST_VALUE keep O(1) entries plus those
+//!   at or after the horizon instead of growing with the window.
 //! * NULL handling is SQL's: aggregates skip NULL arguments, except `COUNT(*)` (counts rows)
 //!   and `FIRST_VALUE`/`LAST_VALUE` (RESPECT NULLS). On no non-NULL input COUNT gives 0 and
 //!   every other aggregate NULL; `VAR_SAMP`/`STDDEV_SAMP` need two values.
@@ -82,6 +86,8 @@ mod codec;
 mod holistic;
 mod minmax;
 mod numeric;
+pub mod ostree;
+pub(crate) mod rows;
 #[cfg(test)]
 mod tests;
 
@@ -262,6 +268,11 @@ pub enum AggStateError {
         /// The event's key.
         key: EventKey,
     },
+    /// An evict on a set built [`without_evictions`](AggSet::without_evictions).
+    NoEvictions {
+        /// The event's key.
+        key: EventKey,
+    },
     /// The set was built by [`AggSet::new`] from an aggregate / type pair that
     /// [`AggKind::result_type`] rejects.
     Invalid {
@@ -334,6 +345,12 @@ impl fmt::Display for AggStateError {
             AggStateError::Invalid { agg, message } => {
                 write!(f, "aggregate #{agg} is invalid: {message}")
             }
+            AggStateError::NoEvictions { key } => write!(
+                f,
+                "cannot evict the event at time {} seq {}: the aggregate set was built without \
+                 evictions (an UNBOUNDED PRECEDING window)",
+                key.time, key.seq
+            ),
         }
     }
 }
@@ -449,6 +466,8 @@ pub struct AggSet {
     aggs: Vec<(AggKind, Option<DataType>)>,
     ops: Vec<Op>,
     empty: Vec<u8>,
+    /// False for a set built [`without_evictions`](AggSet::without_evictions).
+    evicts: bool,
 }
 
 impl AggSet {
@@ -462,7 +481,25 @@ impl AggSet {
         for op in &ops {
             op.put_empty(&mut empty);
         }
-        AggSet { aggs: aggs.to_vec(), ops, empty }
+        AggSet { aggs: aggs.to_vec(), ops, empty, evicts: true }
+    }
+
+    /// The same set for a window that never evicts (`UNBOUNDED PRECEDING`): an insert
+    /// also drops what no later operation can need, so the states of MIN/MAX and
+    /// FIRST_VALUE/LAST_VALUE stop growing with the window. Of the events before the
+    /// horizon (which only an eviction could take out) MIN/MAX keep the best one and
+    /// FIRST_VALUE/LAST_VALUE the oldest and the newest; events at or after it stay, for
+    /// [`remove_recent`](AggSet::remove_recent). The state layout is unchanged. Evicting
+    /// from such a set is an error ([`AggStateError::NoEvictions`]).
+    #[must_use]
+    pub fn without_evictions(mut self) -> AggSet {
+        self.evicts = false;
+        self
+    }
+
+    /// False for a set built [`without_evictions`](AggSet::without_evictions).
+    pub fn evicts(&self) -> bool {
+        self.evicts
     }
 
     /// Like [`AggSet::new`], but rejects a pair that [`AggKind::result_type`] rejects.
@@ -628,6 +665,10 @@ impl AggSet {
         if args.len() != self.ops.len() {
             return Err(AggStateError::ArgCount { expected: self.ops.len(), found: args.len() });
         }
+        if !self.evicts && matches!(step, Step::Evict) {
+            return Err(AggStateError::NoEvictions { key });
+        }
+        let compact = !self.evicts;
         out.clear();
         out.reserve(old.len() + 64);
         let mut r = Reader::new(old);
@@ -668,7 +709,7 @@ impl AggSet {
                     match (Scalar::of(arg, *ty, agg, name)?, step) {
                         (None, _) => copy_section(out, sec, agg)?,
                         (Some(x), Step::Insert(h)) => {
-                            minmax::insert(sec, base, agg, out, key, x, h, *max)?
+                            minmax::insert(sec, base, agg, out, key, x, h, *max, compact)?
                         }
                         (Some(_), Step::Evict) => minmax::evict(sec, base, agg, out, key)?,
                         (Some(_), Step::RemoveRecent) => {
@@ -697,7 +738,9 @@ impl AggSet {
                     let sec = r.section()?;
                     let v = Scalar::of(arg, *ty, agg, name)?;
                     match step {
-                        Step::Insert(_) => holistic::fl_insert(sec, base, agg, out, key, v)?,
+                        Step::Insert(h) => {
+                            holistic::fl_insert(sec, base, agg, out, key, v, h, compact)?
+                        }
                         Step::Evict => holistic::fl_remove(sec, base, agg, out, key, true, name)?,
                         Step::RemoveRecent => {
                             holistic::fl_remove(sec, base, agg, out, key, false, name)?

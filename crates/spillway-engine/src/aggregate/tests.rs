@@ -246,6 +246,17 @@ fn op_strategy() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The operations on a window that never evicts (`UNBOUNDED PRECEDING`): no evictions,
+/// so nothing to re-add on a late-result copy either.
+fn append_only_op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (any::<bool>(), prop::option::weighted(0.2, 0u8..6), any::<[u8; 5]>(), any::<u8>())
+            .prop_map(|(tie, late, vals, nulls)| Op::Insert { tie, late, vals, nulls }),
+        2 => (0u8..8).prop_map(Op::Horizon),
+        2 => (1u8..6, any::<u8>()).prop_map(|(k, order)| Op::Late { k, order, readd: 0 }),
+    ]
+}
+
 /// Column values from random bytes: small ints (ties likely), huge ints, floats with
 /// occasional specials, short strings (with a NUL sometimes), bools.
 fn values(vals: [u8; 5], nulls: u8) -> Vec<Value> {
@@ -298,6 +309,10 @@ struct Model {
 impl Model {
     fn new() -> Model {
         let (set, cols) = model_set();
+        Model::with_set(set, cols)
+    }
+
+    fn with_set(set: AggSet, cols: Vec<usize>) -> Model {
         Model {
             set,
             cols,
@@ -473,6 +488,19 @@ proptest! {
         m.apply(&Op::Evict(255))?;
         m.apply(&Op::Evict(255))?;
         prop_assert!(m.window.is_empty() && m.state.is_none());
+    }
+
+    /// The same with a set built without evictions (an `UNBOUNDED PRECEDING` window),
+    /// whose inserts drop what no result can need any more.
+    #[test]
+    fn append_only_differential_against_brute_force(
+        ops in prop::collection::vec(append_only_op_strategy(), 1..160),
+    ) {
+        let (set, cols) = model_set();
+        let mut m = Model::with_set(set.without_evictions(), cols);
+        for op in &ops {
+            m.apply(op)?;
+        }
     }
 
     /// The borrowed key encoding used by COUNT(DISTINCT) is byte-for-byte
@@ -891,4 +919,47 @@ fn variance_shift_resets_when_values_leave() {
     }
     let Value::Float(v) = results(&set, &s)[0] else { panic!("not a float") };
     assert!((v - 7.0 / 3.0).abs() < 1e-12, "{v}");
+}
+
+/// Without evictions MIN/MAX and FIRST_VALUE/LAST_VALUE keep O(1) entries besides those at
+/// or after the horizon, however long the window: a running MIN over a rising series (the
+/// monotonic deque's worst case) and FIRST/LAST over 10 000 events stay a few entries.
+#[test]
+fn append_only_states_stay_small() {
+    let kinds = [AggKind::Min, AggKind::Max, AggKind::FirstValue, AggKind::LastValue];
+    let aggs: Vec<(AggKind, Option<DataType>)> =
+        kinds.iter().map(|&k| (k, Some(DataType::Int))).collect();
+    let bounded = AggSet::new(&aggs).without_evictions();
+    assert!(!bounded.evicts() && AggSet::new(&aggs).evicts());
+    let mut state: Option<Vec<u8>> = None;
+    for i in 0..10_000i64 {
+        let args = vec![Value::Int(i); 4];
+        let mut out = Vec::new();
+        // The horizon trails the newest event by 3 time units (the allowed lateness).
+        bounded.insert(state.as_deref(), &mut out, k(i, i as u64), &args, k(i - 3, 0));
+        state = Some(out);
+    }
+    let state = state.unwrap();
+    // 4 tail entries (29 bytes each) per aggregate, plus 1 (MIN, MAX) or 2 (FIRST, LAST).
+    assert!(state.len() < 1024, "state of {} bytes", state.len());
+    assert_eq!(
+        results(&bounded, &state),
+        vec![Value::Int(0), Value::Int(9_999), Value::Int(0), Value::Int(9_999)]
+    );
+    // A late-result copy can still take out the events at or after the horizon.
+    let mut copy = state.clone();
+    for i in (9_997..10_000).rev() {
+        let mut out = Vec::new();
+        bounded.remove_recent(&copy, &mut out, k(i, i as u64), &vec![Value::Int(i); 4]);
+        copy = out;
+    }
+    assert_eq!(
+        results(&bounded, &copy),
+        vec![Value::Int(0), Value::Int(9_996), Value::Int(0), Value::Int(9_996)]
+    );
+    let mut out = Vec::new();
+    assert_eq!(
+        bounded.try_evict(&state, &mut out, k(0, 0), &vec![Value::Int(0); 4]),
+        Err(AggStateError::NoEvictions { key: k(0, 0) })
+    );
 }

@@ -58,14 +58,15 @@
 //! named in a `WINDOW w AS (...)` clause (`WINDOW w2 AS w1` aliases work; refining a named
 //! window, `OVER (w ...)`, does not). Identical windows are shared.
 //!
-//! The frame must be `RANGE`, and it must be bounded: for the current event at time `t`,
-//! the window holds the events of its partition whose time `x` lies between the two
-//! bounds. Frame offsets are durations, written `INTERVAL 'n' UNIT` (`NANOSECOND`,
+//! A `RANGE` frame is a time range: for the current event at time `t`, the window holds
+//! the events of its partition whose time `x` lies between the two bounds. Frame offsets
+//! are durations, written `INTERVAL 'n' UNIT` (`NANOSECOND`,
 //! `MICROSECOND`, `MILLISECOND`, `SECOND`, `MINUTE`, `HOUR`, `DAY`, `WEEK`; `n` may be a
 //! decimal such as `'1.5'` if the result is whole), `INTERVAL '5 minutes'` (also
 //! `'1 hour 30 minutes'`, `'250 ms'`), or a plain non-negative integer counted in the time
 //! column's unit. A duration must be a whole number of time-column units (e.g.
-//! `INTERVAL '1' MILLISECOND` is an error when time is in seconds).
+//! `INTERVAL '1' MILLISECOND` is an error when time is in seconds). A `ROWS` frame counts
+//! rows instead (below).
 //!
 //! | SQL frame                                                              | window          |
 //! |------------------------------------------------------------------------|-----------------|
@@ -76,14 +77,41 @@
 //! | `RANGE BETWEEN OPEN(INTERVAL '5' MINUTE) PRECEDING AND CURRENT ROW`    | `(t-5m, t]`     |
 //! | `RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND OPEN(0) PRECEDING`    | `[t-5m, t)`     |
 //! | `RANGE BETWEEN INTERVAL '6' MINUTE PRECEDING AND OPEN(INTERVAL '1' MINUTE) PRECEDING` | `[t-6m, t-1m)` |
+//! | `RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW` (running total)    | `[unbounded, t]` |
+//! | `RANGE UNBOUNDED PRECEDING` (short form of the above)                  | `[unbounded, t]` |
+//! | `RANGE BETWEEN UNBOUNDED PRECEDING AND INTERVAL '1' MINUTE PRECEDING`  | `[unbounded, t-1m]` |
+//! | `RANGE BETWEEN UNBOUNDED PRECEDING AND OPEN(0) PRECEDING`              | `[unbounded, t)` |
+//! | `ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW` (the same window)   | `[unbounded, t]` |
+//! | `ROWS BETWEEN 9 PRECEDING AND CURRENT ROW`                             | `rows[9 preceding, current]` |
+//! | `ROWS 9 PRECEDING` (short form of the above)                           | `rows[9 preceding, current]` |
 //!
 //! Both SQL bounds are inclusive, as in SQL (`CURRENT ROW` is offset 0, inclusive, so it
 //! includes events tied in time with the current one). `OPEN(...)` around an offset is
 //! Spillway's extension that makes that bound exclusive: `(t-W, t]` is pandas'
 //! `rolling(W)`, `[t-W, t)` excludes the current event and its time-ties (Railgun's
 //! definition), and `[t-D-W, t-D)` is a window delayed by `D`. The start must not be
-//! after the end, and a window may not be empty. `ROWS`/`GROUPS` frames, `UNBOUNDED`,
-//! `FOLLOWING` and a missing frame (SQL's default is unbounded) are errors.
+//! after the end, and a window may not be empty.
+//!
+//! `UNBOUNDED PRECEDING` starts the window at the partition's first event: a running
+//! total that nothing ever leaves (the state holds it, the event reservoir does not).
+//!
+//! `ROWS BETWEEN n PRECEDING AND CURRENT ROW` holds the current event and the `n` events
+//! of its partition just before it, in time order with time-ties in arrival order (as
+//! PostgreSQL and Flink order peers), among the events that arrived no later than it: for
+//! an event at time `t`, the last `n + 1` of the partition's events with time `<= t`.
+//! A late event's window is the `n + 1` events at or before it; a later event's window
+//! includes the late one if it is among its last `n + 1`. `n` is a non-negative integer
+//! literal, at most [`MAX_ROWS_PRECEDING`]; `ROWS BETWEEN CURRENT ROW AND CURRENT ROW` is
+//! `n = 0`. The rows are counted after the query's `WHERE`, and `FILTER (WHERE ..)`
+//! chooses which of them the aggregate sees, as in SQL: `COUNT(*) FILTER (WHERE big) OVER
+//! (ROWS 9 PRECEDING)` counts the big events among the last ten, not the last ten big
+//! events.
+//!
+//! Errors, each naming the construct: `GROUPS` frames, `FOLLOWING` (windows cannot look
+//! ahead), `UNBOUNDED FOLLOWING`, `UNBOUNDED PRECEDING` as a frame's end, a `ROWS` frame
+//! that ends before the current row or whose offset is not an integer (`ROWS` with an
+//! `INTERVAL`, `OPEN(..)`), more than [`MAX_ROWS_PRECEDING`] rows, and a missing frame
+//! (SQL's default would be `RANGE UNBOUNDED PRECEDING`; Spillway asks for it explicitly).
 //!
 //! The result of a window for event `e` covers only events that arrived no later than
 //! `e` (see the engine's semantics).
@@ -220,25 +248,45 @@ pub struct MetricSpec {
     pub window: usize,
 }
 
-/// A sliding window: partitioning columns and a time frame.
+/// A sliding window: partitioning columns and a frame.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WindowSpec {
     /// Partitioning field indices, in order (empty: one global partition).
     pub partition_by: Vec<usize>,
-    /// The time frame.
+    /// The frame.
     pub frame: Frame,
 }
 
-/// A time frame relative to the current event's time `t`, in the schema's time unit.
+/// The largest `n` of `ROWS BETWEEN n PRECEDING AND CURRENT ROW`. A late event's result
+/// may read back up to `n` kept rows of its partition (see [`crate::runtime`]), so `n`
+/// bounds that work.
+pub const MAX_ROWS_PRECEDING: u64 = 100_000;
+
+/// Which events of the current event's partition a window holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Frame {
+    /// `RANGE`: the events whose time lies between two bounds relative to the current
+    /// event's time.
+    Range(RangeFrame),
+    /// `ROWS BETWEEN n PRECEDING AND CURRENT ROW`: the current event and the `n` events
+    /// of its partition just before it in (time, arrival) order.
+    Rows {
+        /// `n`, at most [`MAX_ROWS_PRECEDING`].
+        preceding: u64,
+    },
+}
+
+/// A `RANGE` frame relative to the current event's time `t`, in the schema's time unit.
 ///
 /// An event at time `x` of the current event's partition is in the window iff
-/// `t - start <= x` (`<` if `start_open`) and `x <= t - end` (`<` if `end_open`).
-/// Always `start >= end >= 0`, and the window is never empty.
+/// `t - start <= x` (`<` if `start_open`; no lower bound when `start` is `None`) and
+/// `x <= t - end` (`<` if `end_open`). Always `start >= end >= 0`, and the window is
+/// never empty.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Frame {
-    /// Offset of the oldest bound (`t - start`).
-    pub start: i64,
-    /// True when the start bound is exclusive.
+pub struct RangeFrame {
+    /// Offset of the oldest bound (`t - start`); `None` for `UNBOUNDED PRECEDING`.
+    pub start: Option<i64>,
+    /// True when the start bound is exclusive (always false when unbounded).
     pub start_open: bool,
     /// Offset of the newest bound (`t - end`).
     pub end: i64,
@@ -246,17 +294,53 @@ pub struct Frame {
     pub end_open: bool,
 }
 
-impl Frame {
+impl RangeFrame {
     /// True when an event at time `x` is in the window of an event at time `t`.
     pub fn contains(&self, t: i64, x: i64) -> bool {
-        let lo = i128::from(t) - i128::from(self.start);
         let hi = i128::from(t) - i128::from(self.end);
         let x = i128::from(x);
-        (if self.start_open { lo < x } else { lo <= x })
-            && (if self.end_open { x < hi } else { x <= hi })
+        let after_start = match self.start {
+            None => true,
+            Some(start) => {
+                let lo = i128::from(t) - i128::from(start);
+                if self.start_open {
+                    lo < x
+                } else {
+                    lo <= x
+                }
+            }
+        };
+        after_start && (if self.end_open { x < hi } else { x <= hi })
+    }
+}
+
+impl Frame {
+    /// The bounded `RANGE` frame `[t-start, t-end]`, each bound exclusive when `*_open`.
+    pub fn range(start: i64, start_open: bool, end: i64, end_open: bool) -> Frame {
+        Frame::Range(RangeFrame { start: Some(start), start_open, end, end_open })
     }
 
-    /// Renders the frame with durations in `unit`, e.g. `[t-5m, t]` or `(t-6m, t-1m)`.
+    /// `RANGE BETWEEN UNBOUNDED PRECEDING AND ..`: `[unbounded, t-end]` (`)` if `end_open`).
+    pub fn unbounded(end: i64, end_open: bool) -> Frame {
+        Frame::Range(RangeFrame { start: None, start_open: false, end, end_open })
+    }
+
+    /// `ROWS BETWEEN preceding PRECEDING AND CURRENT ROW`.
+    pub fn rows(preceding: u64) -> Frame {
+        Frame::Rows { preceding }
+    }
+
+    /// Offset of the newest bound behind the current event's time: the `RANGE` end, 0
+    /// for `ROWS` (which ends at the current row).
+    pub fn end(&self) -> i64 {
+        match self {
+            Frame::Range(r) => r.end,
+            Frame::Rows { .. } => 0,
+        }
+    }
+
+    /// Renders the frame with durations in `unit`, e.g. `[t-5m, t]`, `(t-6m, t-1m)`,
+    /// `[unbounded, t]` or `rows[9 preceding, current]`.
     pub fn display(&self, unit: TimeUnit) -> impl fmt::Display + '_ {
         FrameDisplay { frame: self, unit: Some(unit) }
     }
@@ -287,9 +371,17 @@ fn write_offset(f: &mut fmt::Formatter<'_>, off: i64, unit: Option<TimeUnit>) ->
 
 impl fmt::Display for FrameDisplay<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let fr = self.frame;
-        f.write_str(if fr.start_open { "(" } else { "[" })?;
-        write_offset(f, fr.start, self.unit)?;
+        let fr = match self.frame {
+            Frame::Range(r) => r,
+            Frame::Rows { preceding } => return write!(f, "rows[{preceding} preceding, current]"),
+        };
+        match fr.start {
+            None => f.write_str("[unbounded")?,
+            Some(start) => {
+                f.write_str(if fr.start_open { "(" } else { "[" })?;
+                write_offset(f, start, self.unit)?;
+            }
+        }
         f.write_str(", ")?;
         write_offset(f, fr.end, self.unit)?;
         f.write_str(if fr.end_open { ")" } else { "]" })

@@ -11,7 +11,9 @@ use sqlparser::tokenizer::Token;
 
 use super::dialect::FlinkDialect;
 use super::expr::{compile, compile_predicate, Scope};
-use super::{loc, Expr, Frame, MetricSpec, QuerySpec, SelectItem, SqlError, WindowSpec};
+use super::{
+    loc, Expr, Frame, MetricSpec, QuerySpec, SelectItem, SqlError, WindowSpec, MAX_ROWS_PRECEDING,
+};
 use crate::aggregate::AggKind;
 use crate::value::{DataType, Schema, Value};
 
@@ -23,8 +25,10 @@ const SUPPORTED_AGGS: &str = "COUNT(*), COUNT(x), COUNT(DISTINCT x), SUM, AVG, M
      x), FIRST_VALUE, LAST_VALUE, each with OVER <window>";
 
 const SUPPORTED_FRAME: &str = "RANGE BETWEEN <offset> PRECEDING AND CURRENT ROW, RANGE BETWEEN \
-     <offset> PRECEDING AND <offset> PRECEDING, where <offset> is INTERVAL 'n' UNIT, an integer \
-     in the time column's unit, or OPEN(<offset>) for an exclusive bound";
+     <offset> PRECEDING AND <offset> PRECEDING, RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT \
+     ROW (or AND <offset> PRECEDING), where <offset> is INTERVAL 'n' UNIT, an integer in the \
+     time column's unit, or OPEN(<offset>) for an exclusive bound; ROWS BETWEEN <n> PRECEDING \
+     AND CURRENT ROW with an integer 0 <= n <= 100000";
 
 /// True for the names of the aggregates Spillway computes.
 pub(crate) fn is_aggregate_name(lower: &str) -> bool {
@@ -689,8 +693,8 @@ fn window_spec(
             format!("OVER ({ws})"),
             format!(
                 "the window has no frame (SQL's default frame is unbounded); add e.g. `RANGE \
-                 BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW`. Supported: \
-                 {SUPPORTED_FRAME}"
+                 BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW`, or `RANGE UNBOUNDED \
+                 PRECEDING` for a running total. Supported: {SUPPORTED_FRAME}"
             ),
             span,
         ));
@@ -707,22 +711,58 @@ fn frame_spec(
         Some(end) => format!("{} BETWEEN {} AND {end}", fr.units, fr.start_bound),
         None => format!("{} {}", fr.units, fr.start_bound),
     };
-    if fr.units != ast::WindowFrameUnits::Range {
-        return Err(unsupported(
-            format!("{} frame `{text}` (windows are time ranges)", fr.units),
+    let look_ahead = |b: &ast::WindowFrameBound| {
+        unsupported(
+            format!("`{b}` in the {} frame `{text}` (windows cannot look ahead)", fr.units),
             SUPPORTED_FRAME,
+            span,
+        )
+    };
+    for b in std::iter::once(&fr.start_bound).chain(&fr.end_bound) {
+        if matches!(b, ast::WindowFrameBound::Following(_)) {
+            return Err(look_ahead(b));
+        }
+    }
+    if matches!(fr.end_bound, Some(ast::WindowFrameBound::Preceding(None))) {
+        return Err(invalid(
+            &text,
+            "UNBOUNDED PRECEDING can only start a frame; end it with CURRENT ROW or <offset> \
+             PRECEDING"
+                .into(),
             span,
         ));
     }
+    match fr.units {
+        ast::WindowFrameUnits::Range => range_frame(fr, &text, scope, span),
+        ast::WindowFrameUnits::Rows => rows_frame(fr, &text, span),
+        ast::WindowFrameUnits::Groups => Err(unsupported(
+            format!("GROUPS frame `{text}` (windows are time ranges or row counts)"),
+            SUPPORTED_FRAME,
+            span,
+        )),
+    }
+}
+
+/// A `RANGE` frame (bounds other than `FOLLOWING` and a trailing `UNBOUNDED PRECEDING`,
+/// which [`frame_spec`] rejected).
+fn range_frame(
+    fr: &ast::WindowFrame,
+    text: &str,
+    scope: &Scope<'_>,
+    span: sqlparser::tokenizer::Span,
+) -> Result<Frame, SqlError> {
     let unit_nanos = scope.schema.time_unit().nanos();
-    let (start, start_open) = bound(&fr.start_bound, unit_nanos, scope, span)?;
     let (end, end_open) = match &fr.end_bound {
         Some(b) => bound(b, unit_nanos, scope, span)?,
         None => (0, false),
     };
+    if matches!(fr.start_bound, ast::WindowFrameBound::Preceding(None)) {
+        return Ok(Frame::unbounded(end, end_open));
+    }
+    let (start, start_open) = bound(&fr.start_bound, unit_nanos, scope, span)?;
     if start < end {
         return Err(invalid(
-            &text,
+            text,
             format!(
                 "the frame starts after it ends ({} is nearer to the current row than {})",
                 fr.start_bound,
@@ -733,15 +773,100 @@ fn frame_spec(
     }
     if start == end && (start_open || end_open) {
         return Err(invalid(
-            &text,
+            text,
             "the frame is empty (an open bound at equal offsets)".into(),
             span,
         ));
     }
-    Ok(Frame { start, start_open, end, end_open })
+    Ok(Frame::range(start, start_open, end, end_open))
 }
 
-/// A frame bound as (offset in time units, exclusive?).
+/// A `ROWS` frame: `n PRECEDING` (or `CURRENT ROW`, `n = 0`) to `CURRENT ROW`, or
+/// `UNBOUNDED PRECEDING` to `CURRENT ROW`, which is the `RANGE` frame `[unbounded, t]`
+/// (time-ties of the current event arrived before it, so they precede it in both).
+fn rows_frame(
+    fr: &ast::WindowFrame,
+    text: &str,
+    span: sqlparser::tokenizer::Span,
+) -> Result<Frame, SqlError> {
+    match &fr.end_bound {
+        None | Some(ast::WindowFrameBound::CurrentRow) => {}
+        Some(b) => {
+            return Err(unsupported(
+                format!(
+                    "ROWS frame `{text}` ending at `{b}` (a ROWS frame ends at the current row)"
+                ),
+                SUPPORTED_FRAME,
+                span,
+            ))
+        }
+    }
+    let n = match &fr.start_bound {
+        ast::WindowFrameBound::CurrentRow => 0,
+        ast::WindowFrameBound::Preceding(None) => return Ok(Frame::unbounded(0, false)),
+        ast::WindowFrameBound::Preceding(Some(e)) => rows_count(e, text)?,
+        ast::WindowFrameBound::Following(_) => unreachable!("frame_spec rejects FOLLOWING"),
+    };
+    Ok(Frame::rows(n))
+}
+
+/// The `n` of `ROWS BETWEEN n PRECEDING ..`: a non-negative integer literal up to
+/// [`MAX_ROWS_PRECEDING`].
+fn rows_count(e: &ast::Expr, text: &str) -> Result<u64, SqlError> {
+    let span = e.span();
+    match e {
+        ast::Expr::Nested(inner) => rows_count(inner, text),
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(digits, _) => {
+                let n: u64 = digits.parse().map_err(|_| {
+                    invalid(
+                        e,
+                        format!(
+                            "a ROWS frame offset counts rows: a non-negative integer, found \
+                             `{digits}` in `{text}`"
+                        ),
+                        span,
+                    )
+                })?;
+                if n > MAX_ROWS_PRECEDING {
+                    return Err(invalid(
+                        e,
+                        format!(
+                            "a ROWS frame holds at most {MAX_ROWS_PRECEDING} rows before the \
+                             current one (`{text}` asks for {n}); for longer windows use a \
+                             RANGE frame"
+                        ),
+                        span,
+                    ));
+                }
+                Ok(n)
+            }
+            _ => Err(unsupported(
+                format!("ROWS frame offset `{e}` in `{text}`"),
+                "a non-negative integer number of rows",
+                span,
+            )),
+        },
+        ast::Expr::Interval(_) => Err(unsupported(
+            format!("ROWS frame offset `{e}` in `{text}` (ROWS counts rows)"),
+            "a non-negative integer number of rows; for a time offset use RANGE BETWEEN \
+             <offset> PRECEDING AND CURRENT ROW",
+            span,
+        )),
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, .. } => {
+            Err(invalid(e, format!("a ROWS frame offset must be non-negative (in `{text}`)"), span))
+        }
+        _ => Err(unsupported(
+            format!("ROWS frame offset `{e}` in `{text}`"),
+            "a non-negative integer number of rows (ROWS bounds are inclusive; OPEN(..) is \
+             for RANGE offsets)",
+            span,
+        )),
+    }
+}
+
+/// A `RANGE` frame bound as (offset in time units, exclusive?); `UNBOUNDED` and
+/// `FOLLOWING` are handled by the callers.
 fn bound(
     b: &ast::WindowFrameBound,
     unit_nanos: i64,
@@ -750,13 +875,10 @@ fn bound(
 ) -> Result<(i64, bool), SqlError> {
     match b {
         ast::WindowFrameBound::CurrentRow => Ok((0, false)),
-        ast::WindowFrameBound::Preceding(None) => {
-            Err(unsupported("UNBOUNDED PRECEDING".into(), SUPPORTED_FRAME, span))
-        }
-        ast::WindowFrameBound::Following(_) => {
-            Err(unsupported(format!("`{b}` (windows cannot look ahead)"), SUPPORTED_FRAME, span))
-        }
         ast::WindowFrameBound::Preceding(Some(e)) => offset(e, false, unit_nanos, scope),
+        ast::WindowFrameBound::Preceding(None) | ast::WindowFrameBound::Following(_) => {
+            Err(unsupported(format!("`{b}` here"), SUPPORTED_FRAME, span))
+        }
     }
 }
 

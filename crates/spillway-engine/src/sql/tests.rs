@@ -50,7 +50,7 @@ fn metric(q: &QuerySpec, i: usize) -> &MetricSpec {
 const W5: &str = "RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW";
 
 fn frame(start: i64, start_open: bool, end: i64, end_open: bool) -> Frame {
-    Frame { start, start_open, end, end_open }
+    Frame::range(start, start_open, end, end_open)
 }
 
 #[test]
@@ -166,6 +166,40 @@ fn frames_in_seconds_and_ms() {
             frame(0, false, 0, false),
             frame(0, false, 0, false),
         ),
+        (
+            "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+            Frame::unbounded(0, false),
+            Frame::unbounded(0, false),
+        ),
+        ("RANGE UNBOUNDED PRECEDING", Frame::unbounded(0, false), Frame::unbounded(0, false)),
+        (
+            "RANGE BETWEEN UNBOUNDED PRECEDING AND INTERVAL '1' MINUTE PRECEDING",
+            Frame::unbounded(60, false),
+            Frame::unbounded(60_000, false),
+        ),
+        (
+            "RANGE BETWEEN UNBOUNDED PRECEDING AND OPEN(0) PRECEDING",
+            Frame::unbounded(0, true),
+            Frame::unbounded(0, true),
+        ),
+        (
+            "RANGE BETWEEN UNBOUNDED PRECEDING AND OPEN(INTERVAL '2' SECOND) PRECEDING",
+            Frame::unbounded(2, true),
+            Frame::unbounded(2000, true),
+        ),
+        (
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+            Frame::unbounded(0, false),
+            Frame::unbounded(0, false),
+        ),
+        ("ROWS UNBOUNDED PRECEDING", Frame::unbounded(0, false), Frame::unbounded(0, false)),
+        ("ROWS BETWEEN 5 PRECEDING AND CURRENT ROW", Frame::rows(5), Frame::rows(5)),
+        ("ROWS 5 PRECEDING", Frame::rows(5), Frame::rows(5)),
+        ("rows between (7) preceding and current row", Frame::rows(7), Frame::rows(7)),
+        ("ROWS BETWEEN 0 PRECEDING AND CURRENT ROW", Frame::rows(0), Frame::rows(0)),
+        ("ROWS BETWEEN CURRENT ROW AND CURRENT ROW", Frame::rows(0), Frame::rows(0)),
+        ("ROWS CURRENT ROW", Frame::rows(0), Frame::rows(0)),
+        ("ROWS 100000 PRECEDING", Frame::rows(100_000), Frame::rows(100_000)),
     ];
     for (sql_frame, in_s, in_ms) in cases {
         let sql = format!("SELECT COUNT(*) OVER (ORDER BY ts {sql_frame}) FROM t");
@@ -183,6 +217,27 @@ fn frames_in_seconds_and_ms() {
 }
 
 #[test]
+fn rows_and_unbounded_windows_are_shared_like_any_other() {
+    let q = ok("SELECT COUNT(*) OVER (ORDER BY ts ROWS 3 PRECEDING) AS a, SUM(qty) OVER w AS b,
+                MAX(qty) OVER (ORDER BY ts RANGE UNBOUNDED PRECEDING) AS c,
+                MIN(qty) OVER (ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS d,
+                COUNT(*) FILTER (WHERE flag) OVER (PARTITION BY card ORDER BY ts ROWS 3 PRECEDING) AS e
+         FROM t WINDOW w AS (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)");
+    assert_eq!(
+        q.windows,
+        vec![
+            WindowSpec { partition_by: vec![], frame: Frame::rows(3) },
+            WindowSpec { partition_by: vec![], frame: Frame::unbounded(0, false) },
+            WindowSpec { partition_by: vec![0], frame: Frame::rows(3) },
+        ]
+    );
+    let ws: Vec<usize> = (0..5).map(|i| metric(&q, i).window).collect();
+    assert_eq!(ws, [0, 0, 1, 1, 2]);
+    let e = err("SELECT COUNT(*) OVER (ORDER BY ts) FROM t");
+    assert!(e.contains("`RANGE UNBOUNDED PRECEDING` for a running total"), "{e}");
+}
+
+#[test]
 fn frame_display_and_contains() {
     assert_eq!(frame(300, false, 0, false).display(TimeUnit::S).to_string(), "[t-5m, t]");
     assert_eq!(frame(300, true, 0, false).display(TimeUnit::S).to_string(), "(t-5m, t]");
@@ -192,17 +247,29 @@ fn frame_display_and_contains() {
     );
     assert_eq!(frame(1500, false, 0, false).display(TimeUnit::Ms).to_string(), "[t-1500ms, t]");
     assert_eq!(frame(300, false, 0, true).to_string(), "[t-300, t)");
+    assert_eq!(Frame::unbounded(0, false).display(TimeUnit::S).to_string(), "[unbounded, t]");
+    assert_eq!(Frame::unbounded(60, true).display(TimeUnit::S).to_string(), "[unbounded, t-1m)");
+    assert_eq!(Frame::unbounded(60, false).to_string(), "[unbounded, t-60]");
+    assert_eq!(Frame::rows(9).display(TimeUnit::S).to_string(), "rows[9 preceding, current]");
+    assert_eq!(Frame::rows(0).to_string(), "rows[0 preceding, current]");
+    assert_eq!((Frame::rows(9).end(), Frame::unbounded(7, true).end()), (0, 7));
+    let range =
+        |s: Option<i64>, so, e, eo| RangeFrame { start: s, start_open: so, end: e, end_open: eo };
     let cases = [
-        (frame(5, false, 0, false), [false, true, true, true, false]),
-        (frame(5, true, 0, false), [false, false, true, true, false]),
-        (frame(5, false, 0, true), [false, true, true, false, false]),
-        (frame(5, false, 2, true), [false, true, false, false, false]),
+        (range(Some(5), false, 0, false), [false, true, true, true, false]),
+        (range(Some(5), true, 0, false), [false, false, true, true, false]),
+        (range(Some(5), false, 0, true), [false, true, true, false, false]),
+        (range(Some(5), false, 2, true), [false, true, false, false, false]),
+        (range(None, false, 0, false), [true, true, true, true, false]),
+        (range(None, false, 0, true), [true, true, true, false, false]),
+        (range(None, false, 5, false), [true, true, false, false, false]),
     ];
     // x = t-6, t-5, t-1, t, t+1 with t = 100
     for (fr, want) in cases {
         let got: Vec<bool> = [94, 95, 99, 100, 101].iter().map(|&x| fr.contains(100, x)).collect();
-        assert_eq!(got, want, "{fr}");
+        assert_eq!(got, want, "{fr:?}");
     }
+    assert!(range(None, false, 0, false).contains(100, i64::MIN));
 }
 
 #[test]
@@ -300,21 +367,68 @@ fn unsupported_constructs_are_named() {
         (format!("SELECT DISTINCT card, COUNT(*) {w} FROM t"), "DISTINCT"),
         (format!("SELECT SUM(DISTINCT qty) {w} FROM t"), "DISTINCT in"),
         (
-            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 5 PRECEDING AND CURRENT ROW) FROM t".into(),
-            "ROWS frame",
-        ),
-        (
             "SELECT COUNT(*) OVER (ORDER BY ts GROUPS BETWEEN 5 PRECEDING AND CURRENT ROW) FROM t".into(),
-            "GROUPS frame",
-        ),
-        (
-            "SELECT COUNT(*) OVER (ORDER BY ts RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) FROM t"
-                .into(),
-            "UNBOUNDED PRECEDING",
+            "GROUPS frame `GROUPS BETWEEN 5 PRECEDING AND CURRENT ROW`",
         ),
         (
             "SELECT COUNT(*) OVER (ORDER BY ts RANGE BETWEEN 5 PRECEDING AND 5 FOLLOWING) FROM t".into(),
-            "5 FOLLOWING",
+            "`5 FOLLOWING` in the RANGE frame",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 5 PRECEDING AND 1 FOLLOWING) FROM t".into(),
+            "`1 FOLLOWING` in the ROWS frame `ROWS BETWEEN 5 PRECEDING AND 1 FOLLOWING` (windows cannot look ahead)",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN CURRENT ROW AND 3 FOLLOWING) FROM t".into(),
+            "`3 FOLLOWING` in the ROWS frame",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM t".into(),
+            "`UNBOUNDED FOLLOWING` in the RANGE frame",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) FROM t".into(),
+            "`UNBOUNDED FOLLOWING` in the ROWS frame",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts RANGE BETWEEN 5 PRECEDING AND UNBOUNDED PRECEDING) FROM t".into(),
+            "UNBOUNDED PRECEDING can only start a frame",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 5 PRECEDING AND 2 PRECEDING) FROM t".into(),
+            "ROWS frame `ROWS BETWEEN 5 PRECEDING AND 2 PRECEDING` ending at `2 PRECEDING` (a ROWS frame ends at the current row)",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW) FROM t".into(),
+            "ROWS frame offset `INTERVAL '5' MINUTE` in `ROWS BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW` (ROWS counts rows)",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN OPEN(5) PRECEDING AND CURRENT ROW) FROM t".into(),
+            "ROWS frame offset `OPEN(5)`",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN qty PRECEDING AND CURRENT ROW) FROM t".into(),
+            "ROWS frame offset `qty`",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 1 + 1 PRECEDING AND CURRENT ROW) FROM t".into(),
+            "ROWS frame offset `1 + 1`",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 2.5 PRECEDING AND CURRENT ROW) FROM t".into(),
+            "a ROWS frame offset counts rows: a non-negative integer, found `2.5`",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN -1 PRECEDING AND CURRENT ROW) FROM t".into(),
+            "must be non-negative",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 100001 PRECEDING AND CURRENT ROW) FROM t".into(),
+            "at most 100000 rows before the current one (`ROWS BETWEEN 100001 PRECEDING AND CURRENT ROW` asks for 100001)",
+        ),
+        (
+            "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 99999999999999999999999 PRECEDING AND CURRENT ROW) FROM t".into(),
+            "a non-negative integer",
         ),
         ("SELECT COUNT(*) OVER (ORDER BY ts) FROM t".into(), "no frame"),
         ("SELECT COUNT(*) OVER () FROM t".into(), "without ORDER BY"),
@@ -403,9 +517,14 @@ fn unsupported_constructs_are_named() {
 #[test]
 fn unsupported_messages_say_what_is_supported() {
     let e =
-        err("SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 5 PRECEDING AND CURRENT ROW) FROM t");
+        err("SELECT COUNT(*) OVER (ORDER BY ts GROUPS BETWEEN 5 PRECEDING AND CURRENT ROW) FROM t");
     assert!(e.contains("supported: RANGE BETWEEN"), "{e}");
+    assert!(e.contains("ROWS BETWEEN <n> PRECEDING AND CURRENT ROW"), "{e}");
     assert!(e.starts_with("line 1, column "), "{e}");
+    let e = err(
+        "SELECT card,\n  COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 5 PRECEDING AND 2 PRECEDING) FROM t",
+    );
+    assert!(e.starts_with("line 2, column 3: ROWS frame"), "{e}");
     let e = err("SELECT ROW_NUMBER() OVER (ORDER BY ts RANGE 5 PRECEDING) FROM t");
     assert!(e.contains("supported: COUNT(*)"), "{e}");
 }
