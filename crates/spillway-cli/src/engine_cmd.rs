@@ -701,6 +701,12 @@ pub struct EngineBenchArgs {
     #[arg(long)]
     together: bool,
 
+    /// Allowed lateness values, comma-separated (e.g. 0,5s); with several, each runs on
+    /// every store and the throughput ratio to the first is printed (the generated
+    /// events are in order: this is what keeping events for late results costs)
+    #[arg(long, default_value = "0", value_delimiter = ',', value_name = "LIST")]
+    lateness: Vec<String>,
+
     /// Mean payments per second of event time
     #[arg(long, default_value_t = 2_000.0, value_name = "RATE")]
     rate: f64,
@@ -741,6 +747,14 @@ pub struct EngineBenchArgs {
 pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     use spillway_engine::bench::{run_q1, Q1Config, Q1Result};
     let stores = a.stores.clone().unwrap_or_else(spillway_bench::store_bench::available_stores);
+    let lateness_ms: Vec<i64> = a
+        .lateness
+        .iter()
+        .map(|l| parse_duration(l, TimeUnit::Ms).map_err(|e| anyhow!("--lateness: {e}")))
+        .collect::<Result<_>>()?;
+    if lateness_ms.len() > 1 && (a.windows.len() > 1 || a.together) {
+        bail!("several --lateness values need a single window (and no --together)");
+    }
     let cfg_for = |w: &str| -> Result<Q1Config> {
         Ok(Q1Config {
             payments: PaymentOptions {
@@ -753,6 +767,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
             },
             window_ms: parse_duration(w, TimeUnit::Ms).map_err(|e| anyhow!("--windows: {e}"))?,
             extra_windows_ms: Vec::new(),
+            allowed_lateness_ms: lateness_ms[0],
             memory_budget: a.memory_budget,
             expected_keys: Some(a.cards),
             pregenerate: !a.stream,
@@ -796,11 +811,16 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     }
     let separate = a.windows.len() > 1;
     // Each window alone, then (with --together) all windows in one job per store.
-    let mut runs: Vec<(String, bool)> = a.windows.iter().map(|w| (w.clone(), false)).collect();
-    if a.together {
-        runs.push((a.windows.join(","), true));
+    let mut runs: Vec<(String, bool, i64)> = Vec::new();
+    for w in &a.windows {
+        for &l in &lateness_ms {
+            runs.push((w.clone(), false, l));
+        }
     }
-    for (w, together) in &runs {
+    if a.together {
+        runs.push((a.windows.join(","), true, lateness_ms[0]));
+    }
+    for (w, together, lateness) in &runs {
         for &s in &stores {
             pb.set_message(format!("window {w}, store {}", s.name()));
             let done = pb.position();
@@ -812,6 +832,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                     .args(if *together { &["--together"][..] } else { &[][..] })
                     .args(["--cards", &a.cards.to_string(), "--windows", w])
                     .args(["--rate", &a.rate.to_string(), "--stores", s.name()])
+                    .args(["--lateness", &format!("{lateness}ms")])
                     .args([
                         "--memory-budget",
                         &a.memory_budget.to_string(),
@@ -833,7 +854,8 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                 pb.set_position(done + a.events);
             } else {
                 spillway_bench::machine::reset_peak_rss();
-                let r = run_q1(&cfg_for(w)?, s, &mut |n| pb.set_position(done + n))?;
+                let cfg = Q1Config { allowed_lateness_ms: *lateness, ..cfg_for(w)? };
+                let r = run_q1(&cfg, s, &mut |n| pb.set_position(done + n))?;
                 rows.push((r, spillway_bench::machine::peak_rss_bytes()));
             }
         }
@@ -865,7 +887,11 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
             if r.windows > 1 {
                 format!("{} wins", r.windows)
             } else {
-                format!("{}ms", r.window_ms)
+                if r.allowed_lateness_ms > 0 {
+                    format!("{}ms L{}ms", r.window_ms, r.allowed_lateness_ms)
+                } else {
+                    format!("{}ms", r.window_ms)
+                }
             },
             r.store,
             r.max_events_in_window,
@@ -891,6 +917,18 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                     r.events_per_sec / base.events_per_sec
                 );
             }
+        }
+    }
+    for (li, l) in a.lateness.iter().enumerate().skip(1) {
+        for (si, s) in stores.iter().enumerate() {
+            let base = &rows[si].0;
+            let r = &rows[li * stores.len() + si].0;
+            println!(
+                "store {}: lateness {l} vs {}: throughput ratio {:.3}",
+                s.name(),
+                a.lateness[0],
+                r.events_per_sec / base.events_per_sec
+            );
         }
     }
     if a.together {

@@ -60,6 +60,9 @@ pub struct Q1Config {
     pub window_ms: i64,
     /// More windows computed by the same query (empty: Q1 itself).
     pub extra_windows_ms: Vec<i64>,
+    /// Allowed lateness in ms (the generator's events are in order, so none is late:
+    /// this measures what keeping events for late results costs).
+    pub allowed_lateness_ms: i64,
     /// Store memory budget in bytes.
     pub memory_budget: u64,
     /// Expected partition keys (a store sizing hint).
@@ -82,6 +85,9 @@ pub struct Q1Result {
     /// Windows computed by the query (1 for Q1).
     #[serde(default = "one")]
     pub windows: usize,
+    /// Allowed lateness in ms.
+    #[serde(default)]
+    pub allowed_lateness_ms: i64,
     /// Events processed.
     pub events: u64,
     /// Events announced to the store at a time (1: none).
@@ -158,7 +164,7 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
     }
     let st = store.open(opts)?;
     let res = Reservoir::create(ReservoirOptions::new(dir.path().join("reservoir")), &schema)?;
-    let mut rt = Runtime::new(plan, st, res, 0, None)?;
+    let mut rt = Runtime::new(plan, st, res, cfg.allowed_lateness_ms, None)?;
 
     let mut next = event_source(gen, &cfg.payments, cfg.pregenerate)?;
     let clock = quanta::Clock::new();
@@ -205,6 +211,7 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
         store: rt.store_mut().name().to_string(),
         window_ms: cfg.window_ms,
         windows: windows.len(),
+        allowed_lateness_ms: cfg.allowed_lateness_ms,
         events: n,
         batch: cfg.batch.max(1),
         max_events_in_window: max_in_window,
