@@ -11,7 +11,6 @@ use hdrhistogram::Histogram;
 use spillway_store::{StoreKind, StoreOptions};
 
 use crate::error::{Error, Result};
-use crate::job::BATCH_EVENTS;
 use crate::plan::Plan;
 use crate::reservoir::{Reservoir, ReservoirOptions};
 use crate::runtime::{Outcome, Runtime};
@@ -71,7 +70,7 @@ pub struct Q1Config {
     pub pregenerate: bool,
     /// Events taken and announced to the store at a time ([`Runtime::prefetch`]); 1
     /// processes them one at a time with no announcement. The job uses
-    /// [`BATCH_EVENTS`].
+    /// [`BATCH_EVENTS`](crate::job::BATCH_EVENTS).
     pub batch: usize,
 }
 
@@ -138,9 +137,42 @@ fn event_source(
     })
 }
 
-fn latency_histogram() -> Result<Histogram<u64>> {
-    Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-        .map_err(|e| Error::Config(format!("histogram: {e}")))
+/// The timed loop of a benchmark, as the job reads: up to `batch` events taken at once
+/// and announced with `prefetch`, then given one by one to `step` (with the count of
+/// events so far, this one included); an event's latency runs from the moment its batch
+/// was taken to the end of its step. Returns the events, the latency histogram (ns) and
+/// when timing started.
+fn timed_batches<S>(
+    s: &mut S,
+    next: &mut dyn FnMut() -> Result<Option<Event>>,
+    batch: usize,
+    prefetch: fn(&mut S, &[Event]),
+    step: &mut dyn FnMut(&mut S, Event, u64) -> Result<()>,
+) -> Result<(u64, Histogram<u64>, Instant)> {
+    let clock = quanta::Clock::new();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|e| Error::Config(format!("histogram: {e}")))?;
+    let mut n = 0u64;
+    let started = Instant::now();
+    let mut events = Vec::with_capacity(batch.max(1));
+    loop {
+        while events.len() < batch.max(1) {
+            match next()? {
+                Some(e) => events.push(e),
+                None => break,
+            }
+        }
+        if events.is_empty() {
+            return Ok((n, hist, started));
+        }
+        let t0 = clock.raw();
+        prefetch(s, &events);
+        for e in events.drain(..) {
+            n += 1;
+            step(s, e, n)?;
+            let _ = hist.record(clock.delta_as_nanos(t0, clock.raw()).max(1));
+        }
+    }
 }
 
 /// Runs Q1 on `store`. `progress` is called every 2^16 events with the count so far.
@@ -167,34 +199,12 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
     let mut rt = Runtime::new(plan, st, res, cfg.allowed_lateness_ms, None)?;
 
     let mut next = event_source(gen, &cfg.payments, cfg.pregenerate)?;
-    let clock = quanta::Clock::new();
-    let mut hist = latency_histogram()?;
     let mut out = Vec::new();
-    let mut n = 0u64;
     let mut max_in_window = 0u64;
-    let started = Instant::now();
-    // As the job does: up to BATCH_EVENTS events taken at once and announced to the
-    // store, then processed one by one; an event's latency runs from the moment its
-    // batch was taken to its own result.
-    let mut batch = Vec::with_capacity(BATCH_EVENTS);
-    loop {
-        while batch.len() < cfg.batch.max(1) {
-            match next()? {
-                Some(e) => batch.push(e),
-                None => break,
-            }
-        }
-        if batch.is_empty() {
-            break;
-        }
-        let t0 = clock.raw();
-        rt.prefetch(&batch);
-        for e in batch.drain(..) {
+    let (n, hist, started) =
+        timed_batches(&mut rt, &mut next, cfg.batch, Runtime::prefetch, &mut |rt, e, n| {
             let o = rt.process(e, &mut out)?;
-            let ns = clock.delta_as_nanos(t0, clock.raw());
             debug_assert_eq!(o, Outcome::Emitted);
-            let _ = hist.record(ns.max(1));
-            n += 1;
             if n.is_multiple_of(4096) {
                 // Window occupancy, for the report.
                 max_in_window = max_in_window.max(rt.events_retained());
@@ -203,8 +213,8 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
                 progress(n);
                 rt.release_reservoir()?;
             }
-        }
-    }
+            Ok(())
+        })?;
     let seconds = started.elapsed().as_secs_f64();
     let us = |v: u64| v as f64 / 1000.0;
     Ok(Q1Result {
@@ -318,36 +328,17 @@ pub fn run_windowed(
     }
     let mut agg = WindowAgg::new(plan, store.open(opts)?, 0, 0, None)?;
     let mut next = event_source(gen, &cfg.payments, cfg.pregenerate)?;
-    let clock = quanta::Clock::new();
-    let mut hist = latency_histogram()?;
     let mut rows = Vec::new();
     let mut digest = Digest::default();
-    let mut n = 0u64;
-    let started = Instant::now();
-    let mut batch = Vec::with_capacity(cfg.batch.max(1));
-    loop {
-        while batch.len() < cfg.batch.max(1) {
-            match next()? {
-                Some(e) => batch.push(e),
-                None => break,
-            }
-        }
-        if batch.is_empty() {
-            break;
-        }
-        let t0 = clock.raw();
-        agg.prefetch(&batch);
-        for e in batch.drain(..) {
+    let (n, hist, started) =
+        timed_batches(&mut agg, &mut next, cfg.batch, WindowAgg::prefetch, &mut |agg, e, n| {
             agg.process(e, &mut rows)?;
-            let ns = clock.delta_as_nanos(t0, clock.raw());
-            let _ = hist.record(ns.max(1));
             digest.rows(&mut rows);
-            n += 1;
             if n.is_multiple_of(65_536) {
                 progress(n);
             }
-        }
-    }
+            Ok(())
+        })?;
     agg.finish(&mut rows)?;
     digest.rows(&mut rows);
     let seconds = started.elapsed().as_secs_f64();

@@ -127,6 +127,19 @@ pub struct Plan {
     pub max_start: i64,
 }
 
+/// An aggregate call as `explain` prints it, e.g. `COUNT(DISTINCT merchant)`.
+pub(crate) fn call_text(kind: AggKind, arg: Option<&Expr>) -> String {
+    match (kind, arg) {
+        (AggKind::CountStar, _) => "COUNT(*)".to_string(),
+        (AggKind::CountDistinct, Some(a)) => format!("COUNT(DISTINCT {a})"),
+        (AggKind::PercentileCont(p), Some(a)) => {
+            format!("PERCENTILE_CONT({p}) WITHIN GROUP (ORDER BY {a})")
+        }
+        (k, Some(a)) => format!("{}({a})", k.name()),
+        (k, None) => format!("{}()", k.name()),
+    }
+}
+
 /// A plan that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanError(pub String);
@@ -384,15 +397,7 @@ impl Plan {
                         g.namespace
                     );
                     for (ai, (k, arg, _)) in g.aggs.iter().enumerate() {
-                        let call = match (k, arg) {
-                            (AggKind::CountStar, _) => "COUNT(*)".to_string(),
-                            (AggKind::CountDistinct, Some(a)) => format!("COUNT(DISTINCT {a})"),
-                            (AggKind::PercentileCont(p), Some(a)) => {
-                                format!("PERCENTILE_CONT({p}) WITHIN GROUP (ORDER BY {a})")
-                            }
-                            (k, Some(a)) => format!("{}({a})", k.name()),
-                            (k, None) => format!("{}()", k.name()),
-                        };
+                        let call = call_text(*k, arg.as_ref());
                         let outs: Vec<&str> = self
                             .outputs
                             .iter()

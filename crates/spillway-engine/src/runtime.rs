@@ -794,16 +794,7 @@ impl Runtime {
             }
         }
         state.key = key;
-        let mut start = 0;
-        let refs: Vec<(Ns, &[u8])> = ends
-            .iter()
-            .map(|&(ns, end)| {
-                let k = &keys[start..end];
-                start = end;
-                (ns, k)
-            })
-            .collect();
-        state.store.prefetch(&refs);
+        prefetch_announced(state.store.as_mut(), keys, ends);
     }
 
     /// Processes one event. On [`Outcome::Emitted`], `out` holds the output row (one
@@ -1036,6 +1027,21 @@ impl Runtime {
         let _ = e;
         Ok(())
     }
+}
+
+/// Asks `store` to prefetch the keys of a batch: `keys` back to back, each ending at its
+/// `ends` offset, in its namespace.
+pub(crate) fn prefetch_announced(store: &mut dyn StateStore, keys: &[u8], ends: &[(Ns, usize)]) {
+    let mut start = 0;
+    let refs: Vec<(Ns, &[u8])> = ends
+        .iter()
+        .map(|&(ns, end)| {
+            let k = &keys[start..end];
+            start = end;
+            (ns, k)
+        })
+        .collect();
+    store.prefetch(&refs);
 }
 
 fn state_err(gi: usize, plan: &Plan, e: AggStateError) -> Error {

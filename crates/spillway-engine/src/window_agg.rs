@@ -67,7 +67,8 @@ use spillway_store::{Ns, Rmw, StateStore};
 
 use crate::aggregate::{AggKind, AggSet, AggStateError};
 use crate::error::{Error, Result};
-use crate::runtime::{Counters, Outcome, META_NAMESPACE};
+use crate::plan::call_text;
+use crate::runtime::{prefetch_announced, Counters, Outcome, META_NAMESPACE};
 use crate::sql::{Expr, TvfWindow, WindowedItem, WindowedQuery};
 use crate::value::{DataType, Event, EventKey, Row, Schema, Value};
 
@@ -273,46 +274,30 @@ impl WindowPlan {
             "{}GroupBy {by}, window_start, window_end ({state}; timers in `timers`)",
             pad(depth + 1)
         );
-        for n in &self.nodes {
-            let aggs: Vec<usize> = (0..n.aggs.len()).collect();
-            if n.predicate.is_some() || !aggs.is_empty() {
-                match &n.predicate {
-                    Some(p) => {
-                        let _ = writeln!(
-                            s,
-                            "{}Filter {p} -> state namespace `{}`",
-                            pad(depth + 2),
-                            n.namespace
-                        );
-                    }
-                    None => {
-                        let _ = writeln!(
-                            s,
-                            "{}Filter (all events) -> state namespace `{}`",
-                            pad(depth + 2),
-                            n.namespace
-                        );
-                    }
-                }
+        for (node, n) in self.nodes.iter().enumerate() {
+            if n.predicate.is_none() && n.aggs.is_empty() {
+                continue;
             }
+            let what = match &n.predicate {
+                Some(p) => p.to_string(),
+                None => "(all events)".to_string(),
+            };
+            let _ =
+                writeln!(s, "{}Filter {what} -> state namespace `{}`", pad(depth + 2), n.namespace);
             for (ai, (k, arg, _)) in n.aggs.iter().enumerate() {
-                let call = match (k, arg) {
-                    (AggKind::CountStar, _) => "COUNT(*)".to_string(),
-                    (AggKind::CountDistinct, Some(a)) => format!("COUNT(DISTINCT {a})"),
-                    (AggKind::PercentileCont(p), Some(a)) => {
-                        format!("PERCENTILE_CONT({p}) WITHIN GROUP (ORDER BY {a})")
-                    }
-                    (k, Some(a)) => format!("{}({a})", k.name()),
-                    (k, None) => format!("{}()", k.name()),
-                };
-                let node = self.nodes.iter().position(|x| std::ptr::eq(x, n)).unwrap_or(0);
                 let outs: Vec<&str> = self
                     .outputs
                     .iter()
                     .filter(|(_, src)| *src == WindowOutput::Agg { node, agg: ai })
                     .map(|(n, _)| n.as_str())
                     .collect();
-                let _ = writeln!(s, "{}Aggregate {call} -> {}", pad(depth + 3), outs.join(", "));
+                let _ = writeln!(
+                    s,
+                    "{}Aggregate {} -> {}",
+                    pad(depth + 3),
+                    call_text(*k, arg.as_ref()),
+                    outs.join(", ")
+                );
             }
         }
         s
@@ -396,6 +381,14 @@ fn encode_sessions(v: &[Session], out: &mut Vec<u8>) {
 /// Order-preserving 8 bytes of a time.
 fn time_key(t: i64) -> [u8; 8] {
     ((t as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// Key of timer list chunk `chunk` of window end `end`.
+fn timer_key(end: i64, chunk: u32) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..8].copy_from_slice(&time_key(end));
+    k[8..].copy_from_slice(&chunk.to_be_bytes());
+    k
 }
 
 fn encode_group(cols: &[usize], row: &Row, out: &mut Vec<u8>) {
@@ -570,16 +563,7 @@ impl WindowAgg {
                 }
             }
         }
-        let mut start = 0;
-        let refs: Vec<(Ns, &[u8])> = ends
-            .iter()
-            .map(|&(ns, end)| {
-                let k = &keys[start..end];
-                start = end;
-                (ns, k)
-            })
-            .collect();
-        self.store.prefetch(&refs);
+        prefetch_announced(self.store.as_mut(), keys, ends);
     }
 
     /// Processes one event; rows it emits (firings and late updates) are appended to
@@ -702,34 +686,35 @@ impl WindowAgg {
             meta.in_last = 0;
         }
         meta.in_last += 1;
-        let mut k = [0u8; 12];
-        k[..8].copy_from_slice(&time_key(end));
-        k[8..].copy_from_slice(&(meta.chunks - 1).to_be_bytes());
+        let k = timer_key(end, meta.chunks - 1);
         self.store.merge(self.timers_ns, &k, group)?;
         Ok(())
     }
 
-    /// The group keys registered at `end`, in registration order (`delete`: and drops
-    /// the lists).
-    fn timer_keys(&mut self, end: i64, meta: TimerMeta, delete: bool) -> Result<Vec<Vec<u8>>> {
-        let mut keys = Vec::new();
+    /// Calls `f` with each group key registered at `end`, in registration order, one
+    /// list chunk at a time (`delete`: and drops the chunks).
+    fn for_timer_keys(
+        &mut self,
+        end: i64,
+        meta: TimerMeta,
+        delete: bool,
+        f: &mut dyn FnMut(&mut Self, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         for c in 0..meta.chunks {
-            let mut k = [0u8; 12];
-            k[..8].copy_from_slice(&time_key(end));
-            k[8..].copy_from_slice(&c.to_be_bytes());
+            let k = timer_key(end, c);
             if let Some(v) = self.store.get(self.timers_ns, &k)? {
                 for item in spillway_store::list::iter(&v) {
                     let item = item.map_err(|e| {
                         Error::State(format!("timer list of window end {end}: {e}"))
                     })?;
-                    keys.push(item.to_vec());
+                    f(self, item)?;
                 }
             }
             if delete {
                 self.store.delete(self.timers_ns, &k)?;
             }
         }
-        Ok(keys)
+        Ok(())
     }
 
     /// Fires the windows whose end the watermark `wm` has reached and cleans up those
@@ -741,20 +726,17 @@ impl WindowAgg {
             }
             self.pending.remove(&end);
             let clean = self.cleaned(end, wm);
-            let keys = self.timer_keys(end, meta, clean)?;
-            for g in &keys {
-                match self.sessions_ns {
+            self.for_timer_keys(end, meta, clean, &mut |w, g| {
+                let fired = match w.sessions_ns {
                     None => {
-                        self.emit_aligned(end, g, rows, clean)?;
-                        self.stats.fired += 1;
+                        w.emit_aligned(end, g, rows, clean)?;
+                        true
                     }
-                    Some(_) => {
-                        if self.fire_session(end, g, rows, clean)? {
-                            self.stats.fired += 1;
-                        }
-                    }
-                }
-            }
+                    Some(_) => w.fire_session(end, g, rows, clean)?,
+                };
+                w.stats.fired += u64::from(fired);
+                Ok(())
+            })?;
             if !clean {
                 self.fired.insert(end, meta);
             }
@@ -764,15 +746,10 @@ impl WindowAgg {
                 break;
             }
             self.fired.remove(&end);
-            let keys = self.timer_keys(end, meta, true)?;
-            for g in &keys {
-                match self.sessions_ns {
-                    None => self.drop_aligned(end, g)?,
-                    Some(_) => {
-                        self.drop_session(end, g)?;
-                    }
-                }
-            }
+            self.for_timer_keys(end, meta, true, &mut |w, g| match w.sessions_ns {
+                None => w.drop_aligned(end, g),
+                Some(_) => w.drop_session(end, g),
+            })?;
         }
         Ok(())
     }
@@ -1035,13 +1012,13 @@ impl WindowAgg {
         Ok(true)
     }
 
-    fn drop_session(&mut self, end: i64, group: &[u8]) -> Result<bool> {
+    fn drop_session(&mut self, end: i64, group: &[u8]) -> Result<()> {
         let (_, ens) = self.sessions_ns.expect("session window");
         let mut sessions = self.sessions_of(group)?;
-        let Some(i) = sessions.iter().position(|s| s.end == end) else { return Ok(false) };
+        let Some(i) = sessions.iter().position(|s| s.end == end) else { return Ok(()) };
         let s = sessions.remove(i);
         self.store.delete(ens, &s.id.to_be_bytes())?;
         self.put_sessions(group, &sessions)?;
-        Ok(true)
+        Ok(())
     }
 }

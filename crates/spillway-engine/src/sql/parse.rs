@@ -123,8 +123,24 @@ pub fn parse_query(sql: &str, schema: &Schema) -> Result<QuerySpec, SqlError> {
 
     let named = NamedWindows::new(&select.named_window, &scope)?;
     let mut windows: Vec<WindowSpec> = Vec::new();
-    let mut items: Vec<SelectItem> = Vec::new();
+    let items = select_list(
+        select,
+        "plain columns and aggregates with OVER, each listed by name",
+        SelectItem::name,
+        |e, alias| select_item(e, alias, &scope, &named, &mut windows),
+    )?;
+    Ok(QuerySpec { items, filter, windows })
+}
 
+/// Compiles the SELECT list with `item` (expression, alias): each item must be an
+/// expression (`listable` says what may be listed), the list must not be empty and no two
+/// output names may be equal (compared case-insensitively).
+pub(super) fn select_list<T>(
+    select: &ast::Select,
+    listable: &str,
+    name: fn(&T) -> &str,
+    mut item: impl FnMut(&ast::Expr, Option<String>) -> Result<T, SqlError>,
+) -> Result<Vec<T>, SqlError> {
     if select.projection.is_empty() {
         return Err(SqlError::Invalid {
             construct: "SELECT".into(),
@@ -132,25 +148,26 @@ pub fn parse_query(sql: &str, schema: &Schema) -> Result<QuerySpec, SqlError> {
             at: None,
         });
     }
-    for item in &select.projection {
-        let (e, alias) = match item {
+    let mut items: Vec<T> = Vec::new();
+    for it in &select.projection {
+        let (e, alias) = match it {
             ast::SelectItem::UnnamedExpr(e) => (e, None),
             ast::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.value.clone())),
             other => {
                 return Err(unsupported(
                     format!("`{other}` in the SELECT list"),
-                    "plain columns and aggregates with OVER, each listed by name",
+                    listable,
                     other.span(),
                 ));
             }
         };
-        let item = select_item(e, alias, &scope, &named, &mut windows)?;
-        if items.iter().any(|i| i.name().eq_ignore_ascii_case(item.name())) {
-            return Err(SqlError::DuplicateOutput { name: item.name().to_string() });
+        let t = item(e, alias)?;
+        if items.iter().any(|i| name(i).eq_ignore_ascii_case(name(&t))) {
+            return Err(SqlError::DuplicateOutput { name: name(&t).to_string() });
         }
-        items.push(item);
+        items.push(t);
     }
-    Ok(QuerySpec { items, filter, windows })
+    Ok(items)
 }
 
 pub(super) fn check_query(q: &ast::Query) -> Result<(), SqlError> {

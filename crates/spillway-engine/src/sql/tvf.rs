@@ -36,7 +36,8 @@ use sqlparser::ast::Spanned;
 use super::dialect::PARTITION_BY_OP;
 use super::expr::{compile_predicate, Scope};
 use super::parse::{
-    aggregate_call, check_clauses, check_query, interval_nanos, invalid, unsupported, AggCall, Over,
+    aggregate_call, check_clauses, check_query, interval_nanos, invalid, select_list, unsupported,
+    AggCall, Over,
 };
 use super::{loc, Expr, SqlError};
 use crate::aggregate::AggKind;
@@ -505,33 +506,13 @@ pub(super) fn windowed_query(
     let filter =
         select.selection.as_ref().map(|w| compile_predicate(w, &scope, "WHERE")).transpose()?;
 
-    if select.projection.is_empty() {
-        return Err(SqlError::Invalid {
-            construct: "SELECT".into(),
-            message: "the SELECT list is empty".into(),
-            at: None,
-        });
-    }
-    let mut items: Vec<WindowedItem> = Vec::new();
-    for item in &select.projection {
-        let (e, alias) = match item {
-            ast::SelectItem::UnnamedExpr(e) => (e, None),
-            ast::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.value.clone())),
-            other => {
-                return Err(unsupported(
-                    format!("`{other}` in the SELECT list"),
-                    "group columns, window_start, window_end, window_time and aggregates, \
-                     each listed by name",
-                    other.span(),
-                ));
-            }
-        };
-        let item = windowed_item(e, alias, &scope, &group_by)?;
-        if items.iter().any(|i| i.name().eq_ignore_ascii_case(item.name())) {
-            return Err(SqlError::DuplicateOutput { name: item.name().to_string() });
-        }
-        items.push(item);
-    }
+    let items = select_list(
+        select,
+        "group columns, window_start, window_end, window_time and aggregates, each listed \
+         by name",
+        WindowedItem::name,
+        |e, alias| windowed_item(e, alias, &scope, &group_by),
+    )?;
     Ok(WindowedQuery { table, window, group_by, filter, items })
 }
 
