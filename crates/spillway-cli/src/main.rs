@@ -5,6 +5,7 @@
 mod cache_bench_cmd;
 mod cache_cmd;
 mod engine_cmd;
+mod holistic_bench_cmd;
 #[cfg(feature = "kafka")]
 mod kafka_cmd;
 mod shared_cmd;
@@ -111,6 +112,11 @@ enum BenchCommand {
     /// generated payments, the stores side by side (RocksDB state is the Flink-style
     /// baseline), with throughput against Flink's published q5 figure per core.
     Windows(windows_bench_cmd::WindowsBenchArgs),
+    /// Holistic aggregates (COUNT(DISTINCT), MEDIAN, PERCENTILE_CONT, FIRST_VALUE,
+    /// LAST_VALUE) over a full sliding window (7 days, 10^5 events per card by default):
+    /// order-statistics trees in the store against the inline layout that rewrites the
+    /// whole window per event, side by side, with their throughput ratio.
+    Holistic(holistic_bench_cmd::HolisticBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -436,6 +442,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Cache(args)) => cache_bench_cmd::run(args),
         Command::Bench(BenchCommand::Shared(args)) => shared_cmd::run(&args),
         Command::Bench(BenchCommand::Windows(args)) => windows_bench_cmd::run(args),
+        Command::Bench(BenchCommand::Holistic(args)) => holistic_bench_cmd::run(args),
         Command::Trace(workload_cmd::TraceCommand::Gen(args)) => workload_run::gen(args),
         Command::Trace(workload_cmd::TraceCommand::Stats(args)) => workload_cmd::stats(args),
         Command::Trace(workload_cmd::TraceCommand::Convert(args)) => {

@@ -16,7 +16,7 @@ use crate::reservoir::{Reservoir, ReservoirOptions};
 use crate::runtime::{Outcome, Runtime};
 use crate::source::{generate_events, PaymentGenerator, PaymentOptions, Source};
 use crate::sql::{parse, parse_query, Query, TvfWindow};
-use crate::value::Event;
+use crate::value::{Event, Value};
 use crate::window_agg::{WindowAgg, WindowPlan};
 
 /// The Q1 query over a window of `window_ms`.
@@ -72,6 +72,10 @@ pub struct Q1Config {
     /// processes them one at a time with no announcement. The job uses
     /// [`BATCH_EVENTS`](crate::job::BATCH_EVENTS).
     pub batch: usize,
+    /// Every `late_every`-th event is made late: its time moves back by half the allowed
+    /// lateness, so it arrives out of order but within the lateness and gets its own
+    /// exact result (0: the stream stays in order).
+    pub late_every: u64,
 }
 
 /// Result of one Q1 run on one store.
@@ -109,6 +113,13 @@ pub struct Q1Result {
     pub max_us: f64,
     /// Reservoir bytes written (compressed).
     pub reservoir_bytes: u64,
+    /// Events that arrived out of order within the allowed lateness.
+    #[serde(default)]
+    pub late_events: u64,
+    /// Recent events read to compute those late events' results
+    /// ([`Runtime::late_events_examined`]).
+    #[serde(default)]
+    pub late_examined: u64,
 }
 
 fn one() -> usize {
@@ -179,6 +190,7 @@ fn timed_batches<S>(
 pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -> Result<Q1Result> {
     let gen = PaymentGenerator::new(cfg.payments.clone())?;
     let schema = gen.schema().clone();
+    let time_col = schema.time_index();
     let mut windows = vec![cfg.window_ms];
     windows.extend_from_slice(&cfg.extra_windows_ms);
     let spec = parse_query(&q1_query_windows(&windows), &schema)?;
@@ -199,6 +211,7 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
     let mut rt = Runtime::new(plan, st, res, cfg.allowed_lateness_ms, None)?;
 
     let mut next = event_source(gen, &cfg.payments, cfg.pregenerate)?;
+    let mut next = delay_some(&mut next, cfg.late_every, cfg.allowed_lateness_ms / 2, time_col);
     let mut out = Vec::new();
     let mut max_in_window = 0u64;
     let (n, hist, started) =
@@ -217,6 +230,7 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
         })?;
     let seconds = started.elapsed().as_secs_f64();
     let us = |v: u64| v as f64 / 1000.0;
+    let late_events = rt.counters().late_in_bounds;
     Ok(Q1Result {
         store: rt.store_mut().name().to_string(),
         window_ms: cfg.window_ms,
@@ -232,7 +246,29 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
         p999_us: us(hist.value_at_quantile(0.999)),
         max_us: us(hist.max()),
         reservoir_bytes: rt.reservoir_mut().stats().bytes_compressed,
+        late_events,
+        late_examined: rt.late_events_examined(),
     })
+}
+
+/// `next` with every `every`-th event moved `by` time units back (time and time
+/// column), so that it arrives late (`every` 0 or `by` 0: unchanged).
+fn delay_some<'a>(
+    next: &'a mut dyn FnMut() -> Result<Option<Event>>,
+    every: u64,
+    by: i64,
+    time_col: usize,
+) -> impl FnMut() -> Result<Option<Event>> + 'a {
+    let mut n = 0u64;
+    move || {
+        let mut e = next()?;
+        n += 1;
+        if let Some(e) = e.as_mut().filter(|_| every > 0 && by > 0 && n.is_multiple_of(every)) {
+            e.time -= by;
+            e.row[time_col] = Value::Int(e.time);
+        }
+        Ok(e)
+    }
 }
 
 /// A windowed-aggregation benchmark: SUM and COUNT per card over `TUMBLE` or `HOP`
@@ -411,4 +447,199 @@ mod tests {
         assert!(a.rows > 5_000, "{} rows", a.rows);
         assert_eq!((a.rows, a.digest), (b.rows, b.digest));
     }
+}
+
+/// A holistic aggregate of [`run_holistic`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum HolisticAgg {
+    /// `COUNT(DISTINCT merchant)`.
+    Distinct,
+    /// `MEDIAN(amount)`.
+    Median,
+    /// `PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY amount)`.
+    P90,
+    /// `FIRST_VALUE(amount)`.
+    First,
+    /// `LAST_VALUE(amount)`.
+    Last,
+}
+
+impl HolisticAgg {
+    /// The SQL call.
+    pub fn sql(self) -> &'static str {
+        match self {
+            HolisticAgg::Distinct => "COUNT(DISTINCT merchant)",
+            HolisticAgg::Median => "MEDIAN(amount)",
+            HolisticAgg::P90 => "PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY amount)",
+            HolisticAgg::First => "FIRST_VALUE(amount)",
+            HolisticAgg::Last => "LAST_VALUE(amount)",
+        }
+    }
+}
+
+/// A holistic-aggregate benchmark: the aggregates over a sliding `RANGE` window per
+/// card, with the window full (about `per_key` events per card) while timed.
+#[derive(Clone, Debug)]
+pub struct HolisticConfig {
+    /// Cards (drawn uniformly).
+    pub keys: u64,
+    /// Events per card inside the window at steady state.
+    pub per_key: u64,
+    /// Events timed once the window is full.
+    pub timed_events: u64,
+    /// Window length in ms.
+    pub window_ms: i64,
+    /// Distinct merchants (the `COUNT(DISTINCT)` domain).
+    pub merchants: u64,
+    /// The aggregates, all over the one window.
+    pub aggs: Vec<HolisticAgg>,
+    /// Store memory budget in bytes.
+    pub memory_budget: u64,
+    /// Generator seed.
+    pub seed: u64,
+    /// Keep the holistic aggregates inline (one value per card rewritten per event)
+    /// instead of in order-statistics trees.
+    pub inline: bool,
+}
+
+/// Result of one [`run_holistic`] run.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct HolisticResult {
+    /// Store name.
+    pub store: String,
+    /// `tree` or `inline`.
+    pub layout: String,
+    /// The query.
+    pub query: String,
+    /// Events processed before timing (filling the window).
+    pub fill_events: u64,
+    /// Seconds spent filling.
+    pub fill_seconds: f64,
+    /// Events timed.
+    pub events: u64,
+    /// Events in the window at the end (all cards).
+    pub events_in_window: u64,
+    /// Wall seconds of the timed loop.
+    pub seconds: f64,
+    /// Timed events per second.
+    pub events_per_sec: f64,
+    /// Mean nanoseconds per timed event.
+    pub ns_per_event: f64,
+    /// Per-event latency percentiles (us).
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Maximum.
+    pub max_us: f64,
+    /// A digest of every timed output row (equal across layouts and stores).
+    pub digest: u64,
+}
+
+/// The query of [`run_holistic`].
+pub fn holistic_query(aggs: &[HolisticAgg], window_ms: i64) -> String {
+    let metrics: Vec<String> =
+        aggs.iter().enumerate().map(|(i, a)| format!("{} OVER w AS m{i}", a.sql())).collect();
+    format!(
+        "SELECT card, ts, {} FROM payments WINDOW w AS (PARTITION BY card ORDER BY ts \
+         RANGE BETWEEN {window_ms} PRECEDING AND CURRENT ROW)",
+        metrics.join(", ")
+    )
+}
+
+/// Runs the holistic benchmark on `store`: `keys * per_key` events fill the window
+/// (untimed; the event-time rate is chosen so the window then holds about `per_key`
+/// events per card), then `timed_events` more slide it and are timed.
+pub fn run_holistic(
+    cfg: &HolisticConfig,
+    store: StoreKind,
+    progress: &mut dyn FnMut(u64),
+) -> Result<HolisticResult> {
+    if cfg.keys == 0 || cfg.per_key == 0 || cfg.window_ms <= 0 || cfg.aggs.is_empty() {
+        return Err(Error::Config(
+            "the holistic benchmark needs keys, events per key, a window and an aggregate".into(),
+        ));
+    }
+    let fill = cfg.keys * cfg.per_key;
+    let payments = PaymentOptions {
+        seed: cfg.seed,
+        events: fill + cfg.timed_events,
+        cards: cfg.keys,
+        merchants: cfg.merchants.max(1),
+        zipf: 0.0,
+        events_per_second: fill as f64 / (cfg.window_ms as f64 / 1000.0),
+        ..PaymentOptions::default()
+    };
+    let gen = PaymentGenerator::new(payments.clone())?;
+    let schema = gen.schema().clone();
+    let query = holistic_query(&cfg.aggs, cfg.window_ms);
+    let mut plan = Plan::build(&parse_query(&query, &schema)?, &schema)?;
+    if cfg.inline {
+        plan = plan.with_inline_holistic();
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("spillway-holistic-")
+        .tempdir()
+        .map_err(|e| Error::Config(format!("cannot create a temporary directory: {e}")))?;
+    let mut opts = StoreOptions::new(dir.path().join("state")).memory_budget(cfg.memory_budget);
+    for spec in Runtime::namespace_specs(&plan) {
+        opts = opts.namespace(spec);
+    }
+    let st = store.open(opts)?;
+    let res = Reservoir::create(ReservoirOptions::new(dir.path().join("reservoir")), &schema)?;
+    let mut rt = Runtime::new(plan, st, res, 0, None)?;
+    let mut next = event_source(gen, &payments, true)?;
+    let mut out = Vec::new();
+    let started = Instant::now();
+    for n in 1..=fill {
+        let Some(e) = next()? else { break };
+        rt.process(e, &mut out)?;
+        if n.is_multiple_of(4096) {
+            progress(n);
+            rt.release_reservoir()?;
+        }
+    }
+    let fill_seconds = started.elapsed().as_secs_f64();
+    let mut digest = 0xcbf2_9ce4_8422_2325u64;
+    let (n, hist, started) = timed_batches(
+        &mut rt,
+        &mut next,
+        crate::job::BATCH_EVENTS,
+        Runtime::prefetch,
+        &mut |rt, e, n| {
+            rt.process(e, &mut out)?;
+            for v in &out {
+                let mut mix = |x: u64| digest = (digest ^ x).wrapping_mul(0x0000_0100_0000_01b3);
+                match v {
+                    Value::Null => mix(0),
+                    Value::Int(i) => mix(*i as u64 ^ 1 << 62),
+                    Value::Float(f) => mix(f.to_bits()),
+                    Value::Bool(b) => mix(u64::from(*b) + 2),
+                    Value::Str(s) => s.bytes().for_each(|b| mix(u64::from(b))),
+                }
+            }
+            if n.is_multiple_of(4096) {
+                progress(fill + n);
+                rt.release_reservoir()?;
+            }
+            Ok(())
+        },
+    )?;
+    let seconds = started.elapsed().as_secs_f64();
+    let us = |v: u64| v as f64 / 1000.0;
+    Ok(HolisticResult {
+        store: rt.store_mut().name().to_string(),
+        layout: if cfg.inline { "inline" } else { "tree" }.to_string(),
+        query,
+        fill_events: fill,
+        fill_seconds,
+        events: n,
+        events_in_window: rt.events_retained(),
+        seconds,
+        events_per_sec: n as f64 / seconds.max(1e-9),
+        ns_per_event: seconds * 1e9 / (n.max(1) as f64),
+        p50_us: us(hist.value_at_quantile(0.5)),
+        p99_us: us(hist.value_at_quantile(0.99)),
+        max_us: us(hist.max()),
+        digest,
+    })
 }

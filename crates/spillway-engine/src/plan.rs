@@ -89,6 +89,36 @@ pub struct GroupNode {
     /// Under a `ROWS` frame: the store namespace of the partitions' kept rows (see
     /// [`crate::runtime`]) and the frame's `n` (rows before the current one).
     pub rows: Option<(String, u64)>,
+    /// The store namespace of the order-statistics trees of this node's holistic
+    /// aggregates (`COUNT(DISTINCT)`, percentiles, `FIRST_VALUE`/`LAST_VALUE`; see
+    /// [`crate::aggregate::external`]), when it has any and its frame is a `RANGE`.
+    pub trees: Option<String>,
+}
+
+impl GroupNode {
+    /// Builds the aggregates' state layout: an `UNBOUNDED PRECEDING` frame never evicts,
+    /// and under a `RANGE` frame (with `trees`) the holistic aggregates live in
+    /// order-statistics trees in the namespace `<namespace>.ost`.
+    fn layout_aggregates(&mut self, unbounded: bool, trees: bool) {
+        let kinds: Vec<(AggKind, Option<DataType>)> =
+            self.aggs.iter().map(|(k, _, t)| (*k, *t)).collect();
+        self.set = AggSet::new(&kinds);
+        if unbounded && self.rows.is_none() {
+            // UNBOUNDED PRECEDING: nothing is ever evicted, so MIN/MAX and
+            // FIRST_VALUE/LAST_VALUE keep only what a late event can still change.
+            self.set = AggSet::new(&kinds).without_evictions();
+        }
+        self.trees = None;
+        if trees && self.rows.is_none() {
+            // RANGE frames keep holistic aggregates in order-statistics trees: O(log n)
+            // per update in the window's size. ROWS frames keep them inline (their
+            // late-event path rebuilds windows from kept rows in memory).
+            self.set = self.set.clone().external_holistic();
+            if self.set.external().next().is_some() {
+                self.trees = Some(format!("{}.ost", self.namespace));
+            }
+        }
+    }
 }
 
 /// Where an output column's value comes from.
@@ -286,6 +316,7 @@ impl Plan {
                                 set: AggSet::new(&[]),
                                 namespace: format!("g{gi}"),
                                 rows,
+                                trees: None,
                             });
                             plan.filters[fi].groups.push(gi);
                             gi
@@ -309,16 +340,22 @@ impl Plan {
             }
         }
         for g in &mut plan.groups {
-            let kinds: Vec<(AggKind, Option<DataType>)> =
-                g.aggs.iter().map(|(k, _, t)| (*k, *t)).collect();
-            g.set = AggSet::new(&kinds);
-            if plan.windows[g.window].exit.is_none() && g.rows.is_none() {
-                // UNBOUNDED PRECEDING: nothing is ever evicted, so MIN/MAX and
-                // FIRST_VALUE/LAST_VALUE keep only what a late event can still change.
-                g.set = AggSet::new(&kinds).without_evictions();
-            }
+            let unbounded = plan.windows[g.window].exit.is_none();
+            g.layout_aggregates(unbounded, true);
         }
         Ok(plan)
+    }
+
+    /// The same plan with every holistic aggregate kept inline, as one value per
+    /// partition rewritten per event (the layout before order-statistics trees: O(n) per
+    /// update in the window's size). For benchmarks that compare the two layouts.
+    #[must_use]
+    pub fn with_inline_holistic(mut self) -> Plan {
+        for g in &mut self.groups {
+            let unbounded = self.windows[g.window].exit.is_none();
+            g.layout_aggregates(unbounded, false);
+        }
+        self
     }
 
     /// Names of the output columns.
@@ -389,6 +426,10 @@ impl Plan {
                     let rows = match &g.rows {
                         Some((ns, n)) => format!(", last {} rows in `{ns}`", n + 1),
                         None => String::new(),
+                    };
+                    let rows = match &g.trees {
+                        Some(ns) => format!("{rows}, order-statistics trees in `{ns}`"),
+                        None => rows,
                     };
                     let _ = writeln!(
                         s,

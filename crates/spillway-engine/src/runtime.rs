@@ -58,10 +58,15 @@
 //! it goes quiet (its next event needs them): state grows with the number of partitions
 //! times `n + 1` rows.
 
+mod recent;
+
 use std::collections::VecDeque;
+
+use recent::{part_hash, PartIndex};
 
 use spillway_store::{Ns, Rmw, StateStore};
 
+use crate::aggregate::external::{HolisticError, HolisticTrees};
 use crate::aggregate::rows::{decode_row, put_row, row_key, KeptRow, RowsHeader};
 use crate::aggregate::{AggSet, AggStateError};
 use crate::error::{Error, Result};
@@ -111,6 +116,11 @@ struct Cursor {
     buf_pos: usize,
     /// Events passed within the last `lateness` time units (empty when lateness is 0).
     recent: VecDeque<Event>,
+    /// Events dropped from the front of `recent` so far: `recent[i]` is passed event
+    /// number `recent_base + i`.
+    recent_base: u64,
+    /// Those numbers per partition (see [`recent`]).
+    by_part: PartIndex<u64>,
     /// Windows this boundary is the enter boundary of.
     enters: Vec<usize>,
     /// Windows this boundary is the exit boundary of.
@@ -129,9 +139,31 @@ impl Cursor {
             state.apply(plan, w, x, Action::Exit, frontier)?;
         }
         if state.lateness > 0 {
-            self.recent.push_back(x.clone());
+            self.remember(&state.specs, x.clone(), &mut state.hash_buf);
         }
         Ok(())
+    }
+
+    /// Adds `x` to the recent events and their index.
+    fn remember(&mut self, specs: &[Vec<usize>], x: Event, buf: &mut Vec<u8>) {
+        let n = self.recent_base + self.recent.len() as u64;
+        self.by_part.push_back(specs, &x.row, n, buf);
+        self.recent.push_back(x);
+    }
+
+    /// Forgets the recent events older than `keep_from` (from the front, in the order
+    /// they were passed).
+    fn forget_before(&mut self, specs: &[Vec<usize>], keep_from: i64, buf: &mut Vec<u8>) {
+        while self.recent.front().is_some_and(|e| e.time < keep_from) {
+            let Some(e) = self.recent.pop_front() else { break };
+            self.by_part.pop_front(specs, &e.row, self.recent_base, buf);
+            self.recent_base += 1;
+        }
+    }
+
+    /// The recent events of the partition with hash `h` under partitioning `spec`.
+    fn recent_of(&self, spec: usize, h: u64) -> impl Iterator<Item = &Event> + '_ {
+        self.by_part.get(spec, h).map(move |n| &self.recent[(n - self.recent_base) as usize])
     }
 }
 
@@ -159,12 +191,19 @@ enum Action {
 struct StateSide {
     store: Box<dyn StateStore>,
     ns: Vec<Ns>,
+    /// Per group: the order-statistics trees of its holistic aggregates (`RANGE` frames).
+    trees: Vec<Option<HolisticTrees>>,
     /// Per group: the namespace of its kept rows (`ROWS` windows only).
     rows_ns: Vec<Option<Ns>>,
     /// Scratch of the `ROWS` updates: a header value and a row key.
     rows_buf: Vec<u8>,
     rows_key: Vec<u8>,
     lateness: i64,
+    /// The distinct `PARTITION BY` column lists of the `RANGE` groups, and each group's
+    /// index in it (`None` for `ROWS` groups): the partitionings of the late-event index.
+    specs: Vec<Vec<usize>>,
+    group_spec: Vec<Option<usize>>,
+    hash_buf: Vec<u8>,
     /// Partition key of the current event per group.
     cur_keys: Vec<Vec<u8>>,
     /// Results captured for the current event's partition per group.
@@ -269,15 +308,25 @@ impl StateSide {
                 if let Some(e) = failed {
                     return Err(Error::State(format!("namespace `{}`: {e}", group.namespace)));
                 }
-                if let Some(slot) = slot {
-                    self.slots[gi] = slot;
-                    self.filled[gi] = true;
-                }
                 if missing {
                     return Err(Error::State(format!(
                         "aggregation state of namespace `{}` lost a key that still held an event (time {}, seq {}); the store does not match the reservoir",
                         group.namespace, x.time, x.seq
                     )));
+                }
+                if let Some(trees) = self.trees[gi].as_mut() {
+                    let delta = if action == Action::Enter { 1 } else { -1 };
+                    let store = self.store.as_mut();
+                    trees
+                        .update(store, &self.key, key, &self.args, delta)
+                        .map_err(|e| tree_err(gi, plan, e))?;
+                    if let Some(s) = slot.as_mut() {
+                        trees.results(store, &self.key, s).map_err(|e| tree_err(gi, plan, e))?;
+                    }
+                }
+                if let Some(slot) = slot {
+                    self.slots[gi] = slot;
+                    self.filled[gi] = true;
                 }
                 self.updates += 1;
             }
@@ -548,6 +597,10 @@ pub struct Runtime {
     rows_groups: Vec<usize>,
     reservoir: Reservoir,
     state: StateSide,
+    /// The lateness buffer's event keys per partition (empty when lateness is 0).
+    buf_index: PartIndex<EventKey>,
+    /// Recent events read to compute late events' results (not checkpointed).
+    late_examined: u64,
     counters: Counters,
     scratch: Vec<u8>,
     /// Partition keys of the batch given to [`Runtime::prefetch`], back to back.
@@ -571,6 +624,21 @@ impl Runtime {
                 "allowed lateness must be >= 0, got {allowed_lateness}"
             )));
         }
+        let mut specs: Vec<Vec<usize>> = Vec::new();
+        let group_spec: Vec<Option<usize>> = plan
+            .groups
+            .iter()
+            .map(|g| {
+                if g.rows.is_some() {
+                    return None;
+                }
+                Some(specs.iter().position(|s| *s == g.partition_by).unwrap_or_else(|| {
+                    specs.push(g.partition_by.clone());
+                    specs.len() - 1
+                }))
+            })
+            .collect();
+        let mut hash_buf = Vec::new();
         let mut order: Vec<usize> = (0..plan.boundaries.len()).collect();
         // Cursors advance in boundary order so an event enters a window before it leaves
         // it: smaller offsets first, and at one offset the inclusive boundary first.
@@ -595,12 +663,30 @@ impl Runtime {
                 None => (0, 0, Vec::new()),
             };
             let res = reservoir.cursor(index)?;
-            cursors.push(Cursor { boundary, res, buf_pos, recent: recent.into(), enters, exits });
+            cursors.push(Cursor {
+                boundary,
+                res,
+                buf_pos,
+                recent: VecDeque::new(),
+                recent_base: 0,
+                by_part: PartIndex::new(specs.len()),
+                enters,
+                exits,
+            });
+            let c = cursors.last_mut().expect("just pushed");
+            for x in recent {
+                c.remember(&specs, x, &mut hash_buf);
+            }
         }
         let mut ns = Vec::new();
         let mut rows_ns = Vec::new();
+        let mut trees = Vec::new();
         for g in &plan.groups {
             ns.push(store.namespace(&g.namespace)?);
+            trees.push(match &g.trees {
+                Some(name) => HolisticTrees::new(store.namespace(name)?, &g.set),
+                None => None,
+            });
             rows_ns.push(match &g.rows {
                 Some((name, _)) => Some(store.namespace(name)?),
                 None => None,
@@ -610,9 +696,15 @@ impl Runtime {
             (0..plan.groups.len()).filter(|&gi| plan.groups[gi].rows.is_some()).collect();
         let groups = plan.groups.len();
         let (frontier, buffer, counters) = match snapshot {
-            Some(s) => (s.frontier, s.buffer.into(), s.counters),
+            Some(s) => (s.frontier, VecDeque::from(s.buffer), s.counters),
             None => (None, VecDeque::new(), Counters::default()),
         };
+        let mut buf_index = PartIndex::new(specs.len());
+        if allowed_lateness > 0 {
+            for e in &buffer {
+                buf_index.push_back(&specs, &e.row, e.key(), &mut hash_buf);
+            }
+        }
         Ok(Runtime {
             plan,
             frontier,
@@ -624,10 +716,14 @@ impl Runtime {
             state: StateSide {
                 store,
                 ns,
+                trees,
                 rows_ns,
                 rows_buf: Vec::new(),
                 rows_key: Vec::new(),
                 lateness: allowed_lateness,
+                specs,
+                group_spec,
+                hash_buf,
                 cur_keys: vec![Vec::new(); groups],
                 slots: vec![Vec::new(); groups],
                 filled: vec![false; groups],
@@ -635,6 +731,8 @@ impl Runtime {
                 args: Vec::new(),
                 updates: 0,
             },
+            buf_index,
+            late_examined: 0,
             counters,
             scratch: Vec::new(),
             prefetch_keys: Vec::new(),
@@ -646,6 +744,7 @@ impl Runtime {
     pub fn namespaces(plan: &Plan) -> Vec<String> {
         let mut v: Vec<String> = plan.groups.iter().map(|g| g.namespace.clone()).collect();
         v.extend(plan.groups.iter().filter_map(|g| g.rows.as_ref().map(|(ns, _)| ns.clone())));
+        v.extend(plan.groups.iter().filter_map(|g| g.trees.clone()));
         v.push(META_NAMESPACE.to_string());
         v
     }
@@ -661,6 +760,13 @@ impl Runtime {
             .into_iter()
             .map(|n| spillway_store::NamespaceSpec::list(n).hint(spillway_store::AccessHint::Point))
             .collect()
+    }
+
+    /// Recent events this runtime has read to compute the results of late events (since
+    /// it was created): with the per-partition index, the late events' own partitions'
+    /// events within the lateness, not all recent traffic.
+    pub fn late_events_examined(&self) -> u64 {
+        self.late_examined
     }
 
     /// The plan.
@@ -841,6 +947,10 @@ impl Runtime {
         } else {
             self.buffer.partition_point(|b| b.key() < key)
         };
+        if self.state.lateness > 0 {
+            let st = &mut self.state;
+            self.buf_index.insert_sorted(&st.specs, &event.row, key, &mut st.hash_buf);
+        }
         self.buffer.insert(pos, event);
         for &w in &self.arrival_enters {
             self.state.apply(&self.plan, w, &self.buffer[pos], Action::Enter, frontier)?;
@@ -859,6 +969,10 @@ impl Runtime {
         let settled = frontier.saturating_sub(self.state.lateness);
         while self.buffer.front().is_some_and(|e| e.time < settled) {
             let Some(e) = self.buffer.pop_front() else { break };
+            if self.state.lateness > 0 {
+                let st = &mut self.state;
+                self.buf_index.pop_front(&st.specs, &e.row, e.key(), &mut st.hash_buf);
+            }
             self.reservoir.append(&e)?;
             for c in &mut self.cursors {
                 if c.buf_pos > 0 {
@@ -895,9 +1009,7 @@ impl Runtime {
                     .saturating_sub(c.boundary.offset)
                     .saturating_sub(self.state.lateness)
                     .saturating_sub(1);
-                while c.recent.front().is_some_and(|e| e.time < keep_from) {
-                    c.recent.pop_front();
-                }
+                c.forget_before(&self.state.specs, keep_from, &mut self.state.hash_buf);
             }
         }
 
@@ -918,6 +1030,11 @@ impl Runtime {
                     &mut self.scratch,
                 )? {
                     set.try_results(&self.scratch, r).map_err(|e| state_err(gi, &self.plan, e))?;
+                    if let Some(trees) = self.state.trees[gi].as_mut() {
+                        trees
+                            .results(self.state.store.as_mut(), &self.state.cur_keys[gi], r)
+                            .map_err(|e| tree_err(gi, &self.plan, e))?;
+                    }
                 } else {
                     set.empty_results(r);
                 }
@@ -934,7 +1051,10 @@ impl Runtime {
     }
 
     /// Exact results of the late event at `buffer[pos]`, from a copy of the running
-    /// state adjusted by the events within the lateness of the frontier.
+    /// state adjusted by its partition's events within the lateness of the frontier
+    /// (found through the partition indexes, so the cost follows the partition's recent
+    /// events, not all recent traffic). Tree-backed aggregates apply the same
+    /// differences to their trees, read, and undo them.
     fn late_results(&mut self, pos: usize, frontier: i64) -> Result<()> {
         let e = &self.buffer[pos];
         let t = e.time;
@@ -943,7 +1063,9 @@ impl Runtime {
             let window = &self.plan.windows[group.window];
             let filter = &self.plan.filters[group.filter];
             // A ROWS node computed the event's own result at arrival (`rows_arrive`).
-            let Some(enter) = window.enter else { continue };
+            let (Some(enter), Some(spec)) = (window.enter, self.state.group_spec[gi]) else {
+                continue;
+            };
             let enter = self.plan.boundaries[enter];
             let exit = window.exit.map(|b| self.plan.boundaries[b]);
             let horizon = EventKey {
@@ -952,11 +1074,11 @@ impl Runtime {
                     .saturating_sub(self.state.lateness),
                 seq: 0,
             };
+            let h = part_hash(&group.partition_by, &e.row, &mut self.state.hash_buf);
             let mut state: Option<Vec<u8>> =
                 self.state.store.get(self.state.ns[gi], &self.state.cur_keys[gi])?;
             let mut out = Vec::new();
             let mut key = Vec::new();
-            let mut args = Vec::new();
             let selected = |x: &Event, key: &mut Vec<u8>| -> bool {
                 if let Some(p) = &filter.predicate {
                     if !p.eval_bool(&x.row) {
@@ -966,52 +1088,59 @@ impl Runtime {
                 encode_partition(&group.partition_by, &x.row, key);
                 *key == self.state.cur_keys[gi]
             };
+            // The differences from the running window: (event, +1 to add / -1 to take out).
+            let mut diff: Vec<(&Event, i64)> = Vec::new();
             // Newest events in the running state but after this event's window end.
-            let newer: Box<dyn Iterator<Item = &Event>> = if enter == Boundary::ARRIVAL {
-                Box::new(self.buffer.iter())
-            } else {
-                let c =
-                    self.cursors.iter().find(|c| c.boundary == enter).expect("cursor per boundary");
-                Box::new(c.recent.iter())
+            let cursor_of = |b: Boundary| {
+                self.cursors.iter().find(|c| c.boundary == b).expect("cursor per boundary")
             };
+            let newer: Vec<&Event> = if enter == Boundary::ARRIVAL {
+                self.buf_index
+                    .get(spec, h)
+                    .map(|k| &self.buffer[self.buffer.partition_point(|b| b.key() < k)])
+                    .collect()
+            } else {
+                cursor_of(enter).recent_of(spec, h).collect()
+            };
+            self.late_examined += newer.len() as u64;
             for x in newer {
                 if enter.passed(x.time, t)
                     || !enter.passed(x.time, frontier)
                     || exit.is_some_and(|exit| exit.passed(x.time, frontier))
+                    || !selected(x, &mut key)
                 {
                     continue;
                 }
-                if !selected(x, &mut key) {
-                    continue;
-                }
-                eval_args(&self.plan, gi, &x.row, &mut args);
-                if let Some(old) = state.as_deref() {
-                    out.clear();
-                    group
-                        .set
-                        .try_remove_recent(old, &mut out, x.key(), &args)
-                        .map_err(|e| state_err(gi, &self.plan, e))?;
-                    state = Some(std::mem::take(&mut out));
-                }
+                diff.push((x, -1));
             }
             // Evicted events still inside this event's window (none without a start).
-            let evicted = exit.map(|exit| {
-                let c = self.cursors.iter().find(|c| c.boundary == exit);
-                c.expect("cursor per boundary").recent.iter()
-            });
-            for x in evicted.into_iter().flatten() {
-                if exit.is_some_and(|exit| exit.passed(x.time, t)) || !enter.passed(x.time, t) {
-                    continue;
+            if let Some(exit) = exit {
+                for x in cursor_of(exit).recent_of(spec, h) {
+                    self.late_examined += 1;
+                    if exit.passed(x.time, t) || !enter.passed(x.time, t) || !selected(x, &mut key)
+                    {
+                        continue;
+                    }
+                    diff.push((x, 1));
                 }
-                if !selected(x, &mut key) {
-                    continue;
-                }
-                eval_args(&self.plan, gi, &x.row, &mut args);
+            }
+            let args_of: Vec<Vec<Value>> = diff
+                .iter()
+                .map(|(x, _)| {
+                    let mut a = Vec::new();
+                    eval_args(&self.plan, gi, &x.row, &mut a);
+                    a
+                })
+                .collect();
+            for ((x, delta), args) in diff.iter().zip(&args_of) {
                 out.clear();
-                group
-                    .set
-                    .try_insert(state.as_deref(), &mut out, x.key(), &args, horizon)
-                    .map_err(|e| state_err(gi, &self.plan, e))?;
+                if *delta < 0 {
+                    let Some(old) = state.as_deref() else { continue };
+                    group.set.try_remove_recent(old, &mut out, x.key(), args)
+                } else {
+                    group.set.try_insert(state.as_deref(), &mut out, x.key(), args, horizon)
+                }
+                .map_err(|e| state_err(gi, &self.plan, e))?;
                 state = Some(std::mem::take(&mut out));
             }
             let mut r = Vec::new();
@@ -1021,10 +1150,22 @@ impl Runtime {
                 }
                 None => group.set.empty_results(&mut r),
             }
+            if let Some(trees) = self.state.trees[gi].as_mut() {
+                if state.is_some() {
+                    let adjust: Vec<(EventKey, &[Value], i64)> = diff
+                        .iter()
+                        .zip(&args_of)
+                        .map(|((x, d), a)| (x.key(), &a[..], *d))
+                        .collect();
+                    let store = self.state.store.as_mut();
+                    trees
+                        .adjusted_results(store, &self.state.cur_keys[gi], &adjust, &mut r)
+                        .map_err(|e| tree_err(gi, &self.plan, e))?;
+                }
+            }
             self.state.slots[gi] = r;
             self.state.filled[gi] = true;
         }
-        let _ = e;
         Ok(())
     }
 }
@@ -1042,6 +1183,11 @@ pub(crate) fn prefetch_announced(store: &mut dyn StateStore, keys: &[u8], ends: 
         })
         .collect();
     store.prefetch(&refs);
+}
+
+fn tree_err(gi: usize, plan: &Plan, e: HolisticError) -> Error {
+    let g = &plan.groups[gi];
+    Error::State(format!("namespace `{}`: {e}", g.trees.as_deref().unwrap_or(&g.namespace)))
 }
 
 fn state_err(gi: usize, plan: &Plan, e: AggStateError) -> Error {

@@ -65,6 +65,7 @@ use std::fmt::Write as _;
 
 use spillway_store::{Ns, Rmw, StateStore};
 
+use crate::aggregate::external::{HolisticError, HolisticTrees};
 use crate::aggregate::{AggKind, AggSet, AggStateError};
 use crate::error::{Error, Result};
 use crate::plan::call_text;
@@ -90,6 +91,9 @@ pub struct FilterNode {
     pub set: AggSet,
     /// Store namespace.
     pub namespace: String,
+    /// Store namespace of the order-statistics trees of its `COUNT(DISTINCT)` and
+    /// percentile aggregates (aligned windows only; see [`crate::aggregate::external`]).
+    pub trees: Option<String>,
 }
 
 /// Where an output column's value comes from.
@@ -136,6 +140,7 @@ impl WindowPlan {
             aggs: Vec::new(),
             set: AggSet::new(&[]),
             namespace: "w0".into(),
+            trees: None,
         }];
         let mut outputs = Vec::new();
         for item in &q.items {
@@ -159,6 +164,7 @@ impl WindowPlan {
                                 aggs: Vec::new(),
                                 set: AggSet::new(&[]),
                                 namespace: format!("w{}", nodes.len()),
+                                trees: None,
                             });
                             nodes.len() - 1
                         }
@@ -184,7 +190,18 @@ impl WindowPlan {
         for n in &mut nodes {
             let kinds: Vec<(AggKind, Option<DataType>)> =
                 n.aggs.iter().map(|(k, _, t)| (*k, *t)).collect();
-            n.set = AggSet::new(&kinds);
+            // Nothing leaves a window's state before it fires, so MIN/MAX and
+            // FIRST_VALUE/LAST_VALUE keep O(1) entries (`without_evictions`); in aligned
+            // windows COUNT(DISTINCT) and the percentiles live in order-statistics trees
+            // (O(log n) per event). A session's aggregates are computed from its events
+            // when it fires, in memory, so they stay inline.
+            n.set = AggSet::new(&kinds).without_evictions();
+            if !matches!(q.window, TvfWindow::Session { .. }) {
+                n.set = n.set.clone().external_holistic();
+                if n.set.external().next().is_some() {
+                    n.trees = Some(format!("{}.ost", n.namespace));
+                }
+            }
         }
         WindowPlan {
             filter: q.filter.clone(),
@@ -208,6 +225,12 @@ impl WindowPlan {
             .iter()
             .map(|n| NamespaceSpec::list(n.namespace.clone()).hint(AccessHint::Point))
             .collect();
+        v.extend(
+            self.nodes
+                .iter()
+                .filter_map(|n| n.trees.clone())
+                .map(|t| NamespaceSpec::list(t).hint(AccessHint::Point)),
+        );
         v.push(NamespaceSpec::list(TIMERS_NS).hint(AccessHint::ListAppend));
         if matches!(self.window, TvfWindow::Session { .. }) {
             v.push(NamespaceSpec::list(SESSIONS_NS).hint(AccessHint::Point));
@@ -282,8 +305,16 @@ impl WindowPlan {
                 Some(p) => p.to_string(),
                 None => "(all events)".to_string(),
             };
-            let _ =
-                writeln!(s, "{}Filter {what} -> state namespace `{}`", pad(depth + 2), n.namespace);
+            let trees = match &n.trees {
+                Some(t) => format!(", order-statistics trees in `{t}`"),
+                None => String::new(),
+            };
+            let _ = writeln!(
+                s,
+                "{}Filter {what} -> state namespace `{}`{trees}",
+                pad(depth + 2),
+                n.namespace
+            );
             for (ai, (k, arg, _)) in n.aggs.iter().enumerate() {
                 let outs: Vec<&str> = self
                     .outputs
@@ -406,6 +437,8 @@ pub struct WindowAgg {
     plan: WindowPlan,
     store: Box<dyn StateStore>,
     ns: Vec<Ns>,
+    /// Per filter node: the trees of its holistic aggregates (aligned windows).
+    trees: Vec<Option<HolisticTrees>>,
     timers_ns: Ns,
     sessions_ns: Option<(Ns, Ns)>,
     lateness: i64,
@@ -449,8 +482,13 @@ impl WindowAgg {
             )));
         }
         let mut ns = Vec::new();
+        let mut trees = Vec::new();
         for n in &plan.nodes {
             ns.push(store.namespace(&n.namespace)?);
+            trees.push(match &n.trees {
+                Some(t) => HolisticTrees::new(store.namespace(t)?, &n.set),
+                None => None,
+            });
         }
         let timers_ns = store.namespace(TIMERS_NS)?;
         let sessions_ns = match plan.window {
@@ -464,6 +502,7 @@ impl WindowAgg {
             plan,
             store,
             ns,
+            trees,
             timers_ns,
             sessions_ns,
             lateness: allowed_lateness,
@@ -656,6 +695,10 @@ impl WindowAgg {
                 if let Some(e) = failed {
                     return Err(self.state_err(ni, e));
                 }
+                if let Some(t) = self.trees[ni].as_mut() {
+                    t.update(self.store.as_mut(), &self.key, ekey, &self.args, 1)
+                        .map_err(|e| tree_err(&self.plan, ni, e))?;
+                }
                 self.counters.state_updates += 1;
             }
             if first {
@@ -760,6 +803,9 @@ impl WindowAgg {
         self.key.extend_from_slice(group);
         for ni in 0..self.ns.len() {
             self.store.delete(self.ns[ni], &self.key)?;
+            if let Some(t) = self.trees[ni].as_mut() {
+                t.clear(self.store.as_mut(), &self.key).map_err(|e| tree_err(&self.plan, ni, e))?;
+            }
         }
         Ok(())
     }
@@ -797,6 +843,14 @@ impl WindowAgg {
             }
             if !found {
                 set.empty_results(&mut r);
+            }
+            if let (true, Some(t)) = (found && done.is_ok(), self.trees[ni].as_mut()) {
+                let store = self.store.as_mut();
+                let mut tr = t.results(store, &self.key, &mut r);
+                if take && tr.is_ok() {
+                    tr = t.clear(store, &self.key);
+                }
+                tr.map_err(|e| tree_err(&self.plan, ni, e))?;
             }
             self.results[ni] = r;
             done.map_err(|e| self.state_err(ni, e))?;
@@ -1021,4 +1075,9 @@ impl WindowAgg {
         self.put_sessions(group, &sessions)?;
         Ok(())
     }
+}
+
+fn tree_err(plan: &WindowPlan, node: usize, e: HolisticError) -> Error {
+    let n = &plan.nodes[node];
+    Error::State(format!("namespace `{}`: {e}", n.trees.as_deref().unwrap_or(&n.namespace)))
 }

@@ -33,7 +33,8 @@ fn schema() -> Schema {
 
 const AGGS: &str = "COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo, MAX(v) AS hi, \
      COUNT(DISTINCT v) AS d, FIRST_VALUE(v) AS fv, LAST_VALUE(v) AS lv, AVG(v) AS a, \
-     COUNT(*) FILTER (WHERE flag) AS nf, SUM(v) FILTER (WHERE v > 5) AS big";
+     COUNT(*) FILTER (WHERE flag) AS nf, SUM(v) FILTER (WHERE v > 5) AS big, \
+     MEDIAN(v) AS med, PERCENTILE_CONT(0.3) WITHIN GROUP (ORDER BY v) AS p30";
 
 fn sql(w: TvfWindow, where_flag: bool) -> String {
     let tvf = match w {
@@ -79,6 +80,17 @@ fn brute_row(k: i64, start: i64, end: i64, events: &[Event]) -> Vec<Value> {
         Value::Float(vals.iter().sum::<i64>() as f64 / vals.len() as f64)
     };
     let big: Vec<i64> = vals.iter().copied().filter(|&v| v > 5).collect();
+    // PostgreSQL's PERCENTILE_CONT: rank p (n - 1) in the sorted values, interpolated.
+    let pct = |p: f64| {
+        let mut xs: Vec<f64> = vals.iter().map(|&v| v as f64).collect();
+        xs.sort_by(f64::total_cmp);
+        if xs.is_empty() {
+            return Value::Null;
+        }
+        let rank = p * (xs.len() - 1) as f64;
+        let (lo, hi) = (xs[rank.floor() as usize], xs[rank.ceil() as usize]);
+        Value::Float(if lo == hi { lo } else { lo + (rank - rank.floor()) * (hi - lo) })
+    };
     vec![
         Value::Int(k),
         Value::Int(start),
@@ -93,6 +105,8 @@ fn brute_row(k: i64, start: i64, end: i64, events: &[Event]) -> Vec<Value> {
         avg,
         Value::Int(evs.iter().filter(|e| e.row[2] == Value::Bool(true)).count() as i64),
         if big.is_empty() { Value::Null } else { Value::Int(big.iter().sum()) },
+        pct(0.5),
+        pct(0.3),
     ]
 }
 

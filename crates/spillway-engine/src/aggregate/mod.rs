@@ -55,6 +55,11 @@
 //! | `MEDIAN`/`PERCENTILE_CONT` | section: `[n u64][value f64][count u64]*`, sorted by `f64::total_cmp` | O(log d) search | O(d) |
 //! | `FIRST_VALUE`/`LAST_VALUE` | section: `[entry]*` for every event of the window (NULLs included) in key order | O(1) at the ends, O(w) to place a late key | O(1) |
 //!
+//! A set built with [`AggSet::external_holistic`] keeps `COUNT(DISTINCT)`,
+//! `MEDIAN`/`PERCENTILE_CONT` (and `FIRST_VALUE`/`LAST_VALUE` when it evicts) out of the
+//! value: they take no bytes in it and live in order-statistics trees
+//! ([`external`]), O(log n) per update.
+//!
 //! The tagged value is a tag byte (0 NULL, 1 int, 2 float, 3 string, 4 bool) followed by
 //! i64 LE / f64 LE / `[len u32][UTF-8]` / one byte. The trailing `entry_len` lets lists be
 //! walked from the back. Every operation also copies the whole state once (the store's
@@ -83,6 +88,7 @@
 //! * Percentiles work on f64 (ints widened), as PostgreSQL does for `bigint`.
 
 mod codec;
+pub mod external;
 mod holistic;
 mod minmax;
 mod numeric;
@@ -362,13 +368,35 @@ impl std::error::Error for AggStateError {}
 enum Op {
     CountStar,
     Count,
-    SumInt { avg: bool },
-    SumFloat { avg: bool },
-    Var { sqrt: bool },
-    MinMax { max: bool, ty: DataType },
-    Distinct { ty: DataType },
-    Percentile { p: f64 },
-    FirstLast { last: bool, ty: DataType },
+    SumInt {
+        avg: bool,
+    },
+    SumFloat {
+        avg: bool,
+    },
+    Var {
+        sqrt: bool,
+    },
+    MinMax {
+        max: bool,
+        ty: DataType,
+    },
+    Distinct {
+        ty: DataType,
+    },
+    Percentile {
+        p: f64,
+    },
+    FirstLast {
+        last: bool,
+        ty: DataType,
+    },
+    /// A holistic aggregate kept outside the inline state, in an order-statistics tree
+    /// ([`external::HolisticTrees`]): no inline bytes; its result is filled in by the
+    /// caller from the tree.
+    External {
+        distinct: bool,
+    },
     Invalid(String),
 }
 
@@ -404,7 +432,7 @@ impl Op {
     /// Appends the empty state.
     fn put_empty(&self, out: &mut Vec<u8>) {
         let zeros: usize = match self {
-            Op::CountStar | Op::Invalid(_) => 0,
+            Op::CountStar | Op::Invalid(_) | Op::External { .. } => 0,
             Op::Count => 8,
             Op::SumInt { .. } => 24,
             Op::SumFloat { .. } => 48,
@@ -497,6 +525,46 @@ impl AggSet {
         self
     }
 
+    /// The same set with its holistic aggregates kept outside the inline state, each in
+    /// an order-statistics tree in the store ([`external::HolisticTrees`]), so that an
+    /// update costs O(log n) in the window's size instead of rewriting a value that holds
+    /// the whole window: `COUNT(DISTINCT)`, `MEDIAN`/`PERCENTILE_CONT`, and
+    /// `FIRST_VALUE`/`LAST_VALUE` when the set evicts (without evictions their inline
+    /// state is already O(1), see [`without_evictions`](AggSet::without_evictions)).
+    /// The inline state keeps the row count and the other aggregates; for an external
+    /// aggregate [`results`](AggSet::results) appends a placeholder (`NULL`) that the
+    /// caller replaces with [`external::HolisticTrees::results`].
+    #[must_use]
+    pub fn external_holistic(mut self) -> AggSet {
+        for op in &mut self.ops {
+            let ext = match op {
+                Op::Distinct { .. } => Some(true),
+                Op::Percentile { .. } => Some(false),
+                Op::FirstLast { .. } if self.evicts => Some(false),
+                _ => None,
+            };
+            if let Some(distinct) = ext {
+                *op = Op::External { distinct };
+            }
+        }
+        let mut empty = vec![0u8; 8];
+        for op in &self.ops {
+            op.put_empty(&mut empty);
+        }
+        self.empty = empty;
+        self
+    }
+
+    /// Positions of the aggregates kept outside the inline state (see
+    /// [`external_holistic`](AggSet::external_holistic)), with their kinds.
+    pub fn external(&self) -> impl Iterator<Item = (usize, AggKind)> + '_ {
+        self.ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| matches!(op, Op::External { .. }))
+            .map(|(i, _)| (i, self.aggs[i].0))
+    }
+
     /// False for a set built [`without_evictions`](AggSet::without_evictions).
     pub fn evicts(&self) -> bool {
         self.evicts
@@ -573,6 +641,7 @@ impl AggSet {
     pub fn empty_results(&self, out: &mut Vec<Value>) {
         out.extend(self.ops.iter().map(|op| match op {
             Op::CountStar | Op::Count | Op::Distinct { .. } => Value::Int(0),
+            Op::External { distinct: true } => Value::Int(0),
             _ => Value::Null,
         }));
     }
@@ -646,7 +715,8 @@ impl AggSet {
                     let base = r.pos() + 4;
                     holistic::fl_result(r.section()?, base, r.agg, *last)?
                 }
-                Op::Invalid(_) => Value::Null,
+                // Placeholder: the caller fills it in from the tree.
+                Op::Invalid(_) | Op::External { .. } => Value::Null,
             };
             out.push(v);
         }
@@ -747,6 +817,7 @@ impl AggSet {
                         }
                     }
                 }
+                Op::External { .. } => {}
                 Op::Invalid(message) => {
                     return Err(AggStateError::Invalid { agg: i, message: message.clone() })
                 }

@@ -10,9 +10,11 @@
 //! `LAST_VALUE` ([`OsTree::first`] / [`OsTree::last`], keys [`event_key`] followed by the
 //! value's encoding).
 //!
-//! It is not yet wired into [`AggSet`](super::AggSet), whose contract keeps one value per
-//! partition rewritten by read-modify-write; `benches/ostree.rs` compares the two per
-//! update.
+//! [`super::external::HolisticTrees`] keeps the holistic aggregates of an
+//! [`AggSet`](super::AggSet) built with
+//! [`external_holistic`](super::AggSet::external_holistic) in these trees (the engine does
+//! for `RANGE` frames and aligned window TVFs); `benches/ostree.rs` compares one tree
+//! update with the inline layout's whole-value rewrite.
 //!
 //! # Design
 //!
