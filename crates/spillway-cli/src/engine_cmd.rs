@@ -226,6 +226,20 @@ pub struct RunArgs {
     #[arg(long)]
     pub(crate) resume: bool,
 
+    /// With --resume: continue the checkpoint under a different --query (same input,
+    /// lateness, store, schema and WHERE) whose new or changed sliding-window metrics
+    /// are rebuilt from the events the reservoir still holds; the rows of the events
+    /// after the checkpoint go to a new --output file with the new columns
+    #[arg(long, requires = "resume")]
+    pub(crate) backfill: bool,
+
+    /// Keep reservoir events at least this long behind the newest event time (e.g. 1h),
+    /// so a later --backfill of windows up to that long is exact from its first event;
+    /// recorded in the checkpoints, a resume keeps it [default: 0, only what the
+    /// query's windows need]
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) retain: Option<String>,
+
     /// Compression of the reservoir's chunks
     #[arg(long, value_enum, default_value = "lz4")]
     pub(crate) compression: CompressionArg,
@@ -424,6 +438,28 @@ fn print_summary(s: &JobSummary) {
             w.fired, w.late_updates, w.session_merges
         );
     }
+    if let Some(b) = &s.backfill {
+        eprintln!(
+            "backfill: {} group-by nodes kept ({} moved to new namespaces, {} state keys copied), {} rebuilt from {} reservoir events, {} dropped; {} metric groups not covered by the reservoir{}",
+            b.groups_kept,
+            b.groups_moved,
+            b.keys_copied,
+            b.groups_rebuilt,
+            b.events_replayed,
+            b.groups_dropped,
+            b.not_covered.len(),
+            if b.not_covered.is_empty() {
+                String::new()
+            } else {
+                let from: Vec<String> = b
+                    .not_covered
+                    .iter()
+                    .map(|n| format!("{} exact from time {}", n.metrics.join(", "), n.exact_from))
+                    .collect();
+                format!(" ({})", from.join("; "))
+            }
+        );
+    }
     let p = &s.checkpoint_pause_us;
     if p.count > 0 {
         eprintln!(
@@ -459,6 +495,9 @@ fn print_summary(s: &JobSummary) {
 /// `spillway run`.
 pub fn run(a: RunArgs) -> Result<()> {
     let kafka_input = a.input.to_str().is_some_and(|s| s.starts_with("kafka://"));
+    if kafka_input && (a.backfill || a.retain.is_some()) {
+        bail!("--backfill and --retain work on a file input's checkpoints (--input FILE), not on Kafka workers");
+    }
     if kafka_input {
         #[cfg(feature = "kafka")]
         return crate::kafka_cmd::run_worker(a);
@@ -505,6 +544,18 @@ pub fn run(a: RunArgs) -> Result<()> {
     if a.resume && a.input == Path::new("-") {
         bail!("--resume cannot re-read stdin; give the input as a file");
     }
+    let retain = match &a.retain {
+        Some(r) => Some(parse_duration(r, sopts.time_unit).map_err(|e| anyhow!("--retain: {e}"))?),
+        None => None,
+    };
+    // The input's identity leaves out the query's type hints: they only matter through
+    // the schema, which the checkpoint compares on its own, and a --backfill changes
+    // the query.
+    let input_identity = format!(
+        "{}|{:?}",
+        a.input.display(),
+        SourceOptions { type_hints: Vec::new(), ..sopts.clone() }
+    );
     let cfg = JobConfig {
         query,
         output: a.output.clone(),
@@ -520,7 +571,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         checkpoint_every,
         resume: a.resume,
         compression: a.compression.into(),
-        input_identity: format!("{}|{:?}", a.input.display(), sopts),
+        input_identity,
         reservoir_chunk_events: a
             .reservoir_chunk_events
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
@@ -529,6 +580,8 @@ pub fn run(a: RunArgs) -> Result<()> {
             (Some(events), Some(marker)) => Some(HaltPoint { events, marker: marker.clone() }),
             _ => None,
         },
+        backfill: a.backfill,
+        retain,
     };
     let input = a.input.clone();
     // Only the schema: no dead-letter file is created (a resume keeps the existing one).
@@ -541,7 +594,13 @@ pub fn run(a: RunArgs) -> Result<()> {
         })
     };
     let pb = progress_bar(a.quiet);
-    let summary = run_job(&cfg, &mut open, &mut |p| pb.set_message(progress_message(p)))?;
+    let summary = run_job(&cfg, &mut open, &mut |p| {
+        // Warnings show even with --quiet.
+        for w in p.warnings {
+            pb.suspend(|| eprintln!("warning: {w}"));
+        }
+        pb.set_message(progress_message(p))
+    })?;
     pb.finish_and_clear();
     if !a.quiet {
         print_summary(&summary);
@@ -593,6 +652,8 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         reservoir_chunk_events: None,
         reservoir_segment_bytes: None,
         halt: None,
+        backfill: false,
+        retain: None,
     };
     if !a.quiet {
         eprintln!(

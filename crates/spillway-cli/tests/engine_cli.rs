@@ -866,3 +866,226 @@ fn windowed_aggregation_explain_and_errors() {
     ]);
     assert!(err.contains("--watermark-delay applies to windowed aggregations"), "{err}");
 }
+
+/// The data rows of a CSV output (header dropped).
+fn data_rows(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap().lines().skip(1).map(str::to_string).collect()
+}
+
+const BACKFILL_Q1: &str = "SELECT card, ts, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n, \
+     AVG(amount) OVER (PARTITION BY merchant ORDER BY ts RANGE BETWEEN 1000 PRECEDING AND CURRENT ROW) AS m_avg \
+     FROM t WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN 2000 PRECEDING AND CURRENT ROW)";
+
+/// q1 plus a metric in q1's card group (a new state layout: the group is rebuilt), a
+/// filtered metric and a window four times longer than q1's; q1's merchant group keeps
+/// its state under another index.
+const BACKFILL_Q2: &str = "SELECT card, ts, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n, \
+     MAX(amount) OVER w AS mx, COUNT(*) FILTER (WHERE amount > 150) OVER w AS big, \
+     AVG(amount) OVER (PARTITION BY merchant ORDER BY ts RANGE BETWEEN 1000 PRECEDING AND CURRENT ROW) AS m_avg, \
+     SUM(amount) OVER (PARTITION BY card ORDER BY ts RANGE BETWEEN 8000 PRECEDING AND CURRENT ROW) AS s8 \
+     FROM t WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN 2000 PRECEDING AND CURRENT ROW)";
+
+fn backfill_args(q: &str, input: &Path, out: &Path, ckpt: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "run",
+        "--query",
+        q,
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--allowed-lateness",
+        "50",
+        "--checkpoint-dir",
+        ckpt.to_str().unwrap(),
+        "--checkpoint-every",
+        "3000",
+    ]
+    .map(String::from)
+    .to_vec();
+    a.extend(SMALL_SEGMENTS.map(String::from));
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// `spillway run --resume --backfill` after a SIGKILL: q1 ran with checkpoints and
+/// `--retain 10s`; q2 adds metrics (one in q1's card group, a filter, a window longer
+/// than q1's) and moves q1's merchant group. The new output holds q2's header and, for every event after
+/// the checkpoint, exactly the row an uninterrupted q2 run gives it.
+#[test]
+fn backfill_after_sigkill_matches_an_uninterrupted_run() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    big_input(&input, 60_000);
+    let straight = d.path().join("straight.csv");
+    run_ok(&[
+        "run",
+        "--query",
+        BACKFILL_Q2,
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        straight.to_str().unwrap(),
+        "--allowed-lateness",
+        "50",
+        "--quiet",
+    ]);
+    let ckpt = d.path().join("ckpt");
+    let out1 = d.path().join("q1.csv");
+    let marker = d.path().join("halted");
+    run_until_halt(
+        &backfill_args(BACKFILL_Q1, &input, &out1, &ckpt, &["--retain", "10s", "--quiet"]),
+        30_000,
+        &marker,
+    );
+    // Segments were released all along (the retention keeps only the last 10 s).
+    assert!(segment_ids(&ckpt.join("reservoir"))[0] > 0, "no segment was released");
+    let before = data_rows(&out1).len();
+    let out2 = d.path().join("q2.csv");
+    let (_, err) = run_ok(&strs(&backfill_args(
+        BACKFILL_Q2,
+        &input,
+        &out2,
+        &ckpt,
+        &["--resume", "--backfill"],
+    )));
+    assert!(!err.contains("warning"), "{err}");
+    assert!(
+        err.contains("backfill: 1 group-by nodes kept")
+            && err.contains("1 moved")
+            && err.contains("3 rebuilt")
+            && err.contains("1 dropped; 0 metric groups not covered"),
+        "{err}"
+    );
+    let want = std::fs::read_to_string(&straight).unwrap();
+    let got = std::fs::read_to_string(&out2).unwrap();
+    assert_eq!(got.lines().next(), want.lines().next(), "header");
+    let want_rows: Vec<&str> = want.lines().skip(1 + before).collect();
+    let got_rows: Vec<&str> = got.lines().skip(1).collect();
+    assert_eq!(got_rows.len(), want_rows.len());
+    assert!(got_rows == want_rows, "rows after the checkpoint differ");
+    // The checkpoint now runs q2: a plain resume of it is accepted (nothing left to do).
+    let (_, err) = run_ok(&strs(&backfill_args(BACKFILL_Q2, &input, &out2, &ckpt, &["--resume"])));
+    assert!(err.contains("0 events"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out2).unwrap(), got);
+}
+
+/// Without `--retain` q2's 8 s window reaches past the reservoir's oldest event: the
+/// run warns (even with --quiet), naming the metric, its window and the time from which
+/// it is exact, and from that time on its rows equal an uninterrupted run's.
+#[test]
+fn backfill_warns_when_the_reservoir_does_not_cover_a_new_window() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    big_input(&input, 40_000);
+    let straight = d.path().join("straight.csv");
+    run_ok(&[
+        "run",
+        "--query",
+        BACKFILL_Q2,
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        straight.to_str().unwrap(),
+        "--allowed-lateness",
+        "50",
+        "--quiet",
+    ]);
+    let ckpt = d.path().join("ckpt");
+    let out1 = d.path().join("q1.csv");
+    let marker = d.path().join("halted");
+    run_until_halt(
+        &backfill_args(BACKFILL_Q1, &input, &out1, &ckpt, &["--quiet"]),
+        21_000,
+        &marker,
+    );
+    let before = data_rows(&out1).len();
+    let out2 = d.path().join("q2.csv");
+    let (_, err) = run_ok(&strs(&backfill_args(
+        BACKFILL_Q2,
+        &input,
+        &out2,
+        &ckpt,
+        &["--resume", "--backfill", "--quiet"],
+    )));
+    let warning =
+        err.lines().find(|l| l.starts_with("warning:")).unwrap_or_else(|| panic!("{err}"));
+    assert!(warning.contains("`s8`") && warning.contains("[t-8s, t]"), "{warning}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("warning:")).count(), 1, "{err}");
+    let from: i64 = warning
+        .split("exact for events at time ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {warning}"));
+    let want = data_rows(&straight);
+    let got = data_rows(&out2);
+    assert_eq!(got.len(), want.len() - before);
+    let ts = |row: &str| -> i64 { row.split(',').nth(1).unwrap().parse().unwrap() };
+    let mut after = 0;
+    let mut differ_before = 0;
+    for (g, w) in got.iter().zip(&want[before..]) {
+        if ts(w) >= from {
+            assert_eq!(g, w, "a row at or after {from}");
+            after += 1;
+        } else if g != w {
+            differ_before += 1;
+        }
+    }
+    assert!(after > 10_000, "{after} rows after {from}");
+    assert!(differ_before > 0, "no row before {from} differs: the window was covered");
+}
+
+#[test]
+fn backfill_errors_name_the_problem() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    big_input(&input, 20_000);
+    let ckpt = d.path().join("ckpt");
+    let out = d.path().join("out.csv");
+    let i = input.to_str().unwrap();
+
+    let err = run_err(&["run", "--query", BACKFILL_Q1, "--input", i, "--backfill"]);
+    assert!(err.contains("--resume"), "{err}");
+
+    let tvf = "SELECT card, window_start, window_end, COUNT(*) AS n \
+               FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), 1000)) GROUP BY card, window_start, window_end";
+    let err = run_err(&strs(&backfill_args(tvf, &input, &out, &ckpt, &["--resume", "--backfill"])));
+    assert!(err.contains("--backfill") && err.contains("window table function"), "{err}");
+
+    // A checkpoint whose reservoir released segments cannot rebuild a running total.
+    run_ok(&strs(&backfill_args(BACKFILL_Q1, &input, &out, &ckpt, &["--quiet"])));
+    let unbounded = "SELECT card, ts, SUM(amount) OVER (PARTITION BY card ORDER BY ts RANGE \
+                     BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total FROM t";
+    let out2 = d.path().join("out2.csv");
+    let err = run_err(&strs(&backfill_args(
+        unbounded,
+        &input,
+        &out2,
+        &ckpt,
+        &["--resume", "--backfill"],
+    )));
+    assert!(err.contains("`total`") && err.contains("UNBOUNDED PRECEDING"), "{err}");
+    // The old output cannot be the new one.
+    let err = run_err(&strs(&backfill_args(
+        BACKFILL_Q2,
+        &input,
+        &out,
+        &ckpt,
+        &["--resume", "--backfill"],
+    )));
+    assert!(err.contains("out.csv") && err.contains("name a new one"), "{err}");
+    // Without --backfill another query is refused, pointing at it.
+    let err = run_err(&strs(&backfill_args(BACKFILL_Q2, &input, &out2, &ckpt, &["--resume"])));
+    assert!(err.contains("different query") && err.contains("--backfill"), "{err}");
+    let err = run_err(&["run", "--query", BACKFILL_Q1, "--input", i, "--retain", "1h"]);
+    assert!(err.contains("--retain") && err.contains("--checkpoint-dir"), "{err}");
+    let err = run_err(&strs(&backfill_args(
+        BACKFILL_Q1,
+        &input,
+        &out2,
+        &d.path().join("c2"),
+        &["--retain", "soon"],
+    )));
+    assert!(err.contains("--retain"), "{err}");
+}

@@ -25,7 +25,45 @@
 //! ## Reservoir segments
 //! Segments behind every window are deleted after each checkpoint, or every 65,536
 //! events when the run makes no checkpoints (no checkpoint directory, or
-//! `checkpoint_every` 0).
+//! `checkpoint_every` 0). The event just before the oldest one a window needs is kept
+//! too, so the oldest live event tells a later backfill which windows are covered.
+//! [`JobConfig::retain`] (`--retain`) also keeps the events up to that long behind the
+//! frontier; each checkpoint records the span, and a resume keeps it unless given
+//! another.
+//!
+//! ## Checkpoint directory
+//! `<dir>/reservoir` holds the reservoir; the state store lives in the directory that
+//! `<dir>/store.json` names (`state` at first, `state-1`, `state-2`, ... after
+//! backfills), together with the query whose namespaces the store was created with (a
+//! store opens only with the namespaces it was created with). The file is replaced
+//! atomically (write, fsync, rename, fsync the directory).
+//!
+//! ## Backfill
+//! [`JobConfig::backfill`] (`--resume --backfill`) resumes a sliding-window job's
+//! checkpoint under a different query: the same input, lateness, store and schema, and
+//! the same `WHERE`, with metrics added, changed or removed (new windows, `FILTER`s and
+//! partitionings included). Group-by nodes the two queries share keep their state;
+//! new or changed ones are rebuilt from the events still in the reservoir and the
+//! lateness buffer (see [`crate::runtime::backfill`]). A rebuilt metric whose window
+//! reaches further back than the oldest event the reservoir holds is *not covered*: it
+//! is rebuilt from what is there, and a warning (given to the progress callback at
+//! once, and in [`JobSummary::backfill`]) names it, its window, and the event time from
+//! which its results are exact. A new `UNBOUNDED PRECEDING` or `ROWS` metric needs every
+//! event since the start: it is refused unless the reservoir never released any.
+//!
+//! The state goes to a new store directory: the kept state is copied there, the rebuilt
+//! nodes replayed, and one checkpoint (the new query, the runtime's position, the input
+//! position of the old checkpoint) made before any new event is read; then `store.json`
+//! is switched to it, and only then the old directory removed and reservoir segments
+//! released. A crash before the switch leaves the old checkpoint as it was; after it, a
+//! plain `--resume` with the new query continues. `--backfill` with the query the
+//! checkpoint already runs is a plain resume.
+//!
+//! The output has the new query's columns, so it cannot continue the old file: a
+//! backfill needs an output file (not the one the checkpointed job wrote, which it
+//! refuses) and starts it afresh, with the header, holding the rows of the events after
+//! the checkpoint. The side output (late events) starts afresh the same way. From then
+//! on `--resume` appends to these files as usual.
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +73,9 @@ use spillway_store::{StateStore, StoreKind, StoreOptions};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::reservoir::{Compression, Position, Reservoir, ReservoirOptions};
+use crate::runtime::backfill::{
+    check_rebuildable, copy_kept_state, BackfillReport, GroupMap, NotCovered, Retention,
+};
 use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot, META_NAMESPACE};
 use crate::source::{schema_columns, Sink, Source, SourcePosition};
 use crate::sql::{parse, Query};
@@ -46,8 +87,12 @@ const META_CHUNK: usize = 32 * 1024;
 /// Events read ahead and announced to the store at a time ([`Runtime::prefetch`]).
 pub const BATCH_EVENTS: usize = 64;
 /// Version of the checkpoint metadata layout (2: the operator snapshot is per query
-/// shape).
-const META_VERSION: u32 = 2;
+/// shape; 3: the query, output paths and reservoir retention apart from the identity).
+const META_VERSION: u32 = 3;
+/// The file naming the state store's directory (see the module docs).
+const LAYOUT_FILE: &str = "store.json";
+/// The state store's directory until a backfill moves it.
+const STATE_DIR: &str = "state";
 
 /// How to run a job (everything but the source).
 #[derive(Clone, Debug)]
@@ -96,6 +141,14 @@ pub struct JobConfig {
     pub reservoir_segment_bytes: Option<u64>,
     /// Tests: a deterministic point at which the job waits to be killed.
     pub halt: Option<HaltPoint>,
+    /// With `resume`: continue the checkpoint under `query` even if it differs from the
+    /// checkpointed one, rebuilding new and changed metrics from the reservoir (see the
+    /// module docs; sliding-window queries only).
+    pub backfill: bool,
+    /// Keep reservoir events at least this many time units behind the frontier, for a
+    /// later backfill of windows up to that long (`None`: what the checkpoint recorded
+    /// on a resume, else 0, which keeps only what the query's windows need).
+    pub retain: Option<i64>,
 }
 
 /// A progress report, given to the caller's callback about every 100 ms.
@@ -107,6 +160,9 @@ pub struct Progress<'a> {
     pub seconds: f64,
     /// Ingest-to-emit latency of this run, in nanoseconds.
     pub latency_ns: &'a Histogram<u64>,
+    /// Warnings to show the user now (given once, in a report before the first event:
+    /// a backfill's metrics that are not exact from the first new event on).
+    pub warnings: &'a [String],
 }
 
 /// What a finished job reports.
@@ -124,7 +180,7 @@ pub struct JobSummary {
     pub events_per_sec: f64,
     /// Ingest-to-emit latency percentiles of this run, in microseconds.
     pub latency_us: LatencySummary,
-    /// Checkpoints written.
+    /// Checkpoints written (a backfill's checkpoint of the new query included).
     pub checkpoints: u64,
     /// How long this run's checkpoints paused processing, in microseconds. Each pause is
     /// also in the latency of the event read after it (see [`run_job`]).
@@ -144,6 +200,44 @@ pub struct JobSummary {
     /// whole job).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub windows: Option<WindowStats>,
+    /// What a `--backfill` resume did (`None` without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<BackfillSummary>,
+}
+
+/// What a backfill did: how the new query's group-by nodes got their state, and the
+/// metrics it could not make exact from the first new event on.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct BackfillSummary {
+    /// Nodes whose state the new query keeps.
+    pub groups_kept: u64,
+    /// Of those, nodes whose state moved to other namespace names (their index changed).
+    pub groups_moved: u64,
+    /// Nodes rebuilt from the reservoir.
+    pub groups_rebuilt: u64,
+    /// Nodes of the checkpointed query the new one dropped.
+    pub groups_dropped: u64,
+    /// State keys copied to the new store.
+    pub keys_copied: u64,
+    /// Events replayed into the rebuilt nodes.
+    pub events_replayed: u64,
+    /// Rebuilt metrics whose window reaches further back than the reservoir holds.
+    pub not_covered: Vec<NotCoveredMetric>,
+    /// The warnings the run gave (one per metric not covered).
+    pub warnings: Vec<String>,
+}
+
+/// A backfilled metric that is exact only from a later event time on.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct NotCoveredMetric {
+    /// The output columns of its group-by node.
+    pub metrics: Vec<String>,
+    /// Its window, e.g. `[t-1h, t]`.
+    pub window: String,
+    /// Time of the oldest event the reservoir held.
+    pub oldest_event_time: i64,
+    /// Results of events at this time or later are exact.
+    pub exact_from: i64,
 }
 
 /// Size of the aggregation state at the end of a job.
@@ -214,12 +308,27 @@ impl PauseSummary {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct CheckpointMeta {
     version: u32,
-    identity: String,
+    job: JobRecord,
     schema: Schema,
     operator: OperatorSnapshot,
     source: SourcePosition,
     output_len: u64,
     side_len: u64,
+    /// The reservoir retention span (0: none) and its pseudo-cursor's index.
+    retain: i64,
+    retain_index: u64,
+}
+
+/// What every checkpoint records of the job's arguments.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct JobRecord {
+    /// (what, value) pairs a resume must match: input, lateness, store, schema.
+    identity: Vec<(String, String)>,
+    /// The query (a resume must match it unless it backfills).
+    query: String,
+    /// Absolute paths of the output (`None`: stdout or discarded) and side output.
+    output: Option<String>,
+    side_output: String,
 }
 
 /// What a checkpoint records of the query's operator.
@@ -309,24 +418,181 @@ impl Operator {
         })
     }
 
-    fn release_reservoir(&mut self) -> Result<()> {
+    fn release_reservoir(&mut self, retention: Option<&Retention>) -> Result<()> {
         match self {
-            Operator::Over(r) => r.release_reservoir(),
+            Operator::Over(r) => r.release_reservoir_keeping(retention),
             Operator::Windowed(_) => Ok(()),
+        }
+    }
+
+    /// The retention span and pseudo-cursor index to record in a checkpoint.
+    fn retention_record(&self, retention: Option<&Retention>) -> (i64, u64) {
+        match (self, retention) {
+            (Operator::Over(r), Some(k)) => (k.span(), k.index(r)),
+            _ => (0, 0),
         }
     }
 }
 
-fn identity(cfg: &JobConfig, schema: &Schema) -> String {
-    format!(
-        "query={:?};input={};lateness={};delay={};store={};schema={:?}",
-        cfg.query,
-        cfg.input_identity,
-        cfg.allowed_lateness,
-        cfg.watermark_delay,
-        cfg.store.name(),
-        schema
-    )
+/// What a resume must match, as (what, value) pairs (the query apart: a backfill
+/// changes it).
+fn identity(cfg: &JobConfig, schema: &Schema) -> Vec<(String, String)> {
+    [
+        ("input", cfg.input_identity.clone()),
+        ("allowed lateness", cfg.allowed_lateness.to_string()),
+        ("watermark delay", cfg.watermark_delay.to_string()),
+        ("store", cfg.store.name().to_string()),
+        ("schema", format!("{schema:?}")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Errors unless the checkpoint's identity equals this run's, naming what differs.
+fn check_identity(
+    recorded: &[(String, String)],
+    now: &[(String, String)],
+    base: &Path,
+) -> Result<()> {
+    let differ: Vec<&str> = now
+        .iter()
+        .filter(|(k, v)| !recorded.iter().any(|(rk, rv)| rk == k && rv == v))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if differ.is_empty() {
+        return Ok(());
+    }
+    let hint = if differ.contains(&"schema") {
+        " (a resume infers the input's column types again: pin them with --schema)"
+    } else {
+        ""
+    };
+    Err(Error::Checkpoint(format!(
+        "{} was written by a job with a different {}{hint}; resume with the same arguments",
+        base.display(),
+        differ.join(", ")
+    )))
+}
+
+/// The error of a resume whose query differs from the checkpoint's without --backfill.
+fn other_query(base: &Path) -> Error {
+    Error::Checkpoint(format!(
+        "{} was written by a job with a different query; resume with the same --query, or \
+         add --backfill to continue it under the new one (new metrics are rebuilt from the \
+         events the reservoir still holds)",
+        base.display()
+    ))
+}
+
+/// `path` made absolute (for comparing output paths across runs).
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned()
+}
+
+/// The contents of [`LAYOUT_FILE`]: which directory holds the state store, and the query
+/// whose namespaces it was created with.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct StoreLayout {
+    format_version: u32,
+    dir: String,
+    query: Option<String>,
+}
+
+impl StoreLayout {
+    fn initial(query: Option<String>) -> StoreLayout {
+        StoreLayout { format_version: 1, dir: STATE_DIR.into(), query }
+    }
+
+    /// The generation of a store directory name: `state` is 0, `state-N` is N.
+    fn generation(name: &str) -> Option<u64> {
+        if name == STATE_DIR {
+            return Some(0);
+        }
+        let n = name.strip_prefix("state-")?;
+        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        n.parse().ok()
+    }
+
+    /// Reads `<base>/store.json` (`None` if there is none).
+    fn read(base: &Path) -> Result<Option<StoreLayout>> {
+        let path = base.join(LAYOUT_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(Error::Checkpoint(format!("cannot read {}: {e}", path.display())))
+            }
+        };
+        let l: StoreLayout = serde_json::from_str(&text).map_err(|e| {
+            Error::Checkpoint(format!(
+                "{}: {e} (expected {{\"format_version\": 1, \"dir\": \"state\", \"query\": \"...\"}})",
+                path.display()
+            ))
+        })?;
+        if l.format_version != 1 {
+            return Err(Error::Checkpoint(format!(
+                "{}: format_version {} is not supported (this build reads 1)",
+                path.display(),
+                l.format_version
+            )));
+        }
+        if Self::generation(&l.dir).is_none() {
+            return Err(Error::Checkpoint(format!(
+                "{}: dir {:?} is not a store directory name (state or state-N)",
+                path.display(),
+                l.dir
+            )));
+        }
+        Ok(Some(l))
+    }
+
+    /// Replaces `<base>/store.json` atomically.
+    fn write(&self, base: &Path) -> Result<()> {
+        let path = base.join(LAYOUT_FILE);
+        let tmp = base.join(format!("{LAYOUT_FILE}.tmp"));
+        let err = |what: &str, p: &Path, e: std::io::Error| {
+            Error::Checkpoint(format!("cannot {what} {}: {e}", p.display()))
+        };
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::Checkpoint(format!("cannot encode {LAYOUT_FILE}: {e}")))?;
+        {
+            use std::io::Write as _;
+            let mut f = std::fs::File::create(&tmp).map_err(|e| err("create", &tmp, e))?;
+            f.write_all(text.as_bytes()).map_err(|e| err("write", &tmp, e))?;
+            f.sync_all().map_err(|e| err("fsync", &tmp, e))?;
+        }
+        std::fs::rename(&tmp, &path).map_err(|e| err("rename to", &path, e))?;
+        std::fs::File::open(base).and_then(|d| d.sync_all()).map_err(|e| err("fsync", base, e))
+    }
+
+    /// The layout of the store directory a backfill creates next, for `query`.
+    fn next(&self, query: &str) -> StoreLayout {
+        let g = Self::generation(&self.dir).unwrap_or(0) + 1;
+        StoreLayout { format_version: 1, dir: format!("state-{g}"), query: Some(query.into()) }
+    }
+
+    /// Removes the store directories in `base` other than this layout's: what an
+    /// interrupted backfill left (a new directory never switched to, or the old one
+    /// not yet removed).
+    fn remove_leftovers(&self, base: &Path) -> Result<()> {
+        let entries = match std::fs::read_dir(base) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::Config(format!("cannot list {}: {e}", base.display()))),
+        };
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| Error::Config(format!("cannot list {}: {e}", base.display())))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name != self.dir && Self::generation(&name).is_some() && entry.path().is_dir() {
+                clear_dirs(&[&entry.path()])?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_side_output(output: Option<&Path>) -> PathBuf {
@@ -496,14 +762,44 @@ pub fn run_job(
             p
         }
     };
-    let state_dir = base.join("state");
     let res_dir = base.join("reservoir");
-    if cfg.checkpoint_dir.is_some() && !cfg.resume && base.join("state").exists() {
+    if cfg.backfill && !cfg.resume {
+        return Err(Error::Config(
+            "--backfill continues a checkpoint under a new query: it needs --resume".into(),
+        ));
+    }
+    match cfg.retain {
+        Some(r) if r < 0 => {
+            return Err(Error::Config(format!("--retain must be a duration >= 0, got {r}")))
+        }
+        Some(r) if r > 0 && cfg.checkpoint_dir.is_none() => {
+            return Err(Error::Config(
+                "--retain keeps reservoir events for a later --backfill of the job's \
+                 checkpoints: it needs --checkpoint-dir"
+                    .into(),
+            ))
+        }
+        _ => {}
+    }
+    let layout = match &cfg.checkpoint_dir {
+        Some(_) => StoreLayout::read(&base)?,
+        None => None,
+    };
+    if cfg.checkpoint_dir.is_some()
+        && !cfg.resume
+        && (layout.is_some() || base.join(STATE_DIR).exists())
+    {
         return Err(Error::Config(format!(
             "{} already holds a job's checkpoints; pass --resume to continue it, or choose an empty directory",
             base.display()
         )));
     }
+    let had_layout = layout.is_some();
+    let layout = layout.unwrap_or_else(|| StoreLayout::initial(None));
+    if cfg.resume {
+        layout.remove_leftovers(&base)?;
+    }
+    let mut state_dir = base.join(&layout.dir);
     let checkpointing = cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_some();
 
     // Parse the query against the source's schema (opening the source infers it). A
@@ -525,21 +821,52 @@ pub fn run_job(
             }
             QueryPlan::Over(Plan::build(&q, &schema)?)
         }
-        Query::Windowed(q) => QueryPlan::Windowed(WindowPlan::build(&q)),
+        Query::Windowed(q) => {
+            if cfg.backfill {
+                return Err(Error::Config(
+                    "--backfill rebuilds per-event sliding-window metrics (AGG(..) OVER w) \
+                     from the event reservoir; a windowed aggregation (a window table function \
+                     in FROM) keeps no reservoir to rebuild from"
+                        .into(),
+                ));
+            }
+            if cfg.retain.is_some_and(|r| r > 0) {
+                return Err(Error::Config(
+                    "--retain keeps events in the reservoir of per-event sliding-window \
+                     metrics; a windowed aggregation (a window table function in FROM) has none"
+                        .into(),
+                ));
+            }
+            QueryPlan::Windowed(WindowPlan::build(&q))
+        }
     };
     let (columns, specs) = match &plan {
         QueryPlan::Over(p) => (p.column_names(), Runtime::namespace_specs(p)),
         QueryPlan::Windowed(p) => (p.column_names(), p.namespace_specs()),
     };
-    let mut store_opts =
-        StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget).tiered(cfg.tiered.clone());
-    if let Some(k) = cfg.expected_keys {
-        store_opts = store_opts.expected_keys(k);
-    }
-    for spec in specs {
-        store_opts = store_opts.namespace(spec);
-    }
+    let store_options = |dir: &Path, specs: Vec<spillway_store::NamespaceSpec>| {
+        let mut o =
+            StoreOptions::new(dir).memory_budget(cfg.memory_budget).tiered(cfg.tiered.clone());
+        if let Some(k) = cfg.expected_keys {
+            o = o.expected_keys(k);
+        }
+        for spec in specs {
+            o = o.namespace(spec);
+        }
+        o
+    };
     let ident = identity(cfg, &schema);
+    let side_path =
+        cfg.side_output.clone().unwrap_or_else(|| default_side_output(cfg.output.as_deref()));
+    let record = JobRecord {
+        identity: ident.clone(),
+        query: cfg.query.clone(),
+        output: match (&cfg.output, cfg.discard_output) {
+            (Some(p), false) => Some(absolute(p)),
+            _ => None,
+        },
+        side_output: absolute(&side_path),
+    };
     let mut res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
     if let Some(n) = cfg.reservoir_chunk_events {
         res_opts = res_opts.chunk_events(n);
@@ -547,75 +874,198 @@ pub fn run_job(
     if let Some(n) = cfg.reservoir_segment_bytes {
         res_opts = res_opts.segment_bytes(n);
     }
-    let side_path =
-        cfg.side_output.clone().unwrap_or_else(|| default_side_output(cfg.output.as_deref()));
 
-    let mut store = cfg.store.open(store_opts.clone())?;
+    // A store opens only with the namespaces it was created with: those of the query
+    // store.json names, when it is another one (its checkpoint, if any, then needs
+    // --backfill; without one the run starts over with this query).
+    let open_specs = match &layout.query {
+        Some(q) if cfg.resume && *q != cfg.query => checkpointed_plan(q, &schema, &base)?.1,
+        _ => specs.clone(),
+    };
+    let mut store = cfg.store.open(store_options(&state_dir, open_specs))?;
     let meta = if cfg.resume { read_meta(store.as_mut())? } else { None };
     let resumed = meta.is_some();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut backfill_summary: Option<BackfillSummary> = None;
+    let mut retention: Option<Retention> = None;
     let (mut runtime, mut source, mut sink, mut side, start_events, delivery) = match meta {
         Some(meta) => {
-            if meta.identity != ident {
-                return Err(Error::Checkpoint(format!(
-                    "{} was written by a job with other arguments (query, input, lateness, store or schema differ); resume with the same arguments",
+            check_identity(&meta.job.identity, &ident, &base)?;
+            let backfilling = meta.job.query != cfg.query;
+            if backfilling && !cfg.backfill {
+                return Err(other_query(&base));
+            }
+            if cfg.backfill && !backfilling {
+                warnings.push(format!(
+                    "{} already runs this query: --backfill continues it as --resume does",
                     base.display()
-                )));
+                ));
             }
             let events = meta.operator.events();
-            let rt = match (plan, meta.operator) {
-                (QueryPlan::Over(plan), OperatorSnapshot::Over { runtime, reservoir }) => {
-                    let reservoir = Reservoir::recover(res_opts, &schema, &reservoir)?;
-                    Operator::Over(Runtime::new(
-                        plan,
-                        store,
-                        reservoir,
-                        cfg.allowed_lateness,
-                        Some(runtime),
-                    )?)
-                }
-                (QueryPlan::Windowed(plan), OperatorSnapshot::Windowed(snap)) => {
-                    Operator::Windowed(WindowAgg::new(
-                        plan,
-                        store,
-                        cfg.allowed_lateness,
-                        cfg.watermark_delay,
-                        Some(snap),
-                    )?)
-                }
-                _ => {
+            let span = cfg.retain.unwrap_or(meta.retain);
+            if backfilling {
+                let (QueryPlan::Over(plan), OperatorSnapshot::Over { runtime, reservoir }) =
+                    (plan, meta.operator)
+                else {
                     return Err(Error::Checkpoint(format!(
-                        "{} holds the checkpoint of another kind of query",
+                        "{} holds a windowed aggregation's checkpoint; --backfill rebuilds \
+                         per-event sliding-window metrics only",
                         base.display()
-                    )))
+                    )));
+                };
+                // The output restarts with the new columns: never over the old job's files.
+                let out = match (&cfg.output, cfg.discard_output) {
+                    (Some(p), false) => Some(p),
+                    (_, true) => None,
+                    (None, false) => {
+                        return Err(Error::Config(
+                            "--backfill needs --output FILE: the new query's rows go to a new \
+                             file (its columns differ from the checkpointed query's output)"
+                                .into(),
+                        ))
+                    }
+                };
+                let old_files: Vec<&str> = meta
+                    .job
+                    .output
+                    .iter()
+                    .map(String::as_str)
+                    .chain([&*meta.job.side_output])
+                    .collect();
+                for (flag, p) in out
+                    .map(|p| ("--output", p.as_path()))
+                    .into_iter()
+                    .chain([("the side output", side_path.as_path())])
+                {
+                    if old_files.contains(&absolute(p).as_str()) {
+                        return Err(Error::Config(format!(
+                            "--backfill starts {flag} {} afresh with the new query's columns, \
+                             but the checkpointed job wrote that file; name a new one",
+                            p.display()
+                        )));
+                    }
                 }
-            };
-            let source = open_source(OpenAt::Checkpoint(&schema, &meta.source))?;
-            let cut = Cut { events, output_len: meta.output_len, side_len: meta.side_len };
-            let sink = match (&cfg.output, cfg.discard_output) {
-                (_, true) => None,
-                (Some(p), false) => Some(Sink::resume(p, &columns, meta.output_len)?),
-                (None, false) => {
-                    return Err(Error::Config(
-                        "--resume needs --output FILE (stdout cannot be cut back)".into(),
-                    ))
+                let reservoir = Reservoir::recover(res_opts, &schema, &reservoir)?;
+                let frontier = runtime.frontier.unwrap_or(0);
+                let next = layout.next(&cfg.query);
+                let new_dir = base.join(&next.dir);
+                let (rt, report, keys) = open_backfill(
+                    cfg,
+                    &base,
+                    &meta.job.query,
+                    store,
+                    plan,
+                    &schema,
+                    reservoir,
+                    runtime,
+                    store_options(&new_dir, specs.clone()),
+                )?;
+                let summary = backfill_summary_of(&report, keys, frontier, schema.time_unit());
+                warnings.extend(summary.warnings.iter().cloned());
+                backfill_summary = Some(summary);
+                let mut rt = Operator::Over(rt);
+                if let Operator::Over(r) = &mut rt {
+                    retention = open_retention(r, span, meta.retain, meta.retain_index)?;
                 }
-            };
-            let side = if side_path.exists() {
-                Some(Sink::resume(&side_path, &schema_columns(&schema), meta.side_len)?)
+                let mut source = open_source(OpenAt::Checkpoint(&schema, &meta.source))?;
+                let mut sink = match out {
+                    Some(p) => Some(Sink::create(Some(p), &columns)?),
+                    None => None,
+                };
+                if side_path.exists() {
+                    std::fs::remove_file(&side_path).map_err(|e| {
+                        Error::Config(format!(
+                            "cannot remove {} to start the side output afresh: {e}",
+                            side_path.display()
+                        ))
+                    })?;
+                }
+                let mut side = None;
+                // One checkpoint of the new store, then the switch to it.
+                let mut cut = None;
+                write_checkpoint(
+                    &mut rt,
+                    &mut *source,
+                    &mut sink,
+                    &mut side,
+                    &schema,
+                    &record,
+                    retention.as_ref(),
+                    &mut cut,
+                )?;
+                next.write(&base)?;
+                // The old directory is a leftover now: a failure to remove it here is
+                // retried by the next resume.
+                let _ = std::fs::remove_dir_all(&state_dir);
+                rt.release_reservoir(retention.as_ref())?;
+                (rt, source, sink, side, events, Delivery::InPlace(cut))
             } else {
-                None
-            };
-            (rt, source, sink, side, events, Delivery::InPlace(Some(cut)))
+                let rt = match (plan, meta.operator) {
+                    (QueryPlan::Over(plan), OperatorSnapshot::Over { runtime, reservoir }) => {
+                        let reservoir = Reservoir::recover(res_opts, &schema, &reservoir)?;
+                        let mut r = Runtime::new(
+                            plan,
+                            store,
+                            reservoir,
+                            cfg.allowed_lateness,
+                            Some(runtime),
+                        )?;
+                        retention = open_retention(&mut r, span, meta.retain, meta.retain_index)?;
+                        Operator::Over(r)
+                    }
+                    (QueryPlan::Windowed(plan), OperatorSnapshot::Windowed(snap)) => {
+                        Operator::Windowed(WindowAgg::new(
+                            plan,
+                            store,
+                            cfg.allowed_lateness,
+                            cfg.watermark_delay,
+                            Some(snap),
+                        )?)
+                    }
+                    _ => {
+                        return Err(Error::Checkpoint(format!(
+                            "{} holds the checkpoint of another kind of query",
+                            base.display()
+                        )))
+                    }
+                };
+                if !had_layout {
+                    // Written by a build without store.json: the store opened with this
+                    // query's namespaces, so record them for a later backfill.
+                    StoreLayout::initial(Some(cfg.query.clone())).write(&base)?;
+                }
+                let source = open_source(OpenAt::Checkpoint(&schema, &meta.source))?;
+                let cut = Cut { events, output_len: meta.output_len, side_len: meta.side_len };
+                let sink = match (&cfg.output, cfg.discard_output) {
+                    (_, true) => None,
+                    (Some(p), false) => Some(Sink::resume(p, &columns, meta.output_len)?),
+                    (None, false) => {
+                        return Err(Error::Config(
+                            "--resume needs --output FILE (stdout cannot be cut back)".into(),
+                        ))
+                    }
+                };
+                let side = if side_path.exists() {
+                    Some(Sink::resume(&side_path, &schema_columns(&schema), meta.side_len)?)
+                } else {
+                    None
+                };
+                (rt, source, sink, side, events, Delivery::InPlace(Some(cut)))
+            }
         }
         None => {
             if cfg.resume {
                 // Killed before the first checkpoint: start over from scratch.
                 drop(store);
-                clear_dirs(&[&state_dir, &res_dir])?;
-                store = cfg.store.open(store_opts)?;
+                clear_dirs(&[&state_dir, &base.join(STATE_DIR), &res_dir])?;
+                state_dir = base.join(STATE_DIR);
+                store = cfg.store.open(store_options(&state_dir, specs.clone()))?;
                 if side_path.exists() {
                     let _ = std::fs::remove_file(&side_path);
                 }
+            }
+            if cfg.checkpoint_dir.is_some() {
+                StoreLayout::initial(Some(cfg.query.clone())).write(&base)?;
             }
             let source = match fresh_source.take() {
                 Some(s) => s,
@@ -624,13 +1074,9 @@ pub fn run_job(
             let rt = match plan {
                 QueryPlan::Over(plan) => {
                     let reservoir = Reservoir::create(res_opts, &schema)?;
-                    Operator::Over(Runtime::new(
-                        plan,
-                        store,
-                        reservoir,
-                        cfg.allowed_lateness,
-                        None,
-                    )?)
+                    let mut r = Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?;
+                    retention = open_retention(&mut r, cfg.retain.unwrap_or(0), 0, 0)?;
+                    Operator::Over(r)
                 }
                 QueryPlan::Windowed(plan) => Operator::Windowed(WindowAgg::new(
                     plan,
@@ -671,10 +1117,19 @@ pub fn run_job(
     };
     let mut hist = new_hist()?;
     let mut pauses = new_hist()?;
+    if !warnings.is_empty() {
+        progress(&Progress {
+            events: start_events,
+            seconds: 0.0,
+            latency_ns: &hist,
+            warnings: &warnings,
+        });
+    }
     let mut out = Vec::new();
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let mut events_this_run = 0u64;
-    let mut checkpoints = 0u64;
+    // A backfill made one checkpoint (its switch to the new query) before the run.
+    let mut checkpoints = u64::from(backfill_summary.is_some());
     let mut next_progress = started + std::time::Duration::from_millis(100);
     // Without checkpoints nothing needs the events behind the windows after a crash, so
     // their segments are released as the windows pass them. After a resume without
@@ -761,14 +1216,15 @@ pub fn run_job(
                         &mut sink,
                         &mut side,
                         &schema,
-                        &ident,
+                        &record,
+                        retention.as_ref(),
                         &mut last_cut,
                     )?;
                     checkpoints += 1;
                     let _ = pauses.record(clock.delta_as_nanos(p0, clock.raw()).max(1));
                     paused = true;
                 } else if release_unchecked && events_this_run.is_multiple_of(65_536) {
-                    runtime.release_reservoir()?;
+                    runtime.release_reservoir(retention.as_ref())?;
                     paused = true;
                 }
                 if paused && i + 1 == n {
@@ -787,6 +1243,7 @@ pub fn run_job(
                             events: start_events + events_this_run,
                             seconds: started.elapsed().as_secs_f64(),
                             latency_ns: &hist,
+                            warnings: &[],
                         });
                     }
                 }
@@ -864,6 +1321,7 @@ pub fn run_job(
         reservoir_bytes: (rstats.bytes_compressed, rstats.bytes_raw),
         reservoir_segments_deleted: rstats.segments_deleted,
         windows,
+        backfill: backfill_summary,
     })
 }
 
@@ -979,16 +1437,36 @@ fn halt(
     )))
 }
 
-/// Makes one checkpoint. `cut` is set to the output lengths it records as soon as they
-/// are durable, before the store commits: if the commit fails midway, a resume finds
-/// this checkpoint or the one before, and both cover at most those lengths.
+/// Makes one checkpoint and then releases the reservoir segments no window (and no
+/// retention) needs.
+#[allow(clippy::too_many_arguments)]
 fn checkpoint(
     runtime: &mut Operator,
     source: &mut dyn Source,
     sink: &mut Option<Sink>,
     side: &mut Option<Sink>,
     schema: &Schema,
-    ident: &str,
+    record: &JobRecord,
+    retention: Option<&Retention>,
+    cut: &mut Option<Cut>,
+) -> Result<()> {
+    write_checkpoint(runtime, source, sink, side, schema, record, retention, cut)?;
+    runtime.release_reservoir(retention)
+}
+
+/// Makes one checkpoint (releasing nothing). `cut` is set to the output lengths it
+/// records as soon as they are durable, before the store commits: if the commit fails
+/// midway, a resume finds this checkpoint or the one before, and both cover at most
+/// those lengths.
+#[allow(clippy::too_many_arguments)]
+fn write_checkpoint(
+    runtime: &mut Operator,
+    source: &mut dyn Source,
+    sink: &mut Option<Sink>,
+    side: &mut Option<Sink>,
+    schema: &Schema,
+    record: &JobRecord,
+    retention: Option<&Retention>,
     cut: &mut Option<Cut>,
 ) -> Result<()> {
     let output_len = match sink.as_mut() {
@@ -1002,19 +1480,152 @@ fn checkpoint(
     source.sync()?;
     let operator = runtime.snapshot()?;
     *cut = Some(Cut { events: operator.events(), output_len, side_len });
+    let (retain, retain_index) = runtime.retention_record(retention);
     let meta = CheckpointMeta {
         version: META_VERSION,
-        identity: ident.to_string(),
+        job: record.clone(),
         schema: schema.clone(),
         operator,
         source: source.position(),
         output_len,
         side_len,
+        retain,
+        retain_index,
     };
     write_meta(runtime.store_mut(), &meta)?;
     runtime.store_mut().checkpoint()?;
-    runtime.release_reservoir()?;
     Ok(())
+}
+
+/// The plan and store namespaces of the query a checkpoint directory recorded (`None`
+/// for a windowed aggregation's plan).
+fn checkpointed_plan(
+    query: &str,
+    schema: &Schema,
+    base: &Path,
+) -> Result<(Option<Plan>, Vec<spillway_store::NamespaceSpec>)> {
+    let bad = |e: String| {
+        Error::Checkpoint(format!(
+            "the query of the checkpoint in {} no longer plans against this input: {e}",
+            base.display()
+        ))
+    };
+    match parse(query, schema).map_err(|e| bad(e.to_string()))? {
+        Query::Over(q) => {
+            let plan = Plan::build(&q, schema).map_err(|e| bad(e.to_string()))?;
+            let specs = Runtime::namespace_specs(&plan);
+            Ok((Some(plan), specs))
+        }
+        Query::Windowed(q) => Ok((None, WindowPlan::build(&q).namespace_specs())),
+    }
+}
+
+/// The backfill's work on the state (see the module docs): plans the checkpointed
+/// query, matches its group-by nodes with `plan`'s, copies the kept state from
+/// `old_store` into a new store (`new_opts`, its directory cleared first), and opens
+/// the runtime of `plan` with the rebuilt nodes replayed. Returns the runtime, what the
+/// backfill did and the number of state keys copied.
+#[allow(clippy::too_many_arguments)]
+fn open_backfill(
+    cfg: &JobConfig,
+    base: &Path,
+    old_query: &str,
+    mut old_store: Box<dyn StateStore>,
+    plan: Plan,
+    schema: &Schema,
+    reservoir: Reservoir,
+    snapshot: RuntimeSnapshot,
+    new_opts: StoreOptions,
+) -> Result<(Runtime, BackfillReport, u64)> {
+    let (old_plan, _) = checkpointed_plan(old_query, schema, base)?;
+    let old_plan = old_plan.ok_or_else(|| {
+        Error::Checkpoint(format!(
+            "{} holds a windowed aggregation's checkpoint; --backfill rebuilds per-event \
+             sliding-window metrics only",
+            base.display()
+        ))
+    })?;
+    let unit = schema.time_unit();
+    let map = GroupMap::new(&old_plan, &plan)?;
+    check_rebuildable(&plan, &map, &reservoir, unit)?;
+    clear_dirs(&[new_opts.dir.as_path()])?;
+    let mut new_store = cfg.store.open(new_opts)?;
+    let keys = copy_kept_state(old_store.as_mut(), &old_plan, new_store.as_mut(), &plan, &map)?;
+    drop(old_store);
+    let (rt, report) = Runtime::backfill(
+        plan,
+        new_store,
+        reservoir,
+        cfg.allowed_lateness,
+        &old_plan,
+        snapshot,
+        &map,
+        unit,
+    )?;
+    Ok((rt, report, keys))
+}
+
+/// The job summary of a backfill, with one warning per metric not covered.
+fn backfill_summary_of(
+    r: &BackfillReport,
+    keys_copied: u64,
+    frontier: i64,
+    unit: crate::value::TimeUnit,
+) -> BackfillSummary {
+    let not_covered: Vec<NotCoveredMetric> = r
+        .not_covered
+        .iter()
+        .map(|n: &NotCovered| NotCoveredMetric {
+            metrics: n.metrics.clone(),
+            window: n.frame.display(unit).to_string(),
+            oldest_event_time: n.oldest,
+            exact_from: n.exact_from,
+        })
+        .collect();
+    let warnings = not_covered
+        .iter()
+        .map(|n| {
+            let names: Vec<String> = n.metrics.iter().map(|m| format!("`{m}`")).collect();
+            format!(
+                "backfilled metric {} (window {}) is not covered by the reservoir: it holds no \
+                 event older than time {} (older ones were released), and the window reaches \
+                 further back from the checkpoint's frontier {frontier}; its results are exact \
+                 for events at time {} and later (the frontier + {} {}), approximate before",
+                names.join(", "),
+                n.window,
+                n.oldest_event_time,
+                n.exact_from,
+                n.exact_from.saturating_sub(frontier),
+                unit.name()
+            )
+        })
+        .collect();
+    BackfillSummary {
+        groups_kept: r.groups_kept as u64,
+        groups_moved: r.groups_moved as u64,
+        groups_rebuilt: r.groups_rebuilt as u64,
+        groups_dropped: r.groups_dropped as u64,
+        keys_copied,
+        events_replayed: r.events_replayed,
+        not_covered,
+        warnings,
+    }
+}
+
+/// The reservoir retention of `span` time units over `runtime` (`None` for 0). Its
+/// pseudo-cursor continues from the index a checkpoint recorded, unless the span grew
+/// (then from the oldest live event).
+fn open_retention(
+    runtime: &mut Runtime,
+    span: i64,
+    recorded_span: i64,
+    recorded_index: u64,
+) -> Result<Option<Retention>> {
+    if span <= 0 {
+        return Ok(None);
+    }
+    let from = if span <= recorded_span { recorded_index } else { 0 };
+    Ok(Some(Retention::new(runtime, span, from)?))
 }
 
 /// Removes the directories that exist among `dirs` (state of a run or session that

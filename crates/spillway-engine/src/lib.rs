@@ -22,8 +22,8 @@
 //! | [`plan`] | the DAG `Window -> Filter -> GroupBy -> Aggregate` with shared prefixes; `explain` |
 //! | [`aggregate`] | aggregate state layouts and the insert / evict / result contract |
 //! | [`reservoir`] | the event reservoir: compressed, checksummed chunks in segment files, read by cursors with prefetch |
-//! | [`runtime`] | per-event window maintenance over the reservoir and the state store; exactness under lateness |
-//! | [`job`] | source -> runtime -> sink, latency histogram, checkpoints and resume |
+//! | [`runtime`] | per-event window maintenance over the reservoir and the state store; exactness under lateness; metric backfill and reservoir retention ([`runtime::backfill`]) |
+//! | [`job`] | source -> runtime -> sink, latency histogram, checkpoints, resume and `--backfill` |
 //! | [`session`] | one query over events pushed from memory (the Python package's driver), checkpoints and resume |
 //! | [`window_agg`] | windowed aggregation (`TUMBLE`/`HOP`/`CUMULATE`/`SESSION`): window state, timers, watermarks, firing, lateness |
 //! | [`bench`] | Railgun Q1 and windowed-aggregation benchmark runs |

@@ -58,6 +58,7 @@
 //! it goes quiet (its next event needs them): state grows with the number of partitions
 //! times `n + 1` rows.
 
+pub mod backfill;
 mod recent;
 
 use std::collections::VecDeque;

@@ -783,6 +783,18 @@ impl Reservoir {
         }
     }
 
+    /// Drops the chunks the cursor holds (its current and prefetched one) without moving
+    /// it: for a cursor that only marks a position between reads (a one-off scan, a
+    /// retention floor). A later [`peek`](Self::peek) reads its chunk again. A no-op for
+    /// an unknown cursor.
+    pub fn park(&mut self, c: CursorId) {
+        if let Some(cur) = self.cursors.get_mut(c.0 as usize) {
+            cur.cur = None;
+            cur.prefetch = Prefetch::None;
+            cur.slot_index = u64::MAX;
+        }
+    }
+
     /// Index of the cursor's next event (0 for an unknown cursor).
     pub fn cursor_index(&self, c: CursorId) -> u64 {
         self.cursors.get(c.0 as usize).map_or(0, |cur| cur.index)
