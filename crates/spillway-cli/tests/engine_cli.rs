@@ -908,16 +908,9 @@ fn backfill_args(q: &str, input: &Path, out: &Path, ckpt: &Path, extra: &[&str])
     a
 }
 
-/// `spillway run --resume --backfill` after a SIGKILL: q1 ran with checkpoints and
-/// `--retain 10s`; q2 adds metrics (one in q1's card group, a filter, a window longer
-/// than q1's) and moves q1's merchant group. The new output holds q2's header and, for every event after
-/// the checkpoint, exactly the row an uninterrupted q2 run gives it.
-#[test]
-fn backfill_after_sigkill_matches_an_uninterrupted_run() {
-    let d = tempfile::tempdir().unwrap();
-    let input = d.path().join("t.csv");
-    big_input(&input, 60_000);
-    let straight = d.path().join("straight.csv");
+/// An uninterrupted run of `BACKFILL_Q2` over `input`; returns its output file.
+fn straight_q2(input: &Path, dir: &Path) -> PathBuf {
+    let straight = dir.join("straight.csv");
     run_ok(&[
         "run",
         "--query",
@@ -930,6 +923,19 @@ fn backfill_after_sigkill_matches_an_uninterrupted_run() {
         "50",
         "--quiet",
     ]);
+    straight
+}
+
+/// `spillway run --resume --backfill` after a SIGKILL: q1 ran with checkpoints and
+/// `--retain 10s`; q2 adds metrics (one in q1's card group, a filter, a window longer
+/// than q1's) and moves q1's merchant group. The new output holds q2's header and, for every event after
+/// the checkpoint, exactly the row an uninterrupted q2 run gives it.
+#[test]
+fn backfill_after_sigkill_matches_an_uninterrupted_run() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    big_input(&input, 60_000);
+    let straight = straight_q2(&input, d.path());
     let ckpt = d.path().join("ckpt");
     let out1 = d.path().join("q1.csv");
     let marker = d.path().join("halted");
@@ -978,19 +984,7 @@ fn backfill_warns_when_the_reservoir_does_not_cover_a_new_window() {
     let d = tempfile::tempdir().unwrap();
     let input = d.path().join("t.csv");
     big_input(&input, 40_000);
-    let straight = d.path().join("straight.csv");
-    run_ok(&[
-        "run",
-        "--query",
-        BACKFILL_Q2,
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        straight.to_str().unwrap(),
-        "--allowed-lateness",
-        "50",
-        "--quiet",
-    ]);
+    let straight = straight_q2(&input, d.path());
     let ckpt = d.path().join("ckpt");
     let out1 = d.path().join("q1.csv");
     let marker = d.path().join("halted");

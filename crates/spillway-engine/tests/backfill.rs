@@ -226,18 +226,24 @@ fn changed_moved_new_and_dropped_groups_are_exact_with_lateness() {
     assert_eq!(side[1..], straight_side[1 + late_before..]);
 }
 
-/// A window longer than any of q1's is covered when q1 ran with a retention that long:
-/// the reservoir released segments all along, but not the ones the new window needs.
-#[test]
-fn a_longer_window_is_covered_by_the_retention() {
-    let rows = stream(40_000, 0x5EED_0002, 0);
-    let s = setup(&rows, 25_000);
+/// q1 with a 2 s window; q2 adds an 8 s one.
+fn longer_window_queries() -> (String, String) {
     let q1 = format!("SELECT card, ts, COUNT(*) OVER w AS n FROM tx WINDOW w AS {W2S}");
     let q2 = format!(
         "SELECT card, ts, COUNT(*) OVER w AS n, \
          SUM(amount) OVER (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '8' SECOND PRECEDING AND CURRENT ROW) AS s8 \
          FROM tx WINDOW w AS {W2S}"
     );
+    (q1, q2)
+}
+
+/// A window longer than any of q1's is covered when q1 ran with a retention that long:
+/// the reservoir released segments all along, but not the ones the new window needs.
+#[test]
+fn a_longer_window_is_covered_by_the_retention() {
+    let rows = stream(40_000, 0x5EED_0002, 0);
+    let s = setup(&rows, 25_000);
+    let (q1, q2) = longer_window_queries();
     let o = scenario(&s, &q1, &q2, 0, |c| c.retain = Some(10_000));
     assert!(
         o.first.reservoir_segments_deleted > 5,
@@ -257,12 +263,7 @@ fn a_longer_window_is_covered_by_the_retention() {
 fn an_uncovered_window_warns_and_is_exact_from_the_stated_time() {
     let rows = stream(40_000, 0x5EED_0003, 0);
     let s = setup(&rows, 25_000);
-    let q1 = format!("SELECT card, ts, COUNT(*) OVER w AS n FROM tx WINDOW w AS {W2S}");
-    let q2 = format!(
-        "SELECT card, ts, COUNT(*) OVER w AS n, \
-         SUM(amount) OVER (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '8' SECOND PRECEDING AND CURRENT ROW) AS s8 \
-         FROM tx WINDOW w AS {W2S}"
-    );
+    let (q1, q2) = longer_window_queries();
     let o = scenario(&s, &q1, &q2, 0, |_| {});
     let b = o.resumed.backfill.as_ref().unwrap();
     assert_eq!(b.not_covered.len(), 1, "{b:?}");
