@@ -63,7 +63,7 @@ mod recent;
 
 use std::collections::VecDeque;
 
-use recent::{part_hash, PartIndex};
+use recent::{key_hash, part_hash, RecentList};
 
 use spillway_store::{Ns, Rmw, StateStore};
 
@@ -116,12 +116,8 @@ struct Cursor {
     /// has passed every reservoir event.
     buf_pos: usize,
     /// Events passed within the last `lateness` time units (empty when lateness is 0).
-    recent: VecDeque<Event>,
-    /// Events dropped from the front of `recent` so far: `recent[i]` is passed event
-    /// number `recent_base + i`.
-    recent_base: u64,
-    /// Those numbers per partition (see [`recent`]).
-    by_part: PartIndex<u64>,
+    /// Indexed by partition (see [`recent`]).
+    recent: RecentList<Event>,
     /// Windows this boundary is the enter boundary of.
     enters: Vec<usize>,
     /// Windows this boundary is the exit boundary of.
@@ -140,31 +136,17 @@ impl Cursor {
             state.apply(plan, w, x, Action::Exit, frontier)?;
         }
         if state.lateness > 0 {
-            self.remember(&state.specs, x.clone(), &mut state.hash_buf);
+            self.recent.push(&state.specs, &x.row, x.clone(), &mut state.hash_buf);
         }
         Ok(())
     }
 
-    /// Adds `x` to the recent events and their index.
-    fn remember(&mut self, specs: &[Vec<usize>], x: Event, buf: &mut Vec<u8>) {
-        let n = self.recent_base + self.recent.len() as u64;
-        self.by_part.push_back(specs, &x.row, n, buf);
-        self.recent.push_back(x);
-    }
-
     /// Forgets the recent events older than `keep_from` (from the front, in the order
     /// they were passed).
-    fn forget_before(&mut self, specs: &[Vec<usize>], keep_from: i64, buf: &mut Vec<u8>) {
+    fn forget_before(&mut self, keep_from: i64) {
         while self.recent.front().is_some_and(|e| e.time < keep_from) {
-            let Some(e) = self.recent.pop_front() else { break };
-            self.by_part.pop_front(specs, &e.row, self.recent_base, buf);
-            self.recent_base += 1;
+            self.recent.pop_front();
         }
-    }
-
-    /// The recent events of the partition with hash `h` under partitioning `spec`.
-    fn recent_of(&self, spec: usize, h: u64) -> impl Iterator<Item = &Event> + '_ {
-        self.by_part.get(spec, h).map(move |n| &self.recent[(n - self.recent_base) as usize])
     }
 }
 
@@ -204,6 +186,8 @@ struct StateSide {
     /// index in it (`None` for `ROWS` groups): the partitionings of the late-event index.
     specs: Vec<Vec<usize>>,
     group_spec: Vec<Option<usize>>,
+    /// Per partitioning: a group that uses it.
+    spec_group: Vec<usize>,
     hash_buf: Vec<u8>,
     /// Partition key of the current event per group.
     cur_keys: Vec<Vec<u8>>,
@@ -598,8 +582,10 @@ pub struct Runtime {
     rows_groups: Vec<usize>,
     reservoir: Reservoir,
     state: StateSide,
-    /// The lateness buffer's event keys per partition (empty when lateness is 0).
-    buf_index: PartIndex<EventKey>,
+    /// The keys of the events that arrived within the lateness, in arrival order, by
+    /// partition (empty when lateness is 0): a late event's newer events in windows
+    /// entered at arrival are among them, in the buffer.
+    arrivals: RecentList<EventKey>,
     /// Recent events read to compute late events' results (not checkpointed).
     late_examined: u64,
     counters: Counters,
@@ -668,15 +654,13 @@ impl Runtime {
                 boundary,
                 res,
                 buf_pos,
-                recent: VecDeque::new(),
-                recent_base: 0,
-                by_part: PartIndex::new(specs.len()),
+                recent: RecentList::new(specs.len()),
                 enters,
                 exits,
             });
             let c = cursors.last_mut().expect("just pushed");
             for x in recent {
-                c.remember(&specs, x, &mut hash_buf);
+                c.recent.push(&specs, &x.row.clone(), x, &mut hash_buf);
             }
         }
         let mut ns = Vec::new();
@@ -700,10 +684,12 @@ impl Runtime {
             Some(s) => (s.frontier, VecDeque::from(s.buffer), s.counters),
             None => (None, VecDeque::new(), Counters::default()),
         };
-        let mut buf_index = PartIndex::new(specs.len());
+        // The events that arrived within the lateness are the buffer's (those older
+        // than that cannot be newer than a late event).
+        let mut arrivals = RecentList::new(specs.len());
         if allowed_lateness > 0 {
             for e in &buffer {
-                buf_index.push_back(&specs, &e.row, e.key(), &mut hash_buf);
+                arrivals.push(&specs, &e.row, e.key(), &mut hash_buf);
             }
         }
         Ok(Runtime {
@@ -722,6 +708,11 @@ impl Runtime {
                 rows_buf: Vec::new(),
                 rows_key: Vec::new(),
                 lateness: allowed_lateness,
+                spec_group: (0..specs.len())
+                    .map(|s| {
+                        group_spec.iter().position(|&g| g == Some(s)).expect("spec of a group")
+                    })
+                    .collect(),
                 specs,
                 group_spec,
                 hash_buf,
@@ -732,7 +723,7 @@ impl Runtime {
                 args: Vec::new(),
                 updates: 0,
             },
-            buf_index,
+            arrivals,
             late_examined: 0,
             counters,
             scratch: Vec::new(),
@@ -763,9 +754,10 @@ impl Runtime {
             .collect()
     }
 
-    /// Recent events this runtime has read to compute the results of late events (since
-    /// it was created): with the per-partition index, the late events' own partitions'
-    /// events within the lateness, not all recent traffic.
+    /// Recent events this runtime has visited to compute the results of late events
+    /// (since it was created): with the per-partition index, the late events' own
+    /// partitions' events within the lateness and the few others that share their
+    /// index buckets, not all recent traffic.
     pub fn late_events_examined(&self) -> u64 {
         self.late_examined
     }
@@ -948,9 +940,10 @@ impl Runtime {
         } else {
             self.buffer.partition_point(|b| b.key() < key)
         };
-        if self.state.lateness > 0 {
-            let st = &mut self.state;
-            self.buf_index.insert_sorted(&st.specs, &event.row, key, &mut st.hash_buf);
+        if self.state.lateness > 0 && !self.arrival_enters.is_empty() {
+            // The partition keys are encoded already (one group per partitioning).
+            let st = &self.state;
+            self.arrivals.push_hashed(|s| key_hash(&st.cur_keys[st.spec_group[s]]), key);
         }
         self.buffer.insert(pos, event);
         for &w in &self.arrival_enters {
@@ -970,10 +963,6 @@ impl Runtime {
         let settled = frontier.saturating_sub(self.state.lateness);
         while self.buffer.front().is_some_and(|e| e.time < settled) {
             let Some(e) = self.buffer.pop_front() else { break };
-            if self.state.lateness > 0 {
-                let st = &mut self.state;
-                self.buf_index.pop_front(&st.specs, &e.row, e.key(), &mut st.hash_buf);
-            }
             self.reservoir.append(&e)?;
             for c in &mut self.cursors {
                 if c.buf_pos > 0 {
@@ -1010,8 +999,13 @@ impl Runtime {
                     .saturating_sub(c.boundary.offset)
                     .saturating_sub(self.state.lateness)
                     .saturating_sub(1);
-                c.forget_before(&self.state.specs, keep_from, &mut self.state.hash_buf);
+                c.forget_before(keep_from);
             }
+        }
+
+        let keep_from = frontier.saturating_sub(self.state.lateness).saturating_sub(1);
+        while self.arrivals.front().is_some_and(|k| k.time < keep_from) {
+            self.arrivals.pop_front();
         }
 
         // (e) results.
@@ -1096,14 +1090,21 @@ impl Runtime {
                 self.cursors.iter().find(|c| c.boundary == b).expect("cursor per boundary")
             };
             let newer: Vec<&Event> = if enter == Boundary::ARRIVAL {
-                self.buf_index
-                    .get(spec, h)
-                    .map(|k| &self.buffer[self.buffer.partition_point(|b| b.key() < k)])
+                // Those still in the buffer (the others are older than this event).
+                let buffer = &self.buffer;
+                let (keys, walked) = self.arrivals.partition(spec, h);
+                self.late_examined += walked;
+                keys.into_iter()
+                    .filter_map(|&k| {
+                        let i = buffer.partition_point(|b| b.key() < k);
+                        buffer.get(i).filter(|b| b.key() == k)
+                    })
                     .collect()
             } else {
-                cursor_of(enter).recent_of(spec, h).collect()
+                let (events, walked) = cursor_of(enter).recent.partition(spec, h);
+                self.late_examined += walked;
+                events
             };
-            self.late_examined += newer.len() as u64;
             for x in newer {
                 if enter.passed(x.time, t)
                     || !enter.passed(x.time, frontier)
@@ -1116,8 +1117,9 @@ impl Runtime {
             }
             // Evicted events still inside this event's window (none without a start).
             if let Some(exit) = exit {
-                for x in cursor_of(exit).recent_of(spec, h) {
-                    self.late_examined += 1;
+                let (evicted, walked) = cursor_of(exit).recent.partition(spec, h);
+                self.late_examined += walked;
+                for x in evicted {
                     if exit.passed(x.time, t) || !enter.passed(x.time, t) || !selected(x, &mut key)
                     {
                         continue;
