@@ -750,6 +750,10 @@ pub struct EngineBenchArgs {
     #[arg(long, default_value = "1M", value_parser = parse_count, value_name = "N")]
     cards: u64,
 
+    /// Zipfian skew of the cards in (0, 1); 0 draws them uniformly
+    #[arg(long, default_value_t = 0.99, value_name = "S")]
+    zipf: f64,
+
     /// Window lengths, comma-separated (e.g. 5m or 20m,7d); with several, each runs in
     /// its own child process (so peak memory is per window) and the ratios to the first
     /// are printed
@@ -829,6 +833,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                 events: a.events,
                 cards: a.cards,
                 merchants: 1,
+                zipf: a.zipf,
                 events_per_second: a.rate,
                 ..PaymentOptions::default()
             },
@@ -902,6 +907,7 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
                 cmd.args(["bench", "engine", "--events", &a.events.to_string()])
                     .args(if *together { &["--together"][..] } else { &[][..] })
                     .args(["--cards", &a.cards.to_string(), "--windows", w])
+                    .args(["--zipf", &a.zipf.to_string()])
                     .args(["--rate", &a.rate.to_string(), "--stores", s.name()])
                     .args(["--lateness", &format!("{lateness}ms")])
                     .args(["--late-every", &a.late_every.to_string()])
@@ -934,9 +940,10 @@ pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
     }
     pb.finish_and_clear();
     println!(
-        "Railgun Q1: SUM(amount), COUNT(*) per card, {} events, {} cards (zipf 0.99), {} payments/s of event time{}",
+        "Railgun Q1: SUM(amount), COUNT(*) per card, {} events, {} cards ({}), {} payments/s of event time{}",
         a.events,
         a.cards,
+        if a.zipf > 0.0 { format!("zipf {}", a.zipf) } else { "uniform".to_string() },
         a.rate,
         if a.stream { ", generated inside the timed loop" } else { ", pre-generated in memory" }
     );

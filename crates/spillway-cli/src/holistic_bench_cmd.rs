@@ -152,7 +152,7 @@ pub fn run(a: HolisticBenchArgs) -> Result<()> {
         a.window, a.keys, a.per_key, a.events, a.store.name()
     );
     println!(
-        "{:<44} {:<7} {:>10} {:>9} {:>11} {:>10} {:>9} {:>9} {:>9}",
+        "{:<52} {:<7} {:>10} {:>9} {:>11} {:>10} {:>9} {:>9} {:>9}",
         "aggregate",
         "layout",
         "in window",
@@ -169,7 +169,7 @@ pub fn run(a: HolisticBenchArgs) -> Result<()> {
         let same = group.iter().all(|x| x.digest == r.digest);
         let agg: HolisticAgg = a.aggs[i / nl].into();
         println!(
-            "{:<44} {:<7} {:>10} {:>9.1} {:>11.0} {:>10.0} {:>9.2} {:>9.2} {:>9}",
+            "{:<52} {:<7} {:>10} {:>9.1} {:>11.0} {:>10.0} {:>9.2} {:>9.2} {:>9}",
             agg.sql(),
             r.layout,
             r.events_in_window,
