@@ -90,5 +90,11 @@ from!(SourceError, Source);
 from!(ReservoirError, Reservoir);
 from!(spillway_store::Error, Store);
 
+impl From<crate::aggregate::external::HolisticError> for Error {
+    fn from(e: crate::aggregate::external::HolisticError) -> Self {
+        Error::State(e.to_string())
+    }
+}
+
 /// Result alias of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

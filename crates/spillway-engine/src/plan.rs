@@ -14,6 +14,7 @@
 
 use std::fmt::{self, Write as _};
 
+use crate::aggregate::external::tree_layout;
 use crate::aggregate::{AggKind, AggSet};
 use crate::sql::{Expr, Frame, QuerySpec, RangeFrame, SelectItem, MAX_ROWS_PRECEDING};
 use crate::value::{DataType, Schema};
@@ -102,22 +103,20 @@ impl GroupNode {
     fn layout_aggregates(&mut self, unbounded: bool, trees: bool) {
         let kinds: Vec<(AggKind, Option<DataType>)> =
             self.aggs.iter().map(|(k, _, t)| (*k, *t)).collect();
-        self.set = AggSet::new(&kinds);
+        let mut set = AggSet::new(&kinds);
         if unbounded && self.rows.is_none() {
             // UNBOUNDED PRECEDING: nothing is ever evicted, so MIN/MAX and
             // FIRST_VALUE/LAST_VALUE keep only what a late event can still change.
-            self.set = AggSet::new(&kinds).without_evictions();
+            set = set.without_evictions();
         }
-        self.trees = None;
-        if trees && self.rows.is_none() {
-            // RANGE frames keep holistic aggregates in order-statistics trees: O(log n)
-            // per update in the window's size. ROWS frames keep them inline (their
-            // late-event path rebuilds windows from kept rows in memory).
-            self.set = self.set.clone().external_holistic();
-            if self.set.external().next().is_some() {
-                self.trees = Some(format!("{}.ost", self.namespace));
-            }
-        }
+        // RANGE frames keep holistic aggregates in order-statistics trees: O(log n) per
+        // update in the window's size. ROWS frames keep them inline (their late-event
+        // path rebuilds windows from kept rows in memory).
+        (self.set, self.trees) = if trees && self.rows.is_none() {
+            tree_layout(set, &self.namespace)
+        } else {
+            (set, None)
+        };
     }
 }
 

@@ -67,7 +67,7 @@ use recent::{key_hash, part_hash, RecentList};
 
 use spillway_store::{Ns, Rmw, StateStore};
 
-use crate::aggregate::external::{HolisticError, HolisticTrees};
+use crate::aggregate::external::{Adjustment, HolisticTrees};
 use crate::aggregate::rows::{decode_row, put_row, row_key, KeptRow, RowsHeader};
 use crate::aggregate::{AggSet, AggStateError};
 use crate::error::{Error, Result};
@@ -302,11 +302,9 @@ impl StateSide {
                 if let Some(trees) = self.trees[gi].as_mut() {
                     let delta = if action == Action::Enter { 1 } else { -1 };
                     let store = self.store.as_mut();
-                    trees
-                        .update(store, &self.key, key, &self.args, delta)
-                        .map_err(|e| tree_err(gi, plan, e))?;
+                    trees.update(store, &self.key, key, &self.args, delta)?;
                     if let Some(s) = slot.as_mut() {
-                        trees.results(store, &self.key, s).map_err(|e| tree_err(gi, plan, e))?;
+                        trees.results(store, &self.key, s)?;
                     }
                 }
                 if let Some(slot) = slot {
@@ -660,7 +658,9 @@ impl Runtime {
             });
             let c = cursors.last_mut().expect("just pushed");
             for x in recent {
-                c.recent.push(&specs, &x.row.clone(), x, &mut hash_buf);
+                let hashes: Vec<u64> =
+                    specs.iter().map(|s| part_hash(s, &x.row, &mut hash_buf)).collect();
+                c.recent.push_hashed(|s| hashes[s], x);
             }
         }
         let mut ns = Vec::new();
@@ -669,7 +669,7 @@ impl Runtime {
         for g in &plan.groups {
             ns.push(store.namespace(&g.namespace)?);
             trees.push(match &g.trees {
-                Some(name) => HolisticTrees::new(store.namespace(name)?, &g.set),
+                Some(name) => HolisticTrees::new(store.namespace(name)?, name, &g.set),
                 None => None,
             });
             rows_ns.push(match &g.rows {
@@ -784,12 +784,14 @@ impl Runtime {
         &mut self.reservoir
     }
 
-    /// Lets the reservoir delete the segments every cursor has passed. With checkpoints,
-    /// call it only right after a completed checkpoint (a resume needs the segments from
-    /// the checkpointed cursor positions on).
+    /// Lets the reservoir delete the segments every cursor has passed (keeping the event
+    /// before the oldest one a cursor needs: [`release_reservoir_keeping`] without a
+    /// retention). With checkpoints, call it only right after a completed checkpoint (a
+    /// resume needs the segments from the checkpointed cursor positions on).
+    ///
+    /// [`release_reservoir_keeping`]: Self::release_reservoir_keeping
     pub fn release_reservoir(&mut self) -> Result<()> {
-        let min = self.min_cursor_index();
-        Ok(self.reservoir.release_before(min)?)
+        self.release_reservoir_keeping(None)
     }
 
     /// Lowest reservoir index any cursor still needs.
@@ -1026,9 +1028,7 @@ impl Runtime {
                 )? {
                     set.try_results(&self.scratch, r).map_err(|e| state_err(gi, &self.plan, e))?;
                     if let Some(trees) = self.state.trees[gi].as_mut() {
-                        trees
-                            .results(self.state.store.as_mut(), &self.state.cur_keys[gi], r)
-                            .map_err(|e| tree_err(gi, &self.plan, e))?;
+                        trees.results(self.state.store.as_mut(), &self.state.cur_keys[gi], r)?;
                     }
                 } else {
                     set.empty_results(r);
@@ -1069,7 +1069,7 @@ impl Runtime {
                     .saturating_sub(self.state.lateness),
                 seq: 0,
             };
-            let h = part_hash(&group.partition_by, &e.row, &mut self.state.hash_buf);
+            let h = key_hash(&self.state.cur_keys[gi]);
             let mut state: Option<Vec<u8>> =
                 self.state.store.get(self.state.ns[gi], &self.state.cur_keys[gi])?;
             let mut out = Vec::new();
@@ -1155,15 +1155,13 @@ impl Runtime {
             }
             if let Some(trees) = self.state.trees[gi].as_mut() {
                 if state.is_some() {
-                    let adjust: Vec<(EventKey, &[Value], i64)> = diff
+                    let adjust: Vec<Adjustment<'_>> = diff
                         .iter()
                         .zip(&args_of)
                         .map(|((x, d), a)| (x.key(), &a[..], *d))
                         .collect();
                     let store = self.state.store.as_mut();
-                    trees
-                        .adjusted_results(store, &self.state.cur_keys[gi], &adjust, &mut r)
-                        .map_err(|e| tree_err(gi, &self.plan, e))?;
+                    trees.adjusted_results(store, &self.state.cur_keys[gi], &adjust, &mut r)?;
                 }
             }
             self.state.slots[gi] = r;
@@ -1186,11 +1184,6 @@ pub(crate) fn prefetch_announced(store: &mut dyn StateStore, keys: &[u8], ends: 
         })
         .collect();
     store.prefetch(&refs);
-}
-
-fn tree_err(gi: usize, plan: &Plan, e: HolisticError) -> Error {
-    let g = &plan.groups[gi];
-    Error::State(format!("namespace `{}`: {e}", g.trees.as_deref().unwrap_or(&g.namespace)))
 }
 
 fn state_err(gi: usize, plan: &Plan, e: AggStateError) -> Error {

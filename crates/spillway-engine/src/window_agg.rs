@@ -65,7 +65,7 @@ use std::fmt::Write as _;
 
 use spillway_store::{Ns, Rmw, StateStore};
 
-use crate::aggregate::external::{HolisticError, HolisticTrees};
+use crate::aggregate::external::{tree_layout, HolisticTrees};
 use crate::aggregate::{AggKind, AggSet, AggStateError};
 use crate::error::{Error, Result};
 use crate::plan::call_text;
@@ -195,13 +195,12 @@ impl WindowPlan {
             // windows COUNT(DISTINCT) and the percentiles live in order-statistics trees
             // (O(log n) per event). A session's aggregates are computed from its events
             // when it fires, in memory, so they stay inline.
-            n.set = AggSet::new(&kinds).without_evictions();
-            if !matches!(q.window, TvfWindow::Session { .. }) {
-                n.set = n.set.clone().external_holistic();
-                if n.set.external().next().is_some() {
-                    n.trees = Some(format!("{}.ost", n.namespace));
-                }
-            }
+            let set = AggSet::new(&kinds).without_evictions();
+            (n.set, n.trees) = if matches!(q.window, TvfWindow::Session { .. }) {
+                (set, None)
+            } else {
+                tree_layout(set, &n.namespace)
+            };
         }
         WindowPlan {
             filter: q.filter.clone(),
@@ -486,7 +485,7 @@ impl WindowAgg {
         for n in &plan.nodes {
             ns.push(store.namespace(&n.namespace)?);
             trees.push(match &n.trees {
-                Some(t) => HolisticTrees::new(store.namespace(t)?, &n.set),
+                Some(t) => HolisticTrees::new(store.namespace(t)?, t, &n.set),
                 None => None,
             });
         }
@@ -696,8 +695,7 @@ impl WindowAgg {
                     return Err(self.state_err(ni, e));
                 }
                 if let Some(t) = self.trees[ni].as_mut() {
-                    t.update(self.store.as_mut(), &self.key, ekey, &self.args, 1)
-                        .map_err(|e| tree_err(&self.plan, ni, e))?;
+                    t.update(self.store.as_mut(), &self.key, ekey, &self.args, 1)?;
                 }
                 self.counters.state_updates += 1;
             }
@@ -804,7 +802,7 @@ impl WindowAgg {
         for ni in 0..self.ns.len() {
             self.store.delete(self.ns[ni], &self.key)?;
             if let Some(t) = self.trees[ni].as_mut() {
-                t.clear(self.store.as_mut(), &self.key).map_err(|e| tree_err(&self.plan, ni, e))?;
+                t.clear(self.store.as_mut(), &self.key)?;
             }
         }
         Ok(())
@@ -850,7 +848,7 @@ impl WindowAgg {
                 if take && tr.is_ok() {
                     tr = t.clear(store, &self.key);
                 }
-                tr.map_err(|e| tree_err(&self.plan, ni, e))?;
+                tr?;
             }
             self.results[ni] = r;
             done.map_err(|e| self.state_err(ni, e))?;
@@ -1075,9 +1073,4 @@ impl WindowAgg {
         self.put_sessions(group, &sessions)?;
         Ok(())
     }
-}
-
-fn tree_err(plan: &WindowPlan, node: usize, e: HolisticError) -> Error {
-    let n = &plan.nodes[node];
-    Error::State(format!("namespace `{}`: {e}", n.trees.as_deref().unwrap_or(&n.namespace)))
 }

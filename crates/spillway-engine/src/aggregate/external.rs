@@ -36,6 +36,7 @@
 //! [`MAX_KEY_LEN`] bytes (496 for the latter, after the 16-byte event key): a longer
 //! string fails the update with an error naming the aggregate.
 
+use super::holistic::{pct_interpolate, pct_ranks};
 use super::ostree::{
     decode_event_key, decode_f64_key, event_key, f64_key, OsTree, OsTreeError, MAX_KEY_LEN,
 };
@@ -58,6 +59,8 @@ enum Kind {
 /// Why a tree-backed aggregate could not be updated or read.
 #[derive(Debug)]
 pub struct HolisticError {
+    /// The trees' namespace.
+    pub namespace: String,
     /// Position of the aggregate in its set.
     pub agg: usize,
     /// Its SQL name.
@@ -68,16 +71,31 @@ pub struct HolisticError {
 
 impl fmt::Display for HolisticError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "aggregate #{} ({}): {}", self.agg, self.name, self.message)
+        write!(
+            f,
+            "namespace `{}`: aggregate #{} ({}): {}",
+            self.namespace, self.agg, self.name, self.message
+        )
     }
 }
 
 impl std::error::Error for HolisticError {}
 
+/// Moves the holistic aggregates of `set` (a group-by or filter node's, whose state
+/// namespace is `namespace`) into trees: the set to use, and the trees' namespace
+/// (`<namespace>.ost`) when it has any such aggregate.
+pub fn tree_layout(set: AggSet, namespace: &str) -> (AggSet, Option<String>) {
+    let set = set.external_holistic();
+    let trees = set.external().next().is_some().then(|| format!("{namespace}.ost"));
+    (set, trees)
+}
+
 /// The trees of one group-by node's external aggregates (in one namespace).
 #[derive(Debug)]
 pub struct HolisticTrees {
     tree: OsTree,
+    /// The namespace's name (for errors).
+    namespace: String,
     aggs: Vec<(usize, Kind, &'static str)>,
     prefix: Vec<u8>,
     key: Vec<u8>,
@@ -88,9 +106,9 @@ pub struct HolisticTrees {
 pub type Adjustment<'a> = (EventKey, &'a [Value], i64);
 
 impl HolisticTrees {
-    /// The trees of `set`'s external aggregates in namespace `ns`; `None` when the set
-    /// keeps every aggregate inline.
-    pub fn new(ns: Ns, set: &AggSet) -> Option<HolisticTrees> {
+    /// The trees of `set`'s external aggregates in namespace `ns` (named `namespace`);
+    /// `None` when the set keeps every aggregate inline.
+    pub fn new(ns: Ns, namespace: &str, set: &AggSet) -> Option<HolisticTrees> {
         let aggs: Vec<(usize, Kind, &'static str)> = set
             .external()
             .filter_map(|(i, k)| {
@@ -110,6 +128,7 @@ impl HolisticTrees {
         }
         Some(HolisticTrees {
             tree: OsTree::new(ns),
+            namespace: namespace.to_string(),
             aggs,
             prefix: Vec::new(),
             key: Vec::new(),
@@ -117,10 +136,10 @@ impl HolisticTrees {
         })
     }
 
-    fn set_prefix(&mut self, agg: usize, pk: &[u8]) {
-        self.prefix.clear();
-        self.prefix.extend_from_slice(&(agg as u16).to_be_bytes());
-        self.prefix.extend_from_slice(pk);
+    /// `e` with this node's namespace.
+    fn named(&self, mut e: HolisticError) -> HolisticError {
+        e.namespace.clone_from(&self.namespace);
+        e
     }
 
     /// Adds (`delta = 1`) or removes (`delta = -1`) the event `key` with aggregate
@@ -133,9 +152,39 @@ impl HolisticTrees {
         args: &[Value],
         delta: i64,
     ) -> Result<(), HolisticError> {
+        self.update_unnamed(store, pk, key, args, delta).map_err(|e| self.named(e))
+    }
+
+    /// Replaces the external aggregates' placeholders in `out` (one value per aggregate
+    /// of the set, as [`AggSet::results`] wrote them) with their results for partition
+    /// `pk`.
+    pub fn results(
+        &mut self,
+        store: &mut dyn StateStore,
+        pk: &[u8],
+        out: &mut [Value],
+    ) -> Result<(), HolisticError> {
+        self.results_unnamed(store, pk, out).map_err(|e| self.named(e))
+    }
+
+    fn set_prefix(&mut self, agg: usize, pk: &[u8]) {
+        self.prefix.clear();
+        self.prefix.extend_from_slice(&(agg as u16).to_be_bytes());
+        self.prefix.extend_from_slice(pk);
+    }
+
+    fn update_unnamed(
+        &mut self,
+        store: &mut dyn StateStore,
+        pk: &[u8],
+        key: EventKey,
+        args: &[Value],
+        delta: i64,
+    ) -> Result<(), HolisticError> {
         for j in 0..self.aggs.len() {
             let (i, kind, name) = self.aggs[j];
-            let err = |message: String| HolisticError { agg: i, name, message };
+            let err =
+                |message: String| HolisticError { namespace: String::new(), agg: i, name, message };
             let arg =
                 args.get(i).ok_or_else(|| err(format!("no argument (got {})", args.len())))?;
             self.key.clear();
@@ -182,10 +231,7 @@ impl HolisticTrees {
         Ok(())
     }
 
-    /// Replaces the external aggregates' placeholders in `out` (one value per aggregate
-    /// of the set, as [`AggSet::results`] wrote them) with their results for partition
-    /// `pk`.
-    pub fn results(
+    fn results_unnamed(
         &mut self,
         store: &mut dyn StateStore,
         pk: &[u8],
@@ -193,7 +239,8 @@ impl HolisticTrees {
     ) -> Result<(), HolisticError> {
         for j in 0..self.aggs.len() {
             let (i, kind, name) = self.aggs[j];
-            let err = |message: String| HolisticError { agg: i, name, message };
+            let err =
+                |message: String| HolisticError { namespace: String::new(), agg: i, name, message };
             let at = EventKey { time: 0, seq: 0 };
             self.set_prefix(i, pk);
             let (tree, prefix, buf) = (&mut self.tree, &self.prefix[..], &mut self.buf);
@@ -207,8 +254,7 @@ impl HolisticTrees {
                     if n == 0 {
                         Value::Null
                     } else {
-                        let rank = p * (n - 1) as f64;
-                        let (lo_row, hi_row) = (rank.floor(), rank.ceil());
+                        let (lo, hi, rank) = pct_ranks(p, n);
                         let mut value_at = |k: u64| -> Result<f64, HolisticError> {
                             let found = tree
                                 .select_into(store, prefix, k, buf)
@@ -218,14 +264,9 @@ impl HolisticTrees {
                                 None => Err(err(format!("the tree has no 8-byte key at rank {k}"))),
                             }
                         };
-                        let a = value_at(lo_row as u64)?;
-                        let b = if hi_row == lo_row { a } else { value_at(hi_row as u64)? };
-                        // As `holistic::pct_result` (PostgreSQL's interpolation).
-                        Value::Float(if hi_row == lo_row || a == b {
-                            a
-                        } else {
-                            a + (rank - lo_row) * (b - a)
-                        })
+                        let a = value_at(lo)?;
+                        let b = if hi == lo { a } else { value_at(hi)? };
+                        Value::Float(pct_interpolate(a, b, rank))
                     }
                 }
                 Kind::First | Kind::Last => {
@@ -257,6 +298,7 @@ impl HolisticTrees {
             let (i, _, name) = self.aggs[j];
             self.set_prefix(i, pk);
             self.tree.clear(store, &self.prefix).map_err(|e| HolisticError {
+                namespace: self.namespace.clone(),
                 agg: i,
                 name,
                 message: e.to_string(),

@@ -208,10 +208,7 @@ pub(crate) fn pct_result(
     if n == 0 {
         return Ok(Value::Null);
     }
-    let rank = p * (n - 1) as f64;
-    let lo_row = rank.floor();
-    let hi_row = rank.ceil();
-    let (lo_i, hi_i) = (lo_row as u64, hi_row as u64);
+    let (lo_i, hi_i, rank) = pct_ranks(p, n);
     let mut lo_v = None;
     let mut hi_v = None;
     let mut seen = 0u64;
@@ -233,7 +230,25 @@ pub(crate) fn pct_result(
             what: "a PERCENTILE_CONT value count larger than the sum of multiplicities",
         });
     };
-    Ok(Value::Float(if hi_i == lo_i || a == b { a } else { a + (rank - lo_row) * (b - a) }))
+    Ok(Value::Float(pct_interpolate(a, b, rank)))
+}
+
+/// `PERCENTILE_CONT(p)`'s ranks among `n > 0` sorted values (0-based): `floor` and
+/// `ceil` of `p * (n - 1)`, and that rank.
+pub(crate) fn pct_ranks(p: f64, n: u64) -> (u64, u64, f64) {
+    let rank = p * (n - 1) as f64;
+    (rank.floor() as u64, rank.ceil() as u64, rank)
+}
+
+/// The value at fractional `rank` between `a` (at its floor) and `b` (at its ceil),
+/// interpolated linearly; equal neighbours (or a whole rank) give `a`, so infinities do
+/// not become NaN.
+pub(crate) fn pct_interpolate(a: f64, b: f64, rank: f64) -> f64 {
+    if rank.fract() == 0.0 || a == b {
+        a
+    } else {
+        a + rank.fract() * (b - a)
+    }
 }
 
 // ---------------------------------------------------------------------------------------

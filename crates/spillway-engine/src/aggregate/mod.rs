@@ -505,10 +505,7 @@ impl AggSet {
     /// [`AggKind::result_type`] rejects fails every update with [`AggStateError::Invalid`].
     pub fn new(aggs: &[(AggKind, Option<DataType>)]) -> AggSet {
         let ops: Vec<Op> = aggs.iter().map(|&(k, t)| Op::resolve(k, t)).collect();
-        let mut empty = vec![0u8; 8];
-        for op in &ops {
-            op.put_empty(&mut empty);
-        }
+        let empty = empty_state(&ops);
         AggSet { aggs: aggs.to_vec(), ops, empty, evicts: true }
     }
 
@@ -547,11 +544,7 @@ impl AggSet {
                 *op = Op::External { distinct };
             }
         }
-        let mut empty = vec![0u8; 8];
-        for op in &self.ops {
-            op.put_empty(&mut empty);
-        }
-        self.empty = empty;
+        self.empty = empty_state(&self.ops);
         self
     }
 
@@ -826,6 +819,15 @@ impl AggSet {
         r.finish()?;
         Ok(rows)
     }
+}
+
+/// The state of an empty window: a zero row count and each op's empty state.
+fn empty_state(ops: &[Op]) -> Vec<u8> {
+    let mut empty = vec![0u8; 8];
+    for op in ops {
+        op.put_empty(&mut empty);
+    }
+    empty
 }
 
 /// A numeric argument as f64 (ints widened); NULL as `None`.

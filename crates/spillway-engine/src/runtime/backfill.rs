@@ -554,11 +554,11 @@ impl Runtime {
         Ok((rt, report))
     }
 
-    /// Releases the reservoir segments no cursor, and no `retention`, needs: like
-    /// [`release_reservoir`](Self::release_reservoir), but it keeps the events at most
-    /// `retention`'s span behind the frontier, and the one event before the oldest event
-    /// kept, so the oldest live event is always one no window needs: a later backfill
-    /// can tell from it which windows the reservoir still covers (see the module docs).
+    /// Releases the reservoir segments no cursor, and no `retention`, needs: it keeps
+    /// the events at most `retention`'s span behind the frontier, and the one event
+    /// before the oldest event kept, so the oldest live event is always one no window
+    /// needs: a later backfill can tell from it which windows the reservoir still covers
+    /// (see the module docs).
     pub fn release_reservoir_keeping(&mut self, retention: Option<&Retention>) -> Result<()> {
         let mut keep = self.min_cursor_index();
         if let Some(r) = retention {
