@@ -289,16 +289,51 @@ pub enum Joined {
 
 /// The join state of one reply partition: partials per event id until every stage has
 /// answered.
+///
+/// Every partial is produced in exactly one committed transaction (see [`super::worker`]),
+/// so a second partial of a stage for one event is a bug or a foreign writer. While the
+/// event waits, the second partial is an error. Once the event completed, it cannot be
+/// told from the first partial of a new event without remembering every completed id, so
+/// the join remembers the last [`RECENT_DONE`] completed ids (in memory, rebuilt by the
+/// replay after a restore) and refuses a partial for one of them; an older duplicate opens
+/// an entry that never completes, which the worker reports when it stops
+/// ([`Join::pending`], `pending_joins` in its summary).
 #[derive(Debug, Default)]
 pub struct Join {
     pending: HashMap<String, Vec<Option<Partial>>>,
+    done: RecentIds,
+}
+
+/// How many completed event ids a reply task remembers to detect duplicate partials.
+pub const RECENT_DONE: usize = 1 << 16;
+
+/// The last [`RECENT_DONE`] ids, oldest first out.
+#[derive(Debug, Default)]
+struct RecentIds {
+    set: std::collections::HashSet<String>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl RecentIds {
+    fn contains(&self, id: &str) -> bool {
+        self.set.contains(id)
+    }
+
+    fn insert(&mut self, id: String) {
+        if self.order.len() == RECENT_DONE {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        self.set.insert(id.clone());
+        self.order.push_back(id);
+    }
 }
 
 impl Join {
     /// Adds `stage`'s partial for event `id`; returns the joined result when it was the
-    /// last one missing. A second partial from the same stage (a stage task that redid
-    /// work after a failover writes only committed partials once, so this means a bug or
-    /// a foreign writer) is an error.
+    /// last one missing. A second partial from the same stage for a waiting or a recently
+    /// completed event is an error (see [`Join`]).
     pub fn add(
         &mut self,
         routing: &Routing,
@@ -312,6 +347,11 @@ impl Join {
         }
         let parts = match self.pending.get_mut(id) {
             Some(p) => p,
+            None if self.done.contains(id) => {
+                return Err(format!(
+                    "a partial from stage {stage} for event {id}, which already completed"
+                ))
+            }
             None => self.pending.entry(id.to_string()).or_insert_with(|| vec![None; n]),
         };
         if parts[stage].is_some() {
@@ -321,7 +361,8 @@ impl Join {
         if parts.iter().any(Option::is_none) {
             return Ok(None);
         }
-        let parts = self.pending.remove(id).expect("present");
+        let (key, parts) = self.pending.remove_entry(id).expect("present");
+        self.done.insert(key);
         let mut vals: Vec<Vec<Value>> = Vec::with_capacity(n);
         for p in parts {
             match p.expect("complete") {
@@ -402,7 +443,10 @@ impl Join {
         }
         let (offset, entries): (i64, Vec<Pending>) =
             postcard::from_bytes(body).map_err(|e| bad(format!("cannot decode: {e}")))?;
-        Ok(Some((Join { pending: entries.into_iter().collect() }, offset)))
+        Ok(Some((
+            Join { pending: entries.into_iter().collect(), done: RecentIds::default() },
+            offset,
+        )))
     }
 }
 
@@ -503,6 +547,32 @@ mod tests {
         j.add(&r, "8", 1, Partial::Late(b"{}".to_vec())).unwrap();
         assert_eq!(j.add(&r, "8", 2, res(vec![1])).unwrap(), Some(Joined::Late(b"{}".to_vec())));
         assert!(j.add(&r, "9", 3, res(vec![])).is_err());
+    }
+
+    #[test]
+    fn a_partial_for_a_completed_event_is_refused_while_remembered() {
+        let s = schema();
+        let q = parse_query(Q, &s).unwrap();
+        let r = Routing::plan(&q, &s, "pay", "out", None, 1, 4).unwrap();
+        let res = |v: Vec<i64>| Partial::Result(v.into_iter().map(Value::Int).collect());
+        let complete = |j: &mut Join, id: &str| {
+            j.add(&r, id, 0, res(vec![7, 10, 30])).unwrap();
+            j.add(&r, id, 1, res(vec![20])).unwrap();
+            assert!(j.add(&r, id, 2, res(vec![40])).unwrap().is_some());
+        };
+        let mut j = Join::default();
+        complete(&mut j, "e0");
+        let e = j.add(&r, "e0", 1, res(vec![20])).unwrap_err();
+        assert!(e.contains("event e0, which already completed"), "{e}");
+        assert_eq!(j.pending(), 0, "the refused partial opened no entry");
+        // Past the remembered span, a duplicate opens an entry that stays pending (and
+        // is reported by the worker).
+        for i in 1..=RECENT_DONE {
+            complete(&mut j, &format!("e{i}"));
+        }
+        assert_eq!(j.add(&r, "e0", 1, res(vec![20])).unwrap(), None);
+        assert_eq!(j.pending(), 1);
+        assert!(j.add(&r, &format!("e{RECENT_DONE}"), 0, res(vec![1, 1, 1])).is_err());
     }
 
     #[test]

@@ -36,7 +36,27 @@
 //! `--worker-id` restarts). The partition's next owner restores the checkpoint, rewinds to
 //! `K` and reprocesses `K..C` without producing (that output is already committed):
 //! processing is deterministic per partition, so the state arrives at `C` exactly as it
-//! was, and goes on producing from `C`. `K > C` cannot happen and is refused. Committing
+//! was, and goes on producing from `C`. `K > C` cannot happen and is refused.
+//!
+//! The one invariant that keeps this exact: **no commit sends an offset below what the
+//! group already committed for that partition** (`C` at the restore, then each offset
+//! this worker committed). A replayed message marks nothing to commit, a task's commit
+//! offset is never below `C` ([`Progress::commit_offset`]), and every commit's offset
+//! list passes one check ([`offsets_to_commit`]) that refuses, as an error, an offset
+//! below it. A lowered offset would survive the next crash and make the next owner emit
+//! committed results again. After every rebuild the commit and checkpoint clocks restart.
+//! A restored task may checkpoint during its replay: its tag `next` is below `C`, which
+//! is a checkpoint like any other.
+//!
+//! A worker paused past the transaction timeout (a long GC pause, SIGSTOP) finds its
+//! producer fenced when it comes back: unless its group membership failed too (a newer
+//! instance under the same `--worker-id` took over, and this one stops), it replaces the
+//! producer under the same transactional id and rebuilds its tasks from their
+//! checkpoints, like after any rebalance.
+//!
+//! The protocol is tested by seeded kill schedules and by a test seam that halts a worker
+//! at exact points of it (`SPILLWAY_KAFKA_FAULT`, the `fault` submodule); see
+//! `crates/spillway-cli/tests/kafka/exactly_once.rs` and `scripts/kafka-soak.sh`. Committing
 //! more often than checkpointing keeps results' latency low (a `read_committed` reader
 //! sees a result only once its transaction commits) while the state is written once per
 //! checkpoint; the price is up to one checkpoint interval of replay after a failover.
@@ -55,6 +75,8 @@
 //! counted; events later than the allowed lateness go to `OUT.late`. A malformed message
 //! on a stage or reply topic (only workers write there) stops the worker with an error
 //! naming its topic, partition and offset.
+
+mod fault;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -83,6 +105,7 @@ use crate::session::{output_types, Session, SessionConfig};
 use crate::source::{json_prefixes, json_row, schema_columns};
 use crate::sql::Expr;
 use crate::value::{Schema, Value};
+use fault::{Fault, FaultPoint};
 
 /// How to run a worker.
 #[derive(Clone, Debug)]
@@ -115,6 +138,36 @@ pub struct WorkerConfig {
     /// Allowed lateness as `spillway run` takes it (`5s`, or a number in the topic's time
     /// unit); replaces `session.allowed_lateness` once the topic's schema is known.
     pub allowed_lateness: String,
+    /// The event-time column the caller asked for (`--time-column`; `None`: not given).
+    /// The topic's schema fixes it, so a given one must be the schema's
+    /// ([`check_time_flags`]).
+    pub time_column: Option<String>,
+    /// The event-time unit the caller asked for (`--time-unit`; `None`: not given); a
+    /// given one must be the schema's.
+    pub time_unit: Option<crate::value::TimeUnit>,
+}
+
+/// Checks the time column and unit a worker was given ([`WorkerConfig::time_column`],
+/// [`WorkerConfig::time_unit`]) against `schema`, the input topic's schema (written by
+/// `spillway kafka produce`): the events' times are in the schema's unit, so another unit
+/// would silently rescale every window and lateness. Values equal to the schema's pass.
+pub fn check_time_flags(cfg: &WorkerConfig, schema: &Schema) -> Result<()> {
+    let conflict = |flag: &str, given: &str, theirs: String| {
+        Err(Error::Config(format!(
+            "{flag} {given} conflicts with topic {}'s schema ({theirs}, set by kafka produce); \
+             drop {flag}, or produce the topic again with {flag} {given}",
+            cfg.input
+        )))
+    };
+    let column = &schema.fields()[schema.time_index()].name;
+    if let Some(c) = cfg.time_column.as_deref().filter(|c| c != column) {
+        return conflict("--time-column", c, format!("time column {column}"));
+    }
+    let unit = schema.time_unit();
+    if let Some(u) = cfg.time_unit.filter(|&u| u != unit) {
+        return conflict("--time-unit", u.name(), unit.name().to_string());
+    }
+    Ok(())
 }
 
 /// What a finished worker reports.
@@ -142,8 +195,12 @@ pub struct WorkerSummary {
     pub checkpoints: u64,
     /// Rebalances seen (assignments rebuilt).
     pub rebalances: u64,
-    /// Producers replaced after the coordinator refused to abort a transaction.
+    /// Producers replaced after the coordinator refused to abort a transaction or fenced
+    /// a transaction it timed out.
     pub producer_resets: u64,
+    /// Events of this worker's reply tasks still waiting for a stage's partial when it
+    /// stopped (0 unless a stage is behind; see [`Join`]).
+    pub pending_joins: u64,
     /// The longest rebuild of the tasks after a rebalance (restores, rewinds), in ms.
     pub longest_rebuild_ms: f64,
     /// Wall seconds.
@@ -194,21 +251,84 @@ struct Task {
     /// The stage this task computes, with its session.
     session: Option<(usize, Session)>,
     join: Option<Join>,
-    /// Offset of the next message to process.
-    next: i64,
-    /// Messages below this offset have committed output: process, do not produce.
-    produce_from: i64,
-    /// Moved since the last commit.
-    uncommitted: bool,
+    pos: Progress,
     /// Moved since the last checkpoint.
     unsaved: bool,
     _lock: File,
+}
+
+/// Where a task's partition stands against the group's committed offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Progress {
+    /// Offset of the next message to process.
+    next: i64,
+    /// Messages below this offset have committed output: process, do not produce. It is
+    /// the group's committed offset the task restored against.
+    produce_from: i64,
+    /// The group's committed offset as this worker knows it: `produce_from` at the
+    /// restore, then each offset this worker committed. Never lowered.
+    committed: i64,
+    /// Produced output since the last commit (replayed messages never set it).
+    uncommitted: bool,
+}
+
+impl Progress {
+    /// A task restored to `next` whose partition's committed offset is `produce_from`.
+    fn restored(next: i64, produce_from: i64) -> Progress {
+        Progress { next, produce_from, committed: produce_from, uncommitted: false }
+    }
+
+    /// Takes the message at `offset`; true when its output is to be produced (it is at
+    /// or past the committed offset), false while replaying.
+    fn take(&mut self, offset: i64) -> bool {
+        self.next = offset + 1;
+        let produce = offset >= self.produce_from;
+        self.uncommitted |= produce;
+        produce
+    }
+
+    /// The offset the next commit sends for this task, `None` when it produced nothing
+    /// since the last commit. Never below `produce_from`: a replaying task's position is
+    /// behind what the group already committed, and committing it would hand the next
+    /// owner committed messages to produce again.
+    fn commit_offset(&self) -> Option<i64> {
+        self.uncommitted.then(|| self.next.max(self.produce_from))
+    }
+}
+
+/// The offsets of one commit, `(task, offset)`, checked against the one invariant of
+/// the protocol: no offset below what the group already committed for that partition
+/// (module docs, "Exactly once"). Every commit goes through here; a violation is an
+/// error, never a commit.
+fn offsets_to_commit<'t, K: Copy>(
+    tasks: impl IntoIterator<Item = (K, &'t Progress)>,
+    name: impl Fn(K) -> String,
+) -> Result<Vec<(K, i64)>> {
+    let mut out = Vec::new();
+    for (k, p) in tasks {
+        let Some(o) = p.commit_offset() else { continue };
+        if o < p.committed {
+            return Err(Error::Kafka(format!(
+                "refusing to commit offset {o} for {}: the group's committed offset is already {} \
+                 (committing it would make the next owner emit committed results again)",
+                name(k),
+                p.committed
+            )));
+        }
+        out.push((k, o));
+    }
+    Ok(out)
 }
 
 struct Worker<'a> {
     consumer: BaseConsumer<Ctx>,
     in_txn: bool,
     seen_epoch: u64,
+    /// When the last commit and the last checkpoint were due (restarted by a rebuild).
+    last_commit: Instant,
+    last_ckpt: Instant,
+    /// The test seam (none unless `SPILLWAY_KAFKA_FAULT` is set).
+    fault: Fault,
     st: Tasks<'a>,
 }
 
@@ -248,7 +368,18 @@ pub fn run_worker(
     stop: &AtomicBool,
     mut progress: impl FnMut(u64),
 ) -> Result<WorkerSummary> {
+    super::check_reachable(&cfg.brokers)?;
     let b = &cfg.brokers;
+    if cfg.session.store == spillway_store::StoreKind::Tiered
+        && cfg.session.tiered.l3 == spillway_store::tiered::L3Kind::None
+    {
+        return Err(Error::Config(
+            "a Kafka worker checkpoints every task's state (a partition's next owner restores \
+             it), and the tiered store without its durable level (--l3 none) cannot: use \
+             --l3 hashlog or another --store"
+                .into(),
+        ));
+    }
     let Some(parts) = partition_count(b, &cfg.input)? else {
         return Err(Error::Kafka(format!(
             "input topic {} does not exist (brokers {b}); create it with `spillway kafka produce`",
@@ -268,6 +399,7 @@ pub fn run_worker(
             )))
         }
     };
+    check_time_flags(cfg, &schema)?;
     let mut session_cfg = cfg.session.clone();
     session_cfg.allowed_lateness =
         crate::duration::parse_duration(&cfg.allowed_lateness, schema.time_unit())
@@ -353,6 +485,9 @@ pub fn run_worker(
         consumer,
         in_txn: false,
         seen_epoch: 0,
+        last_commit: Instant::now(),
+        last_ckpt: Instant::now(),
+        fault: Fault::from_env()?,
         st: Tasks {
             index: column_index(&schema),
             late_prefixes: json_prefixes(&schema_columns(&schema)),
@@ -409,14 +544,6 @@ fn transactional_producer(
     Ok(producer)
 }
 
-/// Whether `e` says a newer producer with the same transactional id took over.
-fn is_fenced(e: &KafkaError) -> bool {
-    matches!(
-        e.rdkafka_error_code(),
-        Some(RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
-    )
-}
-
 /// The dead-letter topic of the output topic `topic`.
 pub fn dead_letter_topic(topic: &str) -> String {
     format!("{topic}.dead-letter")
@@ -433,9 +560,7 @@ impl Worker<'_> {
         start: Instant,
         progress: &mut impl FnMut(u64),
     ) -> Result<()> {
-        let mut last_commit = Instant::now();
-        let mut last_ckpt = last_commit;
-        let mut last_event = last_commit;
+        let mut last_event = Instant::now();
         let mut last_progress = start;
         // Timers are read once per 64 messages (and on every idle poll): a clock read
         // per message cost 8% of a busy worker's samples.
@@ -466,6 +591,14 @@ impl Worker<'_> {
                 if busy && self.st.summary.first_event_ms == 0.0 {
                     self.st.summary.first_event_ms = unix_ms();
                 }
+                if busy
+                    && self.fault.point == Some(FaultPoint::ReplayCommit)
+                    && self.fault.due(self.st.summary.replayed)
+                {
+                    // A commit in the middle of a replay, then a halt until killed.
+                    self.commit(false)?;
+                    self.fault.reached(FaultPoint::ReplayCommit, self.st.summary.replayed);
+                }
             }
             since_clock += 1;
             if busy && since_clock < 64 {
@@ -478,12 +611,12 @@ impl Worker<'_> {
             } else if self.st.cfg.idle_exit.is_some_and(|d| now - last_event >= d) {
                 break;
             }
-            if now - last_commit >= self.st.cfg.commit_every {
-                let save = now - last_ckpt >= self.st.cfg.checkpoint_every;
+            if now - self.last_commit >= self.st.cfg.commit_every {
+                let save = now - self.last_ckpt >= self.st.cfg.checkpoint_every;
                 self.commit(save)?;
-                last_commit = Instant::now();
+                self.last_commit = Instant::now();
                 if save {
-                    last_ckpt = last_commit;
+                    self.last_ckpt = self.last_commit;
                 }
             }
             if now - last_progress >= Duration::from_millis(100) {
@@ -497,6 +630,13 @@ impl Worker<'_> {
             self.st.summary.last_event_ms = unix_ms() - idle;
         }
         self.commit(true)?;
+        self.st.summary.pending_joins = self
+            .st
+            .tasks
+            .values()
+            .filter_map(|t| t.join.as_ref())
+            .map(|j| j.pending() as u64)
+            .sum();
         progress(self.st.summary.events);
         Ok(())
     }
@@ -516,13 +656,11 @@ impl Tasks<'_> {
             t
         };
         let Some(task) = self.tasks.get_mut(&(t, p)) else { return Ok(false) };
-        if m.offset() < task.next {
+        if m.offset() < task.pos.next {
             return Ok(false);
         }
-        task.next = m.offset() + 1;
-        task.uncommitted = true;
+        let produce = task.pos.take(m.offset());
         task.unsaved = true;
-        let produce = m.offset() >= task.produce_from;
         let role = task.role;
         if role == Role::Reply {
             // A partial's key is its event id (it carries no id header).
@@ -738,25 +876,27 @@ impl Worker<'_> {
     /// assignment from their checkpoints, rewinding each partition (module docs).
     fn rebuild(&mut self) -> Result<()> {
         let b = self.st.cfg.brokers.clone();
+        // The clocks restart with the new transaction: a rebuilt task commits and
+        // checkpoints a full interval after its restore, not at once.
+        self.last_commit = Instant::now();
+        self.last_ckpt = self.last_commit;
         if self.in_txn {
             self.in_txn = false;
-            match self.st.producer.abort_transaction(CALL_TIMEOUT) {
-                Ok(()) => {}
-                Err(e) if is_fenced(&e) => {
-                    // A newer producer with this transactional id exists: this worker
-                    // was replaced (a restart under the same --worker-id) and must stop.
-                    return Err(kerr(
-                        &b,
-                        "aborting a transaction (fenced by a newer instance of this worker)",
-                    )(e));
+            if let Err(e) = self.st.producer.abort_transaction(CALL_TIMEOUT) {
+                if let Some((code, why)) = self.consumer.client().fatal_error() {
+                    // A newer instance under the same --worker-id took the group
+                    // membership (and the transactional id): this one must stop.
+                    return Err(Error::Kafka(format!(
+                        "aborting a transaction (brokers {b}): {e}; this worker's group membership failed too \
+                         ({code}: {why}): another instance of it took over"
+                    )));
                 }
-                Err(_) => {
-                    // The coordinator refused the abort (the transaction had already
-                    // ended there). A new producer under the same transactional id aborts
-                    // whatever is still open and starts clean.
-                    self.st.summary.producer_resets += 1;
-                    self.st.producer = transactional_producer(&b, &self.st.txn_id)?;
-                }
+                // The coordinator refused the abort (the transaction had already ended
+                // there, or fenced this producer after a timeout). A new producer under
+                // the same transactional id aborts whatever is still open and starts
+                // clean.
+                self.st.summary.producer_resets += 1;
+                self.st.producer = transactional_producer(&b, &self.st.txn_id)?;
             }
         }
         self.st.tasks.clear();
@@ -784,9 +924,7 @@ impl Worker<'_> {
                 dir: dir.clone(),
                 session: None,
                 join: None,
-                next: 0,
-                produce_from: 0,
-                uncommitted: false,
+                pos: Progress::restored(0, 0),
                 unsaved: false,
                 _lock: lock,
             };
@@ -871,8 +1009,7 @@ impl Worker<'_> {
                 }
             };
             seek(&self.consumer, &topic, p, start, &b)?;
-            task.next = start;
-            task.produce_from = produce_from;
+            task.pos = Progress::restored(start, produce_from);
             self.st.tasks.insert((ti, p), task);
         }
         self.st.producer.begin_transaction().map_err(kerr(&b, "beginning a transaction"))?;
@@ -931,25 +1068,29 @@ impl Worker<'_> {
             return Ok(());
         }
         let b = self.st.cfg.brokers.clone();
-        let mut offsets = TopicPartitionList::new();
-        for (&(ti, p), t) in &self.st.tasks {
-            if t.uncommitted {
+        let topics = &self.st.topics;
+        let list =
+            offsets_to_commit(self.st.tasks.iter().map(|(&k, t)| (k, &t.pos)), |(ti, p)| {
+                format!("partition {p} of {}", topics[ti])
+            })?;
+        if !list.is_empty() {
+            let mut offsets = TopicPartitionList::new();
+            for &((ti, p), o) in &list {
                 offsets
-                    .add_partition_offset(&self.st.topics[ti], p, Offset::Offset(t.next))
+                    .add_partition_offset(&self.st.topics[ti], p, Offset::Offset(o))
                     .map_err(kerr(&b, "listing offsets"))?;
             }
-        }
-        if offsets.count() > 0 {
             let meta = self.consumer.group_metadata().ok_or_else(|| {
                 Error::Kafka(format!(
                     "the consumer of group {} has no group metadata",
                     self.st.cfg.group
                 ))
             })?;
-            let r = (|| {
-                self.st.producer.send_offsets_to_transaction(&offsets, &meta, CALL_TIMEOUT)?;
-                self.st.producer.commit_transaction(CALL_TIMEOUT)
-            })();
+            let mut r = self.st.producer.send_offsets_to_transaction(&offsets, &meta, CALL_TIMEOUT);
+            if r.is_ok() {
+                self.fault.reached(FaultPoint::BeforeCommit, self.st.summary.commits + 1);
+                r = self.st.producer.commit_transaction(CALL_TIMEOUT);
+            }
             self.in_txn = false;
             match r {
                 Ok(()) => {}
@@ -961,28 +1102,54 @@ impl Worker<'_> {
                     }
                     return self.rebuild();
                 }
-                Err(e) => return Err(kerr(&b, "committing a transaction")(e)),
+                Err(e) => return self.producer_failed(e, "committing a transaction"),
             }
             self.st.summary.commits += 1;
-            for t in self.st.tasks.values_mut() {
-                t.uncommitted = false;
+            for (k, o) in list {
+                let pos = &mut self.st.tasks.get_mut(&k).expect("a listed task").pos;
+                pos.committed = o;
+                pos.uncommitted = false;
             }
             self.st.producer.begin_transaction().map_err(kerr(&b, "beginning a transaction"))?;
             self.in_txn = true;
         }
         if save && self.st.tasks.values().any(|t| t.unsaved) {
+            let round = self.st.summary.checkpoints + 1;
             for t in self.st.tasks.values_mut().filter(|t| t.unsaved) {
+                // A replaying task's checkpoint covers less than the committed offset
+                // (K <= C, module docs); every other task's `next` was just committed.
                 if let Some((_, s)) = &mut t.session {
-                    s.checkpoint_tagged(&offset_tag(t.next))?;
+                    s.checkpoint_tagged(&offset_tag(t.pos.next))?;
                 }
                 if let Some(j) = &t.join {
-                    j.save(&t.dir, t.next)?;
+                    j.save(&t.dir, t.pos.next)?;
                 }
                 t.unsaved = false;
+                self.fault.reached(FaultPoint::MidCheckpoint, round);
             }
             self.st.summary.checkpoints += 1;
         }
         Ok(())
+    }
+
+    /// After a fatal producer error (`what` failed with `e`): a worker whose consumer
+    /// failed too was replaced in the group (a newer instance under the same
+    /// `--worker-id`) and stops with the error; otherwise the producer was fenced because
+    /// the coordinator aborted its transaction on a timeout (this worker was paused past
+    /// the transaction timeout), so a new producer under the same transactional id takes
+    /// over and the tasks are rebuilt from their checkpoints.
+    fn producer_failed(&mut self, e: KafkaError, what: &str) -> Result<()> {
+        let b = self.st.cfg.brokers.clone();
+        if let Some((code, why)) = self.consumer.client().fatal_error() {
+            return Err(Error::Kafka(format!(
+                "{what} (brokers {b}): {e}; this worker's group membership failed too ({code}: {why}): \
+                 another instance of it took over"
+            )));
+        }
+        self.st.summary.producer_resets += 1;
+        self.in_txn = false;
+        self.st.producer = transactional_producer(&b, &self.st.txn_id)?;
+        self.rebuild()
     }
 }
 
@@ -1059,5 +1226,43 @@ fn lock_dir(dir: &Path) -> Result<File> {
                 return Err(Error::Config(format!("cannot lock {}: {e}", path.display())))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(tasks: &[Progress]) -> Result<Vec<(usize, i64)>> {
+        offsets_to_commit(tasks.iter().enumerate(), |i| format!("task {i}"))
+    }
+
+    #[test]
+    fn a_replaying_task_never_lowers_the_committed_offset() {
+        // Restored from a checkpoint at 100 behind the group's committed 500.
+        let mut p = Progress::restored(100, 500);
+        for o in 100..164 {
+            assert!(!p.take(o), "offset {o} is replayed, not produced");
+        }
+        assert_eq!(p.next, 164);
+        assert_eq!(list(&[p]).unwrap(), vec![], "a replay alone commits nothing");
+        // Even when marked as moved, the offset sent is the committed one, not 164.
+        p.uncommitted = true;
+        assert_eq!(list(&[p]).unwrap(), vec![(0, 500)]);
+        // Past the committed offset it produces and commits its position.
+        let mut p = Progress::restored(100, 500);
+        for o in 100..=520 {
+            assert_eq!(p.take(o), o >= 500);
+        }
+        assert_eq!(list(&[p]).unwrap(), vec![(0, 521)]);
+    }
+
+    #[test]
+    fn an_offset_below_the_committed_one_is_an_error_not_a_commit() {
+        let ok = Progress { next: 700, produce_from: 500, committed: 600, uncommitted: true };
+        let bad = Progress { next: 650, produce_from: 500, committed: 680, uncommitted: true };
+        let e = list(&[ok, bad]).unwrap_err().to_string();
+        assert!(e.contains("refusing to commit offset 650 for task 1"), "{e}");
+        assert!(e.contains("already 680"), "{e}");
     }
 }
