@@ -94,6 +94,7 @@ pub struct ConsumeSummary {
 /// Reads the topic into the output; `progress` gets the row count about every 100 ms.
 pub fn consume(cfg: &ConsumeConfig, mut progress: impl FnMut(u64)) -> Result<ConsumeSummary> {
     let brokers = &cfg.brokers;
+    super::check_reachable(brokers)?;
     let Some(parts) = partition_count(brokers, &cfg.topic)? else {
         return Err(Error::Kafka(format!(
             "topic {} does not exist (brokers {brokers})",

@@ -11,9 +11,12 @@
 //! # FORMAT
 //! - **Event message** (topic `T`): value = one JSON object, the row as `spillway run`'s
 //!   JSON Lines input takes it (floats parsed exactly); key = the routing column's value
-//!   as text (absent without `--key`); header `spillway.id` = the event id, the row's
-//!   0-based index in the produced file, as decimal ASCII. An event without the header
-//!   gets the id `T/PARTITION/OFFSET`.
+//!   as text (absent without `--key`); header `spillway.id` = the event id, as decimal
+//!   ASCII: the row's 0-based index in the produced file, plus the topic's highest
+//!   earlier id + 1 for `kafka produce --append` (ids are unique in a topic: results are
+//!   keyed and joined by them); header `spillway.row` = the row's 0-based index in the
+//!   produced file (what `kafka produce --resume` continues from). An event without the
+//!   `spillway.id` header gets the id `T/PARTITION/OFFSET`.
 //! - **Schema topic** (`T.schema`, one partition, compacted): key `schema`, value JSON
 //!   `{"format":"spillway.events.v1","schema":{...},"key":"card"}` (the [`Schema`]:
 //!   fields, time column, unit; the key column, if any) or, for a result topic, `{"format":"spillway.results.v1","columns":
@@ -25,6 +28,12 @@
 //!   Lines exactly as `spillway run` writes its output.
 //! - **Late events** (topic `OUT.late`): events later than the allowed lateness, as
 //!   event messages.
+//!
+//! # Unreachable brokers
+//! librdkafka retries an unreachable bootstrap server silently until a call's timeout
+//! ([`CALL_TIMEOUT`]); so `produce`, `consume` and workers first [`check_reachable`]:
+//! a TCP connection to each bootstrap address, failing within [`CONNECT_TIMEOUT`] (a
+//! refused connection at once) with a message naming the addresses.
 
 pub mod consume;
 pub mod produce;
@@ -46,11 +55,15 @@ use crate::value::{DataType, Schema, Value};
 
 /// Header carrying an event's id.
 pub const ID_HEADER: &str = "spillway.id";
+/// Header carrying an event's 0-based row index in the file `kafka produce` read.
+pub const ROW_HEADER: &str = "spillway.row";
 /// First byte of a result message's value (its layout version).
 pub const RESULT_VERSION: u8 = 1;
 /// How long metadata and admin calls may take before they fail with a message naming
 /// the broker.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long [`check_reachable`] waits for a bootstrap server to accept a connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A `kafka://HOST:PORT[,HOST:PORT...]/TOPIC` address.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,6 +138,93 @@ pub fn client_config(brokers: &str) -> ClientConfig {
         }
     }
     c
+}
+
+/// Fails unless some bootstrap server in `brokers` (`HOST:PORT,...`, optionally
+/// `PROTOCOL://HOST:PORT`; port 9092 when left out) accepts a TCP connection within
+/// [`CONNECT_TIMEOUT`]. The addresses are tried in parallel and the first that answers
+/// ends the check, so it takes one round trip when a broker runs and at most
+/// [`CONNECT_TIMEOUT`] (plus name resolution) when none does; a refused connection fails
+/// at once. The error names every address and why it failed.
+pub fn check_reachable(brokers: &str) -> Result<()> {
+    let addrs: Vec<String> =
+        brokers.split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect();
+    if addrs.is_empty() {
+        return Err(Error::Config(format!(
+            "no Kafka broker address in {brokers:?} (expected HOST:PORT[,HOST:PORT...])"
+        )));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, a) in addrs.iter().enumerate() {
+        let (tx, a) = (tx.clone(), a.clone());
+        // Detached: a name lookup that hangs past the deadline must not hold the caller.
+        std::thread::spawn(move || {
+            let _ = tx.send((i, probe(&a)));
+        });
+    }
+    drop(tx);
+    // The probes' own connect timeout, plus slack for resolving names.
+    let deadline = Instant::now() + CONNECT_TIMEOUT + Duration::from_millis(500);
+    let mut why: Vec<Option<String>> = vec![None; addrs.len()];
+    for _ in 0..addrs.len() {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((_, Ok(()))) => return Ok(()),
+            Ok((i, Err(e))) => why[i] = Some(e),
+            Err(_) => break,
+        }
+    }
+    let failed: Vec<String> = addrs
+        .iter()
+        .zip(why)
+        .map(|(a, w)| {
+            let w =
+                w.unwrap_or_else(|| format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()));
+            format!("{a} ({w})")
+        })
+        .collect();
+    Err(Error::Kafka(format!(
+        "no Kafka broker answers at {}; is one running? (scripts/kafka.sh start DIR)",
+        failed.join(", ")
+    )))
+}
+
+/// `HOST:PORT` of a bootstrap address: without a `PROTOCOL://` prefix, port 9092 when
+/// there is none (as librdkafka reads it); IPv6 hosts in brackets.
+fn host_port(addr: &str) -> (String, u16) {
+    let a = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+    let (host, port) = match a.rsplit_once(':') {
+        // `[::1]:9092`, `h:9092`; a bare IPv6 address without brackets has no port.
+        Some((h, p)) if !h.contains(':') || h.ends_with(']') => (h, p.parse().ok()),
+        _ => (a, None),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host.to_string(), port.unwrap_or(9092))
+}
+
+/// Connects to one bootstrap address (every address its name resolves to, in turn).
+fn probe(addr: &str) -> std::result::Result<(), String> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let (host, port) = host_port(addr);
+    let resolved: Vec<_> = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    let mut last = format!("{host} resolves to no address");
+    for sa in resolved {
+        match TcpStream::connect_timeout(&sa, CONNECT_TIMEOUT) {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                last = match e.kind() {
+                    std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                        format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())
+                    }
+                    _ => e.to_string(),
+                };
+            }
+        }
+    }
+    Err(last)
 }
 
 /// Wraps a client error with the broker address and what was being done.
@@ -413,6 +513,50 @@ mod tests {
         assert_eq!(back[4], row[4]);
         assert!(decode_result(&[9, 1]).unwrap_err().contains("version 9"));
         assert!(decode_result(&[]).is_err());
+    }
+
+    #[test]
+    fn bootstrap_addresses_split_like_librdkafka() {
+        assert_eq!(host_port("127.0.0.1:9093"), ("127.0.0.1".into(), 9093));
+        assert_eq!(host_port("PLAINTEXT://broker:19092"), ("broker".into(), 19092));
+        assert_eq!(host_port("broker"), ("broker".into(), 9092));
+        assert_eq!(host_port("[::1]:9094"), ("::1".into(), 9094));
+        assert_eq!(host_port("::1"), ("::1".into(), 9092));
+    }
+
+    /// A port nobody listens on: bound, then released.
+    fn refused_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+
+    #[test]
+    fn an_unreachable_broker_fails_at_once_naming_the_address() {
+        let port = refused_port();
+        let start = Instant::now();
+        let e = check_reachable(&format!("127.0.0.1:{port}")).unwrap_err().to_string();
+        assert!(start.elapsed() < CONNECT_TIMEOUT, "a refused connection waited for the timeout");
+        assert_eq!(
+            e,
+            format!(
+                "kafka: no Kafka broker answers at 127.0.0.1:{port} (connection refused); \
+                 is one running? (scripts/kafka.sh start DIR)"
+            )
+        );
+        let e = check_reachable(" , ").unwrap_err().to_string();
+        assert!(e.contains("no Kafka broker address"), "{e}");
+    }
+
+    #[test]
+    fn one_listening_bootstrap_server_is_enough() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up = l.local_addr().unwrap().port();
+        let down = refused_port();
+        check_reachable(&format!("127.0.0.1:{up}")).unwrap();
+        check_reachable(&format!("127.0.0.1:{down},PLAINTEXT://127.0.0.1:{up}")).unwrap();
+        let e =
+            check_reachable(&format!("127.0.0.1:{down},127.0.0.1:{down}")).unwrap_err().to_string();
+        assert_eq!(e.matches("connection refused").count(), 2, "{e}");
     }
 
     #[test]
