@@ -48,16 +48,20 @@ impl From<CompressionArg> for Compression {
     }
 }
 
-/// How the input is read (shared by `run` and `explain`).
+/// How the input is read (shared by `run`, `explain` and `kafka produce`). The time flags
+/// are options so that a Kafka worker can tell a given value from the default (it checks
+/// a given one against the topic's schema); [`source_options`] applies the defaults.
 #[derive(Debug, Args)]
 pub struct InputArgs {
-    /// Event-time column (integers in --time-unit)
-    #[arg(long, default_value = "ts", value_name = "NAME")]
-    pub(crate) time_column: String,
+    /// Event-time column (integers in --time-unit) [default: ts; with a kafka:// input,
+    /// the topic's schema's, and another is refused]
+    #[arg(long, value_name = "NAME")]
+    pub(crate) time_column: Option<String>,
 
-    /// Unit of the event-time column: s, ms, us, ns
-    #[arg(long, default_value = "ms", value_parser = parse_unit, value_name = "UNIT")]
-    pub(crate) time_unit: TimeUnit,
+    /// Unit of the event-time column: s, ms, us, ns [default: ms; with a kafka:// input,
+    /// the topic's schema's, and another is refused]
+    #[arg(long, value_parser = parse_unit, value_name = "UNIT")]
+    pub(crate) time_unit: Option<TimeUnit>,
 
     /// Column types overriding inference, e.g. `card:string,amount:float`
     #[arg(long, value_name = "NAME:TYPE,...")]
@@ -193,9 +197,9 @@ pub struct RunArgs {
 
     /// Windowed aggregations (TUMBLE/HOP/CUMULATE/SESSION): the watermark trails the
     /// newest event time by this, e.g. 2s; a window fires when the watermark reaches its
-    /// end
-    #[arg(long, default_value = "0", value_name = "DURATION")]
-    pub(crate) watermark_delay: String,
+    /// end [default: 0]
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) watermark_delay: Option<String>,
 
     /// Where events later than the allowed lateness are written [default:
     /// <output>.late.<ext>, or late-events.csv when writing to stdout]
@@ -203,8 +207,8 @@ pub struct RunArgs {
     pub(crate) side_output: Option<PathBuf>,
 
     /// Malformed input rows: stop (default) or skip to the dead-letter file
-    #[arg(long, value_enum, default_value = "stop")]
-    pub(crate) on_error: OnErrorArg,
+    #[arg(long, value_enum)]
+    pub(crate) on_error: Option<OnErrorArg>,
 
     /// Dead-letter file for --on-error skip [default: <input>.dead-letter]
     #[arg(long, value_name = "FILE")]
@@ -375,9 +379,14 @@ pub(crate) fn check_from(
 /// What the input's default table name is, for [`check_from`]'s message.
 pub(crate) const FILE_TABLE: &str = "the input file's name without its extension";
 
+/// The event-time column when --time-column is not given.
+pub(crate) const DEFAULT_TIME_COLUMN: &str = "ts";
+/// The event-time unit when --time-unit is not given.
+pub(crate) const DEFAULT_TIME_UNIT: TimeUnit = TimeUnit::Ms;
+
 pub(crate) fn source_options(a: &InputArgs, on_error: OnError) -> Result<SourceOptions> {
-    let mut o = SourceOptions::new(&a.time_column);
-    o.time_unit = a.time_unit;
+    let mut o = SourceOptions::new(a.time_column.as_deref().unwrap_or(DEFAULT_TIME_COLUMN));
+    o.time_unit = a.time_unit.unwrap_or(DEFAULT_TIME_UNIT);
     o.on_error = on_error;
     if let Some(s) = &a.schema {
         o.schema_overrides = parse_schema_overrides(s)?;
@@ -495,10 +504,8 @@ fn print_summary(s: &JobSummary) {
 /// `spillway run`.
 pub fn run(a: RunArgs) -> Result<()> {
     let kafka_input = a.input.to_str().is_some_and(|s| s.starts_with("kafka://"));
-    if kafka_input && (a.backfill || a.retain.is_some()) {
-        bail!("--backfill and --retain work on a file input's checkpoints (--input FILE), not on Kafka workers");
-    }
     if kafka_input {
+        // Every flag is used or refused in `kafka_cmd::worker_config`.
         #[cfg(feature = "kafka")]
         return crate::kafka_cmd::run_worker(a);
         #[cfg(not(feature = "kafka"))]
@@ -525,7 +532,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let query = read_query(&a.query)?;
     check_from(&query, a.table.as_deref(), source::table_name(&a.input), FILE_TABLE)?;
-    let on_error = match a.on_error {
+    let on_error = match a.on_error.unwrap_or(OnErrorArg::Stop) {
         OnErrorArg::Stop => OnError::Stop,
         OnErrorArg::Skip => OnError::Skip {
             dead_letter: a.dead_letter.clone().unwrap_or_else(|| {
@@ -539,8 +546,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     sopts.type_hints = spillway_engine::sql::column_type_hints(&query);
     let lateness = parse_duration(&a.allowed_lateness, sopts.time_unit)
         .map_err(|e| anyhow!("--allowed-lateness: {e}"))?;
-    let watermark_delay = parse_duration(&a.watermark_delay, sopts.time_unit)
-        .map_err(|e| anyhow!("--watermark-delay: {e}"))?;
+    let watermark_delay =
+        parse_duration(a.watermark_delay.as_deref().unwrap_or("0"), sopts.time_unit)
+            .map_err(|e| anyhow!("--watermark-delay: {e}"))?;
     if a.resume && a.input == Path::new("-") {
         bail!("--resume cannot re-read stdin; give the input as a file");
     }

@@ -9,20 +9,23 @@ use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use spillway_engine::duration::parse_duration;
 use spillway_engine::kafka::consume::{consume, ConsumeConfig};
-use spillway_engine::kafka::produce::{produce, ProduceConfig};
+use spillway_engine::kafka::produce::{produce, Mode, ProduceConfig};
 use spillway_engine::kafka::worker::{run_worker as worker, WorkerConfig};
 use spillway_engine::kafka::{check_topic_name, KafkaUrl};
 use spillway_engine::session::SessionConfig;
 use spillway_engine::source::OnError;
 use spillway_engine::value::TimeUnit;
 
-use crate::engine_cmd::{check_from, progress_bar, read_query, source_options, InputArgs, RunArgs};
+use crate::engine_cmd::{
+    check_from, progress_bar, read_query, source_options, InputArgs, OnErrorArg, RunArgs,
+};
 
 /// `spillway kafka ...`.
 #[derive(Debug, Subcommand)]
 pub enum KafkaCommand {
     /// Write a CSV / JSON Lines file to a topic, one message per row (creates the topic
-    /// and its schema topic).
+    /// and its schema topic). Every row is checked before the first is sent; rows go out
+    /// in transactions; a topic that already holds messages needs --resume or --append.
     Produce(ProduceArgs),
     /// Read a result (or event) topic's committed messages into a CSV / JSON Lines file.
     Consume(ConsumeArgs),
@@ -49,6 +52,17 @@ pub struct ProduceArgs {
     /// Send at this many events per second, open loop [default: as fast as possible]
     #[arg(long, value_name = "EV_PER_S")]
     rate: Option<f64>,
+    /// Continue an interrupted produce of the same file: check that the topic's newest
+    /// committed row is the file's, then send the rows after it
+    #[arg(long, conflicts_with = "append")]
+    resume: bool,
+    /// Send the file to a topic that already holds messages, as new events (their ids
+    /// follow the topic's highest)
+    #[arg(long)]
+    append: bool,
+    /// Commit a transaction this often (readers see rows as they are committed)
+    #[arg(long, default_value = "100ms", value_name = "DURATION")]
+    commit_every: String,
     #[command(flatten)]
     input_args: InputArgs,
     /// No progress line on stderr
@@ -96,7 +110,17 @@ pub struct ConsumeArgs {
     quiet: bool,
 }
 
+fn is_bare_number(s: &str) -> bool {
+    let t = s.trim();
+    !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// A wall-clock duration flag: a number with its unit (a bare number has no unit to be
+/// taken in), positive.
 fn wall_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
+    if is_bare_number(s) && s.trim() != "0" {
+        bail!("{flag} {s}: give a duration with its unit, e.g. {0}s or {0}ms", s.trim());
+    }
     let ns = parse_duration(s, TimeUnit::Ns).map_err(|e| anyhow!("{flag}: {e}"))?;
     if ns <= 0 {
         bail!("{flag}: must be positive, not {s}");
@@ -117,22 +141,43 @@ pub fn run(cmd: KafkaCommand) -> Result<()> {
                 key: a.key,
                 partitions: a.partitions,
                 rate: a.rate,
+                mode: match (a.resume, a.append) {
+                    (true, _) => Mode::Resume,
+                    (_, true) => Mode::Append,
+                    _ => Mode::New,
+                },
+                commit_every: wall_duration(&a.commit_every, "--commit-every")?,
             };
             let pb = progress_bar(a.quiet);
             let s = produce(&cfg, |n| pb.set_message(format!("{n} messages sent")))?;
             pb.finish_and_clear();
+            let mut notes = Vec::new();
+            if s.first_row >= s.rows && s.rows > 0 {
+                notes.push(format!("all {} rows were already committed", s.rows));
+            } else if s.first_row > 0 {
+                notes.push(format!(
+                    "rows {} to {} of {}; the first {} were already committed",
+                    s.first_row,
+                    s.rows - 1,
+                    s.rows,
+                    s.first_row
+                ));
+            }
+            if s.id_base > 0 {
+                notes.push(format!("event ids from {}", s.id_base));
+            }
+            if cfg.rate.is_some() {
+                notes.push(format!("at most {:.1} ms behind the schedule", s.max_behind_ms));
+            }
             eprintln!(
-                "{} messages to {} ({} partitions) in {:.2} s ({:.0}/s){}",
+                "{} messages to {} ({} partitions) in {} transactions, {:.2} s ({:.0}/s){}",
                 s.messages,
                 cfg.topic,
                 s.partitions,
+                s.transactions,
                 s.seconds,
                 s.per_sec,
-                if cfg.rate.is_some() {
-                    format!("; at most {:.1} ms behind the schedule", s.max_behind_ms)
-                } else {
-                    String::new()
-                }
+                notes.iter().map(|n| format!("; {n}")).collect::<String>()
             );
             Ok(())
         }
@@ -185,8 +230,11 @@ pub fn run(cmd: KafkaCommand) -> Result<()> {
     }
 }
 
-/// `spillway run --input kafka://B/T --output kafka://B/OUT --group G --checkpoint-dir DIR`.
-pub fn run_worker(a: RunArgs) -> Result<()> {
+/// The worker's configuration from `spillway run`'s flags (`--input kafka://B/T`). Every
+/// flag of [`RunArgs`] is either used or refused here with the reason (the README's
+/// Kafka section lists them); the time flags are checked against the topic's schema by
+/// the worker ([`spillway_engine::kafka::worker::check_time_flags`]). Contacts nothing.
+pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
     let input_s = a.input.to_string_lossy().into_owned();
     let input = KafkaUrl::parse(&input_s).expect("a kafka:// input")?;
     let Some(out) = a.output.as_ref().map(|o| o.to_string_lossy().into_owned()) else {
@@ -205,27 +253,77 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     let Some(dir) = a.checkpoint_dir.clone() else {
         bail!("a Kafka worker needs --checkpoint-dir DIR (shared by the workers: a partition's new owner restores from it)");
     };
-    if a.resume {
-        bail!("--resume is implied for Kafka workers: each partition continues from its checkpoint in --checkpoint-dir");
+    let out_t = &output.topic;
+    // File-job flags a worker has no use for: refused, saying what the worker does instead.
+    let refused = [
+        (
+            a.backfill,
+            "--backfill works on a file input's checkpoints (--input FILE), not on Kafka \
+             workers: a worker's --checkpoint-dir holds one query's state; run a changed query \
+             under a new --group and --checkpoint-dir"
+                .to_string(),
+        ),
+        (
+            a.retain.is_some(),
+            "--retain keeps a file job's reservoir for a later --backfill (--input FILE); \
+             Kafka workers do not backfill"
+                .to_string(),
+        ),
+        (
+            a.resume,
+            "--resume is implied for Kafka workers: each partition continues from its \
+             checkpoint in --checkpoint-dir"
+                .to_string(),
+        ),
+        (
+            a.side_output.is_some(),
+            format!("--side-output: a Kafka worker sends late events to the topic {out_t}.late"),
+        ),
+        (
+            a.dead_letter.is_some(),
+            format!(
+                "--dead-letter: a Kafka worker sends malformed messages to the topic \
+                 {out_t}.dead-letter"
+            ),
+        ),
+        (
+            a.on_error == Some(OnErrorArg::Stop),
+            format!(
+                "--on-error stop: a Kafka worker does not stop on a malformed message; it sends \
+                 it to the topic {out_t}.dead-letter and goes on (--on-error skip)"
+            ),
+        ),
+        (
+            a.input_args.schema.is_some(),
+            format!(
+                "--schema: a Kafka worker takes the schema from the topic's schema topic ({}.schema)",
+                input.topic
+            ),
+        ),
+        (
+            a.watermark_delay.is_some(),
+            "--watermark-delay is for windowed aggregations (TUMBLE, HOP, CUMULATE, SESSION), \
+             which run as file jobs (--input FILE); a Kafka worker computes per-event OVER \
+             metrics"
+                .to_string(),
+        ),
+        (
+            a.halt_after.is_some() || a.halt_marker.is_some(),
+            "--halt-after and --halt-marker are test hooks of file jobs; stop a Kafka worker \
+             with SIGTERM, or kill it"
+                .to_string(),
+        ),
+    ];
+    if let Some((_, why)) = refused.into_iter().find(|(given, _)| *given) {
+        bail!(why);
     }
-    if a.side_output.is_some()
-        || a.dead_letter.is_some()
-        || a.on_error != crate::engine_cmd::OnErrorArg::Stop
-    {
-        bail!(
-            "a Kafka worker sends late events to {0}.late and malformed messages to {0}.dead-letter; \
-             --side-output, --dead-letter and --on-error are for file inputs",
-            output.topic
-        );
-    }
-    if a.input_args.schema.is_some() {
-        bail!(
-            "--schema: a Kafka worker takes the schema from the topic's schema topic ({}.schema)",
-            input.topic
-        );
-    }
-    let checkpoint_every =
-        wall_duration(a.checkpoint_every.as_deref().unwrap_or("1s"), "--checkpoint-every")?;
+    let checkpoint_every = match a.checkpoint_every.as_deref() {
+        Some(c) if is_bare_number(c) => bail!(
+            "--checkpoint-every {c}: a Kafka worker checkpoints by time; give a duration with \
+             its unit, e.g. 1s (a count of input events is for file inputs)"
+        ),
+        c => wall_duration(c.unwrap_or("1s"), "--checkpoint-every")?,
+    };
     // Default: 100 ms, or the checkpoint interval when that is shorter.
     let commit_every = match a.commit_every.as_deref() {
         Some(c) => wall_duration(c, "--commit-every")?,
@@ -241,12 +339,16 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     let idle_exit = a.idle_exit.as_deref().map(|s| wall_duration(s, "--idle-exit")).transpose()?;
     let query = read_query(&a.query)?;
     check_from(&query, a.table.as_deref(), Some(input.topic.clone()), "the input topic's name")?;
+    // Every task processor's store and reservoir (each task gets the whole budget).
     let mut session = SessionConfig::new(query);
     session.store = a.store;
     session.tiered = a.tier_args.options(a.store, a.memory_budget)?;
     session.memory_budget = a.memory_budget;
     session.expected_keys = a.expected_keys;
     session.compression = a.compression.into();
+    session.reservoir_chunk_events =
+        a.reservoir_chunk_events.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    session.reservoir_segment_bytes = a.reservoir_segment_bytes;
     // The lateness is in the topic's time unit, known once its schema is read; the
     // worker converts it (a plain number is already in that unit).
     session.allowed_lateness = 0;
@@ -254,7 +356,7 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     if route_partitions < 1 {
         bail!("--route-partitions: a topic needs at least 1 partition, not {route_partitions}");
     }
-    let cfg = WorkerConfig {
+    Ok(WorkerConfig {
         route_partitions,
         brokers: input.brokers,
         input: input.topic,
@@ -267,7 +369,14 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
         session,
         idle_exit,
         allowed_lateness: a.allowed_lateness.clone(),
-    };
+        time_column: a.input_args.time_column.clone(),
+        time_unit: a.input_args.time_unit,
+    })
+}
+
+/// `spillway run --input kafka://B/T --output kafka://B/OUT --group G --checkpoint-dir DIR`.
+pub fn run_worker(a: RunArgs) -> Result<()> {
+    let cfg = worker_config(&a)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
@@ -290,5 +399,145 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
             );
         }
     }
+    if s.pending_joins > 0 {
+        // Not silent even with --quiet: these events have no result row yet.
+        eprintln!(
+            "warning: {} events in this worker's reply partitions still wait for a stage's partial \
+             (a stage is behind; they complete when its worker catches up)",
+            s.pending_joins
+        );
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    use clap::Parser;
+    use spillway_engine::reservoir::Compression;
+    use spillway_store::tiered::{L2Config, L3Kind};
+    use spillway_store::StoreKind;
+
+    #[derive(Parser)]
+    struct Run {
+        #[command(flatten)]
+        a: RunArgs,
+    }
+
+    const Q: &str = "SELECT card, COUNT(*) OVER (PARTITION BY card ORDER BY ts \
+                     RANGE BETWEEN INTERVAL '1' MINUTE PRECEDING AND CURRENT ROW) AS n FROM pay";
+
+    fn config(extra: &[&str]) -> Result<WorkerConfig> {
+        let mut argv = vec!["run", "--query", Q, "--input", "kafka://127.0.0.1:1/pay"];
+        argv.extend_from_slice(&["--output", "kafka://127.0.0.1:1/out", "--group", "g"]);
+        argv.extend_from_slice(&["--checkpoint-dir", "/nonexistent/ckpt"]);
+        argv.extend_from_slice(extra);
+        worker_config(&Run::try_parse_from(argv)?.a)
+    }
+
+    /// The flags a worker uses reach its configuration (every task's session is a clone
+    /// of `session` with its own directory); nothing is contacted.
+    #[test]
+    fn used_flags_reach_the_worker_config() {
+        type Check = fn(&WorkerConfig) -> bool;
+        let cases: &[(&[&str], Check)] = &[
+            (&[], |c| {
+                c.session.store == StoreKind::HashLog
+                    && c.session.memory_budget == 256 << 20
+                    && c.session.expected_keys.is_none()
+                    && c.session.compression == Compression::Lz4
+                    && c.session.reservoir_chunk_events.is_none()
+                    && c.session.reservoir_segment_bytes.is_none()
+                    && c.time_column.is_none()
+                    && c.time_unit.is_none()
+                    && c.allowed_lateness == "0"
+                    && c.checkpoint_every == Duration::from_secs(1)
+                    && c.commit_every == Duration::from_millis(100)
+                    && c.route_partitions == 4
+                    && c.idle_exit.is_none()
+                    && c.worker_id.is_none()
+                    && (c.input.as_str(), c.output.as_str(), c.group.as_str())
+                        == ("pay", "out", "g")
+            }),
+            (&["--time-column", "ts"], |c| c.time_column.as_deref() == Some("ts")),
+            (&["--time-unit", "s"], |c| c.time_unit == Some(TimeUnit::S)),
+            (&["--allowed-lateness", "5s"], |c| c.allowed_lateness == "5s"),
+            (&["--store", "mem"], |c| c.session.store == StoreKind::Mem),
+            (&["--memory-budget", "64MiB"], |c| c.session.memory_budget == 64 << 20),
+            (&["--expected-keys", "10k"], |c| c.session.expected_keys == Some(10_000)),
+            (&["--compression", "zstd"], |c| c.session.compression == Compression::Zstd(3)),
+            (
+                &["--store", "tiered", "--memory-budget", "8MiB", "--l1", "1MiB", "--l2", "none"],
+                |c| {
+                    c.session.store == StoreKind::Tiered
+                        && c.session.tiered.l1_bytes == Some(1 << 20)
+                        && c.session.tiered.l2 == L2Config::None
+                        && c.session.tiered.l3 == L3Kind::HashLog
+                },
+            ),
+            (&["--store", "tiered", "--l1", "50%", "--l2", "none"], |c| {
+                c.session.tiered.l1_bytes == Some(128 << 20)
+            }),
+            (&["--reservoir-chunk-events", "8"], |c| c.session.reservoir_chunk_events == Some(8)),
+            (&["--reservoir-segment-bytes", "4KiB"], |c| {
+                c.session.reservoir_segment_bytes == Some(4096)
+            }),
+            (&["--checkpoint-every", "3s", "--commit-every", "250ms"], |c| {
+                c.checkpoint_every == Duration::from_secs(3)
+                    && c.commit_every == Duration::from_millis(250)
+            }),
+            (&["--checkpoint-every", "50ms"], |c| c.commit_every == Duration::from_millis(50)),
+            (&["--idle-exit", "3s"], |c| c.idle_exit == Some(Duration::from_secs(3))),
+            (&["--worker-id", "w1"], |c| c.worker_id.as_deref() == Some("w1")),
+            (&["--route-partitions", "2"], |c| c.route_partitions == 2),
+            (&["--on-error", "skip"], |_| true),
+            (&["--quiet"], |_| true),
+        ];
+        for (args, check) in cases {
+            let c = config(args).unwrap_or_else(|e| panic!("{args:?}: {e:#}"));
+            assert!(check(&c), "{args:?} did not reach the worker's config: {c:#?}");
+        }
+    }
+
+    /// The time flags against a topic schema of `ts` in ms: absent or equal pass, another
+    /// value is refused naming the topic and the schema's value.
+    #[test]
+    fn time_flags_must_match_the_topic_schema() {
+        use spillway_engine::kafka::worker::check_time_flags;
+        use spillway_engine::value::{DataType, Field, Schema};
+        let field = |n: &str| Field { name: n.into(), ty: DataType::Int };
+        let schema = Schema::new(vec![field("ts"), field("t")], "ts", TimeUnit::Ms).unwrap();
+        let cases: &[(&[&str], Option<&str>)] = &[
+            (&[], None),
+            (&["--time-unit", "ms", "--time-column", "ts"], None),
+            (
+                &["--time-unit", "s"],
+                Some("--time-unit s conflicts with topic pay's schema (ms, set by kafka produce); drop --time-unit, or produce the topic again with --time-unit s"),
+            ),
+            (
+                &["--time-column", "t", "--time-unit", "ms"],
+                Some("--time-column t conflicts with topic pay's schema (time column ts, set by kafka produce)"),
+            ),
+        ];
+        for (args, want) in cases {
+            let r = check_time_flags(&config(args).unwrap(), &schema);
+            match want {
+                None => assert!(r.is_ok(), "{args:?}: {r:?}"),
+                Some(w) => {
+                    let e = r.expect_err("refused").to_string();
+                    assert!(e.contains(w), "{args:?}: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bare_numbers_are_not_wall_durations() {
+        let e = config(&["--checkpoint-every", "1000"]).unwrap_err().to_string();
+        assert!(e.contains("a count of input events is for file inputs"), "{e}");
+        let e = config(&["--idle-exit", "3"]).unwrap_err().to_string();
+        assert!(e.contains("--idle-exit 3: give a duration with its unit, e.g. 3s"), "{e}");
+    }
 }

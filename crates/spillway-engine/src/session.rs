@@ -77,6 +77,11 @@ pub struct SessionConfig {
     pub allowed_lateness: i64,
     /// Reservoir chunk compression (default LZ4).
     pub compression: Compression,
+    /// Events per reservoir chunk (default `None`: [`ReservoirOptions`]'s 4096).
+    pub reservoir_chunk_events: Option<usize>,
+    /// Size at which reservoir segment files roll (default `None`:
+    /// [`ReservoirOptions`]'s 64 MiB).
+    pub reservoir_segment_bytes: Option<u64>,
     /// Directory of the store, reservoir and checkpoints (default `None`: a temporary
     /// directory removed when the session is dropped; no checkpoints).
     pub dir: Option<PathBuf>,
@@ -97,6 +102,8 @@ impl SessionConfig {
             expected_keys: None,
             allowed_lateness: 0,
             compression: Compression::Lz4,
+            reservoir_chunk_events: None,
+            reservoir_segment_bytes: None,
             dir: None,
             items: None,
         }
@@ -155,7 +162,13 @@ impl Session {
         for spec in Runtime::namespace_specs(&plan) {
             store_opts = store_opts.namespace(spec);
         }
-        let res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
+        let mut res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
+        if let Some(n) = cfg.reservoir_chunk_events {
+            res_opts = res_opts.chunk_events(n);
+        }
+        if let Some(n) = cfg.reservoir_segment_bytes {
+            res_opts = res_opts.segment_bytes(n);
+        }
         let identity = format!(
             "query={:?};{}lateness={};store={};schema={:?}",
             cfg.query,
