@@ -2,8 +2,13 @@
 # A single-node Apache Kafka broker (KRaft, loopback only) for tests, benchmarks and
 # local runs of `spillway run --input kafka://...`.
 #
-#   scripts/kafka.sh start DIR [--port P]   start a broker whose data and log live in DIR;
-#                                           prints its bootstrap address (127.0.0.1:P)
+#   scripts/kafka.sh start DIR [--port P] [--owner PID [--temporary]]
+#                                           start a broker whose data and log live in DIR;
+#                                           prints its bootstrap address (127.0.0.1:P);
+#                                           with --owner, a watcher stops the broker once
+#                                           process PID is gone (a test binary that was
+#                                           killed leaves no broker behind), and with
+#                                           --temporary then removes DIR
 #   scripts/kafka.sh stop DIR               stop the broker started in DIR (SIGTERM, then
 #                                           SIGKILL after 20 s)
 #   scripts/kafka.sh status DIR             print the bootstrap address if it runs
@@ -57,13 +62,17 @@ free_port() {
 
 start() {
   local dir=$1; shift
-  local port=""
+  local port="" owner="" temporary=""
   while [ $# -gt 0 ]; do
     case $1 in
       --port) [ $# -ge 2 ] || die "--port needs a value"; port=$2; shift 2 ;;
-      *) die "unknown option $1 (usage: kafka.sh start DIR [--port P])" ;;
+      --owner) [ $# -ge 2 ] || die "--owner needs a PID"; owner=$2; shift 2
+               kill -0 "$owner" 2>/dev/null || die "--owner $owner: no such process" ;;
+      --temporary) temporary=1; shift ;;
+      *) die "unknown option $1 (usage: kafka.sh start DIR [--port P] [--owner PID [--temporary]])" ;;
     esac
   done
+  [ -z "$temporary" ] || [ -n "$owner" ] || die "--temporary needs --owner PID"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   if running_pid "$dir" >/dev/null; then
@@ -118,6 +127,7 @@ EOF
     fi
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "127.0.0.1:$port" >"$dir/bootstrap"
+      [ -z "$owner" ] || watch_owner "$dir" "$owner" "$pid" "$temporary"
       cat "$dir/bootstrap"
       return 0
     fi
@@ -125,6 +135,19 @@ EOF
   done
   kill -9 "$pid" 2>/dev/null || true
   die "the broker did not listen on 127.0.0.1:$port within 60 s (see $dir/broker.log)"
+}
+
+# Stops DIR's broker (PID broker) once process OWNER is gone, or ends when the broker
+# does; with TEMPORARY, then removes DIR. Detached from the caller's stdout so a caller
+# reading it is not held open.
+watch_owner() {
+  local dir=$1 owner=$2 broker=$3 temporary=$4
+  (
+    while kill -0 "$owner" 2>/dev/null && kill -0 "$broker" 2>/dev/null; do sleep 1; done
+    if kill -0 "$broker" 2>/dev/null; then stop "$dir"; fi
+    if [ -n "$temporary" ]; then rm -rf "$dir"; fi
+  ) </dev/null >/dev/null 2>&1 &
+  disown 2>/dev/null || true
 }
 
 stop() {
@@ -142,7 +165,7 @@ stop() {
 [ $# -ge 1 ] || die "usage: kafka.sh start DIR [--port P] | stop DIR | status DIR | fetch"
 cmd=$1; shift
 case $cmd in
-  start) [ $# -ge 1 ] || die "usage: kafka.sh start DIR [--port P]"; start "$@" ;;
+  start) [ $# -ge 1 ] || die "usage: kafka.sh start DIR [--port P] [--owner PID [--temporary]]"; start "$@" ;;
   stop) [ $# -eq 1 ] || die "usage: kafka.sh stop DIR"; stop "$1" ;;
   status) [ $# -eq 1 ] || die "usage: kafka.sh status DIR"
           running_pid "$1" >/dev/null && cat "$1/bootstrap" || { echo "no broker runs in $1" >&2; exit 3; } ;;

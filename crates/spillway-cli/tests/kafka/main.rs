@@ -1,0 +1,15 @@
+//! Kafka against a real broker (scripts/kafka.sh: Kafka 4.3.1, KRaft, one node on
+//! loopback). One broker serves the whole test binary: [`common::broker`] starts it on
+//! first use (`kafka.sh start --owner PID`), and kafka.sh's watcher stops it by its PID
+//! within a second of this binary's exit, however the binary ends.
+//! Every test uses its own topics and groups, so the tests can share it.
+//!
+//! - [`exactly_once`]: exactly-once results under seeded kill schedules and fault seams.
+//! - [`flags`]: every `spillway run` flag given to a worker is honoured or refused.
+//! - [`produce`]: `kafka produce` is safe to retry; an unreachable broker fails fast.
+#![cfg(feature = "kafka")]
+
+mod common;
+mod exactly_once;
+mod flags;
+mod produce;
