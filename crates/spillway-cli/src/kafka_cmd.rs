@@ -389,6 +389,9 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
             "{} events in {:.2} s ({} messages, {} replayed after a restore), {} results, {} late, {} malformed; {} routed, {} partial results; {} transactions committed, {} checkpoints, {} rebalances (longest rebuild {:.0} ms), {} producer resets",
             s.events, s.seconds, s.messages, s.replayed, s.emitted, s.late, s.dead_letters, s.routed, s.partials, s.commits, s.checkpoints, s.rebalances, s.longest_rebuild_ms, s.producer_resets
         );
+        if s.consumer_errors > 0 {
+            eprintln!("{} transient consumer errors recovered from", s.consumer_errors);
+        }
         if s.events > 0 {
             let busy = (s.last_event_ms - s.first_event_ms) / 1e3;
             eprintln!(

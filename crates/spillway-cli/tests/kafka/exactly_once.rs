@@ -487,7 +487,8 @@ fn kill_schedules_give_every_result_once() {
 }
 
 /// `scripts/kafka-soak.sh ROUNDS`: ROUNDS seeded schedules (`SPILLWAY_SOAK_ROUNDS`,
-/// default 20; seeds from `SPILLWAY_SOAK_SEED`, default 1000), each kind in turn. Prints
+/// default 20; seeds from `SPILLWAY_SOAK_SEED`, default 1000), each kind in turn (the
+/// kind is the seed modulo 4, so `SPILLWAY_SOAK_SEED=S SPILLWAY_SOAK_ROUNDS=1` reruns one). Prints
 /// one line per round and a closing count; fails if any round failed.
 #[test]
 #[ignore = "long: run by scripts/kafka-soak.sh"]
@@ -498,8 +499,9 @@ fn soak() {
     let seed0 = env("SPILLWAY_SOAK_SEED", 1000);
     let mut failed = 0;
     for r in 0..rounds {
-        let s = SCHEDULES[(r % SCHEDULES.len() as u64) as usize];
+        // The kind follows the seed, so one seed names one schedule.
         let seed = seed0 + r;
+        let s = SCHEDULES[(seed % SCHEDULES.len() as u64) as usize];
         match run_schedule(s, seed, &format!("soak{seed}")) {
             Ok(line) => eprintln!("round {}/{rounds}: {line}", r + 1),
             Err(e) => {

@@ -198,6 +198,9 @@ pub struct WorkerSummary {
     /// Producers replaced after the coordinator refused to abort a transaction or fenced
     /// a transaction it timed out.
     pub producer_resets: u64,
+    /// Transient errors the consumer reported and recovered from (lost connections, a
+    /// membership renewed after a pause).
+    pub consumer_errors: u64,
     /// Events of this worker's reply tasks still waiting for a stage's partial when it
     /// stopped (0 unless a stage is behind; see [`Join`]).
     pub pending_joins: u64,
@@ -329,6 +332,8 @@ struct Worker<'a> {
     last_ckpt: Instant,
     /// The test seam (none unless `SPILLWAY_KAFKA_FAULT` is set).
     fault: Fault,
+    /// Transient consumer errors already reported (one warning per kind).
+    reported: Vec<String>,
     st: Tasks<'a>,
 }
 
@@ -347,6 +352,9 @@ struct Tasks<'a> {
     producer: ThreadedProducer<DefaultProducerContext>,
     /// The producer's transactional id (a replacement producer takes the same).
     txn_id: String,
+    /// Set when the producer refused a message because the open transaction cannot
+    /// commit ([`send`]); the worker then rebuilds.
+    doomed: std::cell::RefCell<Option<KafkaError>>,
     tasks: BTreeMap<(usize, i32), Task>,
     summary: WorkerSummary,
     late_prefixes: Vec<Vec<u8>>,
@@ -488,6 +496,7 @@ pub fn run_worker(
         last_commit: Instant::now(),
         last_ckpt: Instant::now(),
         fault: Fault::from_env()?,
+        reported: Vec::new(),
         st: Tasks {
             index: column_index(&schema),
             late_prefixes: json_prefixes(&schema_columns(&schema)),
@@ -507,6 +516,7 @@ pub fn run_worker(
             roles,
             producer,
             txn_id,
+            doomed: std::cell::RefCell::new(None),
             tasks: BTreeMap::new(),
             summary: WorkerSummary::default(),
         },
@@ -585,9 +595,20 @@ impl Worker<'_> {
             }
             let mut busy = false;
             if let Some(m) = msg {
-                // The error's context is formatted only on an error, not per message.
-                let m = m.map_err(|e| kerr(&self.st.cfg.brokers, "reading the input")(e))?;
+                let m = match m {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.consumer_error(e)?;
+                        continue;
+                    }
+                };
                 busy = self.st.process(&m)?;
+                if self.st.doomed.borrow_mut().take().is_some() {
+                    // The transaction cannot commit: abort it (or replace the producer)
+                    // and redo its span from the checkpoints.
+                    self.rebuild()?;
+                    continue;
+                }
                 if busy && self.st.summary.first_event_ms == 0.0 {
                     self.st.summary.first_event_ms = unix_ms();
                 }
@@ -747,7 +768,7 @@ impl Tasks<'_> {
                         .key(self.id.as_str())
                         .payload(m.payload().unwrap_or_default())
                         .headers(headers);
-                    send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+                    send(&self.producer, with_ts(rec, ts), &self.cfg.brokers, &self.doomed)?;
                     self.summary.dead_letters += 1;
                 }
                 return Ok(());
@@ -772,7 +793,7 @@ impl Tasks<'_> {
                     } else {
                         rec.partition(0)
                     };
-                    send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)?;
+                    send(&self.producer, with_ts(rec, ts), &self.cfg.brokers, &self.doomed)?;
                     self.summary.routed += 1;
                 }
             }
@@ -836,7 +857,7 @@ impl Tasks<'_> {
                 OwnedHeaders::new().insert(Header { key: ID_HEADER, value: Some(&self.id) }),
             );
         }
-        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers)
+        send(&self.producer, with_ts(rec, ts), &self.cfg.brokers, &self.doomed)
     }
 
     /// Sends the result row encoded in `buf` to the output topic.
@@ -880,6 +901,8 @@ impl Worker<'_> {
         // checkpoints a full interval after its restore, not at once.
         self.last_commit = Instant::now();
         self.last_ckpt = self.last_commit;
+        // A refusal recorded before this rebuild concerned the transaction it aborts.
+        self.st.doomed.borrow_mut().take();
         if self.in_txn {
             self.in_txn = false;
             if let Err(e) = self.st.producer.abort_transaction(CALL_TIMEOUT) {
@@ -1153,11 +1176,64 @@ impl Worker<'_> {
     }
 }
 
+impl Worker<'_> {
+    /// An error the consumer reported instead of a message. A fatal one (this worker's
+    /// static membership was taken by a newer instance) or one about the topics
+    /// themselves stops the worker; one that librdkafka recovers from by itself (a lost
+    /// connection, a coordinator moving, a membership that expired while the process was
+    /// paused and is being renewed) is reported once per kind and the worker goes on: the
+    /// rebalance that follows, if any, rebuilds the tasks.
+    fn consumer_error(&mut self, e: KafkaError) -> Result<()> {
+        let b = &self.st.cfg.brokers;
+        if let Some((code, why)) = self.consumer.client().fatal_error() {
+            return Err(Error::Kafka(format!(
+                "reading the input (brokers {b}): {e}; the consumer failed for good ({code}: {why})"
+            )));
+        }
+        let transient = matches!(
+            e.rdkafka_error_code(),
+            Some(
+                RDKafkaErrorCode::BrokerTransportFailure
+                    | RDKafkaErrorCode::AllBrokersDown
+                    | RDKafkaErrorCode::Resolve
+                    | RDKafkaErrorCode::OperationTimedOut
+                    | RDKafkaErrorCode::TimedOutQueue
+                    | RDKafkaErrorCode::PollExceeded
+                    | RDKafkaErrorCode::RequestTimedOut
+                    | RDKafkaErrorCode::NetworkException
+                    | RDKafkaErrorCode::NotCoordinator
+                    | RDKafkaErrorCode::CoordinatorNotAvailable
+                    | RDKafkaErrorCode::CoordinatorLoadInProgress
+                    | RDKafkaErrorCode::RebalanceInProgress
+                    | RDKafkaErrorCode::UnknownMemberId
+                    | RDKafkaErrorCode::IllegalGeneration
+            )
+        );
+        if !transient {
+            return Err(kerr(b, "reading the input")(e));
+        }
+        self.st.summary.consumer_errors += 1;
+        let text = e.to_string();
+        if !self.reported.contains(&text) {
+            eprintln!("warning: the consumer reported {text} (brokers {b}); it recovers by itself, the worker goes on");
+            self.reported.push(text);
+        }
+        Ok(())
+    }
+}
+
 /// Sends one message in the open transaction, waiting while the local queue is full.
+///
+/// A producer that refuses because the transaction itself is doomed (the coordinator
+/// fenced or aborted it: a worker paused past the transaction timeout finds its producer
+/// so when it comes back) does not stop the worker: the refusal goes into `doomed` and
+/// the worker rebuilds its tasks after the current message, as when a commit fails (the
+/// message's output is redone from the checkpoints). Any other refusal is an error.
 fn send<'a>(
     producer: &ThreadedProducer<DefaultProducerContext>,
     mut rec: BaseRecord<'a, str, [u8]>,
     brokers: &str,
+    doomed: &std::cell::RefCell<Option<KafkaError>>,
 ) -> Result<()> {
     loop {
         match producer.send(rec) {
@@ -1166,9 +1242,29 @@ fn send<'a>(
                 rec = r;
                 std::thread::sleep(Duration::from_millis(1));
             }
+            Err((e, _)) if dooms_transaction(&e) => {
+                doomed.borrow_mut().get_or_insert(e);
+                return Ok(());
+            }
             Err((e, r)) => return Err(kerr(brokers, &format!("sending to {}", r.topic))(e)),
         }
     }
+}
+
+/// Whether a producer's refusal to send says its transaction cannot commit (the
+/// producer is fenced, failed fatally, or waits for an abort), rather than that the
+/// message is bad.
+fn dooms_transaction(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::Fatal
+                | RDKafkaErrorCode::State
+                | RDKafkaErrorCode::ProducerFenced
+                | RDKafkaErrorCode::InvalidProducerEpoch
+                | RDKafkaErrorCode::InvalidTransactionalState
+        )
+    )
 }
 
 /// Rewinds partition `p` to `offset`; the fetcher of a just-assigned partition may not
