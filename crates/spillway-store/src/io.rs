@@ -1,8 +1,9 @@
 //! The I/O seam under every file a Spillway store writes (log segments, snapshots,
 //! manifests). Production code uses [`StdFs`]; tests wrap it in [`FaultFs`] to inject
-//! failed, short and torn writes and failed fsyncs, and in [`CrashFs`] to build the
-//! file images a power loss would leave (unsynced writes dropped or torn, unsynced
-//! directory entries undone), the way redb's `StorageBackend` lets its tests do both.
+//! failed, short and torn writes, failed fsyncs and failed reads of one file, and in
+//! [`CrashFs`] to build the file images a power loss would leave (unsynced writes
+//! dropped or torn, unsynced directory entries undone), the way redb's
+//! `StorageBackend` lets its tests do both.
 //!
 //! The trait methods transfer bytes in one call and may transfer fewer than asked;
 //! callers go through [`read_exact_at`] and [`write_all_at`], which check every byte
@@ -294,6 +295,8 @@ struct FaultState {
     fault: Fault,
     written: u64,
     dead: bool,
+    /// Reads of this file fail with EIO ([`FaultFs::fail_reads_of`]).
+    fail_reads: Option<PathBuf>,
 }
 
 /// A file system that injects [`Fault`]s into an inner one. Clone it to keep a handle
@@ -321,6 +324,13 @@ impl FaultFs {
     pub fn is_dead(&self) -> bool {
         self.state.lock().expect("fault state").dead
     }
+
+    /// Makes every read of the file at `path` fail with EIO (opening and measuring it
+    /// still succeed), as a transient device error would, until called again; `None`
+    /// stops it. Independent of the [`Fault`] armed with [`set`](Self::set).
+    pub fn fail_reads_of(&self, path: Option<&Path>) {
+        self.state.lock().expect("fault state").fail_reads = path.map(Path::to_path_buf);
+    }
 }
 
 impl Default for FaultFs {
@@ -335,14 +345,20 @@ fn dead() -> io::Error {
 
 struct FaultFile {
     inner: Box<dyn FileHandle>,
+    path: PathBuf,
     state: Arc<Mutex<FaultState>>,
 }
 
 impl FileHandle for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        if self.state.lock().expect("fault state").dead {
+        let s = self.state.lock().expect("fault state");
+        if s.dead {
             return Err(dead());
         }
+        if s.fail_reads.as_deref() == Some(self.path.as_path()) {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        drop(s);
         self.inner.read_at(buf, offset)
     }
 
@@ -413,14 +429,15 @@ impl Fs for FaultFs {
         if self.is_dead() {
             return Err(dead());
         }
-        Ok(Box::new(FaultFile { inner: self.inner.open(path, create)?, state: self.state.clone() }))
+        let inner = self.inner.open(path, create)?;
+        Ok(Box::new(FaultFile { inner, path: path.to_path_buf(), state: self.state.clone() }))
     }
     fn open_with(&self, path: &Path, flags: OpenFlags) -> io::Result<Box<dyn FileHandle>> {
         if self.is_dead() {
             return Err(dead());
         }
         let inner = self.inner.open_with(path, flags)?;
-        Ok(Box::new(FaultFile { inner, state: self.state.clone() }))
+        Ok(Box::new(FaultFile { inner, path: path.to_path_buf(), state: self.state.clone() }))
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         if self.is_dead() {

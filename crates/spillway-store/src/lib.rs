@@ -38,8 +38,12 @@
 //!
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
 //! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size, mem an
-//! entry's key plus value by [`mem::MAX_ENTRY_LEN`], one snapshot frame). Every limit
-//! is checked when the value is written, with a typed error.
+//! entry's key plus value by [`mem::MAX_ENTRY_LEN`], one snapshot frame; appendlog a
+//! list key by 4 bytes less and a list element or a value that is not a list by its
+//! page size; adaptive every value by what all of its layouts hold, see
+//! [`adaptive`]). Every limit is checked when the value is written, with a typed
+//! error, so that a checkpoint (or, in adaptive, a migration) never meets a value it
+//! cannot write.
 
 pub mod adaptive;
 pub mod appendlog;
@@ -541,7 +545,31 @@ impl StoreOptions {
         self
     }
 
+    /// Checks the options a store is opened with, among them every namespace's and
+    /// merge function's name: 1..=255 bytes without a control character (a newline, a
+    /// tab, NUL, ...); any other character (spaces, `=`, `:`, `%`, non-ASCII) is
+    /// allowed, and manifests record names unambiguously. The one exception is the
+    /// suffix of appendlog's chunk namespaces ([`appendlog::chunk_namespace`]), which
+    /// the hybrid log of an appendlog directory declares.
     pub(crate) fn validate(&self) -> Result<()> {
+        for ns in &self.namespaces {
+            let own = ns.name.strip_suffix(appendlog::CHUNK_NS_SUFFIX).unwrap_or(&ns.name);
+            if let Some(c) = own.chars().find(|c| c.is_control()) {
+                return Err(control_character(format!("namespace name {:?}", ns.name), c));
+            }
+            if let MergeOp::Function { name, .. } = &ns.merge {
+                let what = format!("merge function name {name:?} of namespace {:?}", ns.name);
+                if name.is_empty() || name.len() > 255 {
+                    return Err(Error::InvalidOption {
+                        option: "namespaces",
+                        detail: format!("{what} must be 1..=255 bytes"),
+                    });
+                }
+                if let Some(c) = name.chars().find(|c| c.is_control()) {
+                    return Err(control_character(what, c));
+                }
+            }
+        }
         if self.namespaces.is_empty() {
             return Err(Error::InvalidOption {
                 option: "namespaces",
@@ -704,11 +732,40 @@ pub(crate) fn bounds_nonempty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
     }
 }
 
+/// The error for a name (`what`, naming it and its namespace) holding character `c`.
+fn control_character(what: String, c: char) -> Error {
+    Error::InvalidOption {
+        option: "namespaces",
+        detail: format!(
+            "{what} contains the control character U+{:04X} ({c:?}); names may hold any \
+             character but control characters",
+            c as u32
+        ),
+    }
+}
+
 pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY_LEN {
         return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
     }
     Ok(())
+}
+
+/// A bound on values tighter than a store's own, which a store built of several
+/// stores (adaptive) sets on each of them so that they all accept the same values:
+/// under a key of `klen` bytes a value holds at most `(room - klen) & !7` bytes (the
+/// shape of a hashlog record's bound, `room` being a page less its overheads), and
+/// never more than [`MAX_VALUE_LEN`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ValueCap {
+    pub(crate) room: usize,
+}
+
+impl ValueCap {
+    /// The largest value under a key of `klen` bytes.
+    pub(crate) fn max(self, klen: usize) -> usize {
+        (self.room.saturating_sub(klen) & !7).min(MAX_VALUE_LEN)
+    }
 }
 
 pub(crate) fn check_value(len: usize, max: usize) -> Result<()> {

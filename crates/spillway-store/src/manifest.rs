@@ -4,10 +4,20 @@
 //! FORMAT: `STORE` and every manifest are [block files](crate::blockfile) (magic
 //! `SWSTORE\0` / `SWMANIFS`) holding one frame of UTF-8 `key=value` lines. A manifest
 //! always has `seq`, `store`, and one `ns=<merge tag> <name>` line per namespace in
-//! declaration order; each backend adds its own keys. The block-file version is 1, or
-//! 2 for a backend whose fields an older reader would misread (hashlog's incremental
-//! checkpoints: version 1 readers would not replay the log tail), so that such a
-//! reader refuses the manifest with [`Error::NewerFormat`]. A manifest is written as
+//! declaration order (the tag is `list` or `fn:<function name>`); each backend adds
+//! its own keys. In the tag and the name of an `ns` line, `%`, space and newline are
+//! written `%25`, `%20` and `%0A`, so that any name reads back as it was (names
+//! cannot hold control characters, see [`StoreOptions`], but a space or a `%` is
+//! common).
+//!
+//! The block-file version is 1, or 2 for a backend whose fields an older reader would
+//! misread (hashlog's incremental checkpoints: version 1 readers would not replay the
+//! log tail), or 3 when an `ns` line holds an escape (readers of versions 1 and 2 took
+//! the line literally and split it at its first space), so that such a reader refuses
+//! the manifest with [`Error::NewerFormat`]. Each version includes the ones below it.
+//! Versions 1 and 2 are read literally: they were written before the escapes, and
+//! their names held no space in a function name and no newline (such a manifest did
+//! not read back then either). A manifest is written as
 //! `MANIFEST-<seq>.tmp`, fsynced, renamed, and the directory fsynced: a checkpoint
 //! exists exactly when its final name does.
 
@@ -22,7 +32,45 @@ use crate::StoreOptions;
 const STORE_MAGIC: [u8; 8] = *b"SWSTORE\0";
 const MANIFEST_MAGIC: [u8; 8] = *b"SWMANIFS";
 /// Newest manifest version any backend writes.
-const MANIFEST_VERSION: u32 = 2;
+const MANIFEST_VERSION: u32 = 3;
+/// The version from which the tags and names of `ns` lines are escaped.
+const ESCAPED_NAMES: u32 = 3;
+
+/// Whether `c` is written as an escape in an `ns` line.
+fn escaped(c: char) -> bool {
+    matches!(c, '%' | ' ' | '\n')
+}
+
+/// `s` with the characters [`escaped`] names written as `%XX`.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if escaped(c) {
+            out.push_str(&format!("%{:02X}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Reverses [`escape`]; `None` for a `%` not followed by an escape `escape` writes.
+fn unescape(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let hex = rest.get(i + 1..i + 3).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
+        let c = u8::from_str_radix(hex, 16).ok()?;
+        if !escaped(char::from(c)) {
+            return None;
+        }
+        out.push(char::from(c));
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
 
 /// Key/value content of a manifest.
 #[derive(Clone, Debug, Default)]
@@ -75,19 +123,27 @@ impl Manifest {
         })
     }
 
-    fn encode(&self) -> Vec<u8> {
+    /// The manifest's content and the block-file version to write it with (at least
+    /// [`ESCAPED_NAMES`] when a namespace line holds an escape).
+    fn encode(&self) -> (Vec<u8>, u32) {
         let mut s = format!("seq={}\n", self.seq);
         for (k, v) in &self.fields {
+            debug_assert!(!k.contains(['=', '\n']) && !v.contains('\n'), "field {k}={v:?}");
             s.push_str(&format!("{k}={v}\n"));
         }
+        let mut version = self.version;
         for (tag, name) in &self.namespaces {
-            s.push_str(&format!("ns={tag} {name}\n"));
+            if tag.contains(escaped) || name.contains(escaped) {
+                version = version.max(ESCAPED_NAMES);
+            }
+            s.push_str(&format!("ns={} {}\n", escape(tag), escape(name)));
         }
-        s.into_bytes()
+        (s.into_bytes(), version)
     }
 
-    /// Decodes the content of a manifest whose payload starts at file offset `base`.
-    fn decode(path: &Path, bytes: &[u8], base: u64) -> Result<Self> {
+    /// Decodes the content, written with block-file `version`, of a manifest whose
+    /// payload starts at file offset `base`.
+    fn decode(path: &Path, bytes: &[u8], base: u64, version: u32) -> Result<Self> {
         let text = std::str::from_utf8(bytes).map_err(|e| {
             Error::corrupt(path, base + e.valid_up_to() as u64, "manifest is not UTF-8")
         })?;
@@ -104,10 +160,16 @@ impl Manifest {
             match k {
                 "seq" => seq = v.parse().ok(),
                 "ns" => {
-                    let (tag, name) = v.split_once(' ').ok_or_else(|| {
-                        Error::corrupt(path, line_at, format!("bad namespace line {line:?}"))
-                    })?;
-                    m.namespaces.push((tag.to_string(), name.to_string()));
+                    let bad =
+                        || Error::corrupt(path, line_at, format!("bad namespace line {line:?}"));
+                    let (tag, name) = v.split_once(' ').ok_or_else(bad)?;
+                    if version >= ESCAPED_NAMES {
+                        let tag = unescape(tag).ok_or_else(bad)?;
+                        let name = unescape(name).ok_or_else(bad)?;
+                        m.namespaces.push((tag, name));
+                    } else {
+                        m.namespaces.push((tag.to_string(), name.to_string()));
+                    }
                 }
                 _ => {
                     m.fields.insert(k.to_string(), v.to_string());
@@ -125,7 +187,7 @@ impl Manifest {
             opts.namespaces.iter().map(|n| (n.merge.tag(), n.name.clone())).collect();
         if declared != self.namespaces {
             let show = |v: &[(String, String)]| {
-                v.iter().map(|(t, n)| format!("{n}({t})")).collect::<Vec<_>>().join(", ")
+                v.iter().map(|(t, n)| format!("{n:?} ({t:?})")).collect::<Vec<_>>().join(", ")
             };
             return Err(Error::NamespaceMismatch {
                 detail: format!(
@@ -176,9 +238,10 @@ pub(crate) fn manifest_name(seq: u64) -> String {
 pub(crate) fn write_manifest(fs: &dyn Fs, dir: &Path, m: &Manifest) -> Result<()> {
     let name = manifest_name(m.seq);
     let tmp = join(dir, &format!("{name}.tmp"));
-    debug_assert!((1..=MANIFEST_VERSION).contains(&m.version));
-    let mut w = BlockWriter::create(fs, &tmp, MANIFEST_MAGIC, m.version)?;
-    w.frame(&m.encode())?;
+    let (content, version) = m.encode();
+    debug_assert!((1..=MANIFEST_VERSION).contains(&version));
+    let mut w = BlockWriter::create(fs, &tmp, MANIFEST_MAGIC, version)?;
+    w.frame(&content)?;
     w.finish()?;
     publish(fs, dir, &tmp, &join(dir, &name))
 }
@@ -190,7 +253,7 @@ pub(crate) fn read_manifest(fs: &dyn Fs, dir: &Path, seq: u64) -> Result<Manifes
     if !r.next(&mut buf)? {
         return Err(Error::corrupt(&path, r.payload_offset(), "manifest has no content frame"));
     }
-    let mut m = Manifest::decode(&path, &buf, r.payload_offset())?;
+    let mut m = Manifest::decode(&path, &buf, r.payload_offset(), r.version)?;
     m.version = r.version;
     let mut extra = Vec::new();
     if r.next(&mut extra)? {
@@ -205,6 +268,24 @@ pub(crate) fn read_manifest(fs: &dyn Fs, dir: &Path, seq: u64) -> Result<Manifes
         ));
     }
     Ok(m)
+}
+
+/// Reads the manifest of a retained checkpoint other than the recovered one (the
+/// previous checkpoint, whose files cleanup must keep): `Ok(None)` only when the file
+/// is gone (NotFound: the checkpoint does not exist). Any other failure, a transient
+/// EIO as much as damage, is returned naming the file: treating it as absent would
+/// delete files that checkpoint needs (and [`StoreOptions::recover_at`] may still
+/// ask for it), so the caller fails before deleting anything.
+pub(crate) fn read_previous_manifest(
+    fs: &dyn Fs,
+    dir: &Path,
+    seq: u64,
+) -> Result<Option<Manifest>> {
+    match read_manifest(fs, dir, seq) {
+        Ok(m) => Ok(Some(m)),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Sequence numbers of the published manifests in `dir`, ascending. Leftover `.tmp`
@@ -272,5 +353,45 @@ pub(crate) fn remove_quiet(fs: &dyn Fs, dir: &Path, name: &str) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("remove file", join(dir, name), e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_round_trip_and_only_where_needed() {
+        for s in ["plain", "my fn", "100%", "%20", "a\nb", "ünï ναμε", "=:", ""] {
+            let e = escape(s);
+            assert!(!e.contains([' ', '\n']), "{e:?}");
+            assert_eq!(unescape(&e).as_deref(), Some(s), "{e:?}");
+        }
+        assert_eq!(escape("a=b:c"), "a=b:c");
+        for bad in ["%", "%2", "%zz", "%41", "%+A", "%é"] {
+            assert_eq!(unescape(bad), None, "{bad:?}");
+        }
+    }
+
+    /// Versions 1 and 2 are read literally, version 3 unescaped; a manifest is written
+    /// at version 3 only when a namespace line needs an escape.
+    #[test]
+    fn namespace_lines_by_version() {
+        let path = Path::new("MANIFEST-test");
+        let text = b"seq=4\nstore=mem\nns=fn:100%25 a%20b\n";
+        let old = Manifest::decode(path, text, 16, 2).expect("version 2");
+        assert_eq!(old.namespaces, vec![("fn:100%25".to_string(), "a%20b".to_string())]);
+        let new = Manifest::decode(path, text, 16, 3).expect("version 3");
+        assert_eq!(new.namespaces, vec![("fn:100%".to_string(), "a b".to_string())]);
+        let e = Manifest::decode(path, b"seq=4\nns=list a%4\n", 16, 3).expect_err("bad escape");
+        assert!(matches!(e, Error::Corrupt { offset: 22, .. }), "{e}");
+        let mut m = Manifest { seq: 4, version: 2, ..Manifest::default() };
+        m.namespaces.push(("list".into(), "plain:name=1".into()));
+        assert_eq!(m.encode().1, 2);
+        m.namespaces.push(("fn:my fn".into(), "x".into()));
+        let (bytes, version) = m.encode();
+        assert_eq!(version, 3);
+        let back = Manifest::decode(path, &bytes, 16, version).expect("decode");
+        assert_eq!(back.namespaces, m.namespaces);
     }
 }

@@ -29,6 +29,8 @@ pub enum MergeOp {
     ListAppend,
     /// A named user function computes the new value from the old value and the operand.
     /// The name is recorded in checkpoints: reopening with a different name is an error.
+    /// Like a namespace's, it is 1..=255 bytes without control characters (checked when
+    /// a store is opened with it).
     Function {
         /// Stable name of the function.
         name: String,
@@ -119,7 +121,8 @@ impl std::str::FromStr for AccessHint {
 /// Declaration of one namespace, given when a store is opened.
 #[derive(Clone, Debug)]
 pub struct NamespaceSpec {
-    /// Unique name (1..=255 bytes of UTF-8).
+    /// Unique name: 1..=255 bytes of UTF-8 without control characters (spaces, `=`,
+    /// `:`, `%` and non-ASCII are fine), checked when a store is opened with it.
     pub name: String,
     /// Merge semantics.
     pub merge: MergeOp,

@@ -751,43 +751,142 @@ fn appendlog_round_robin_appends_do_not_recopy_chunks() {
     assert!(written * 3 < hashlog_written, "appendlog {written}, hashlog {hashlog_written}");
 }
 
+/// Opens a store in a directory.
+type Opener = Box<dyn Fn(&std::path::Path) -> Box<dyn spillway_store::StateStore>>;
+
+/// A store configuration of [`values_at_each_limit`] with its limits for a 1-byte key:
+/// the largest value, the largest list (in bytes, framing included) and the largest
+/// list element (framed); and the longest key of a list.
+struct Limits {
+    name: &'static str,
+    open: Opener,
+    value: usize,
+    list: usize,
+    elem: usize,
+    list_key: usize,
+}
+
+/// The list element sizes (framed) that make a list of exactly `list` bytes with
+/// elements of at most `elem` framed bytes.
+fn element_sizes(list: usize, elem: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut left = list;
+    while left > 0 {
+        let mut f = left.min(elem);
+        if (1..4).contains(&(left - f)) {
+            f -= 4;
+        }
+        sizes.push(f);
+        left -= f;
+    }
+    sizes
+}
+
 /// Values exactly at each store's limit are accepted, checkpointed and read back; one
-/// byte more is refused with `ValueTooLarge` when written (mem used to accept up to
-/// 256 MiB and then panic in its checkpoint on a frame over 64 MiB).
+/// byte more is refused with `ValueTooLarge` when written, and the store goes on (mem
+/// used to accept up to 256 MiB and then panic in its checkpoint on a frame over
+/// 64 MiB; timelog accepted 256 MiB and then failed every checkpoint while the entry
+/// sat in a memtable, poisoning the store; adaptive accepted what its current layout
+/// took and then failed to migrate it).
 #[test]
 fn values_at_each_limit() {
-    use spillway_store::Error;
-    let limits = [
-        (Kind::Mem, spillway_store::mem::MAX_ENTRY_LEN - 1),
-        // 64 KiB pages: page header 32, record header 24, slack 8, key 1, 8-aligned.
-        (Kind::HashLogTiny, (65536 - 32 - 24 - 8 - 1) & !7),
+    use spillway_store::{Error, TimeLogStore, MAX_KEY_LEN, MAX_VALUE_LEN};
+    let kind_case = |kind: Kind, value: usize, list: usize, elem: usize| Limits {
+        name: kind.name(),
+        open: Box::new(move |dir| open(kind, dir).expect("open")),
+        value,
+        list,
+        elem,
+        // Appendlog's chunk keys add a 4-byte chunk number; adaptive keeps a list
+        // namespace's keys to what its list layout holds.
+        list_key: if matches!(kind, Kind::AppendLog | Kind::Adaptive) {
+            MAX_KEY_LEN - 4
+        } else {
+            MAX_KEY_LEN
+        },
+    };
+    // Hashlog with pages of `page` bytes: page header 32, record header 24, slack 8,
+    // key 1, 8-aligned.
+    let record = |page: usize| (page - 32 - 24 - 8 - 1) & !7;
+    let mem = spillway_store::mem::MAX_ENTRY_LEN - 1;
+    // A record of a 2 MiB page under a key 4 bytes longer (a list chunk's).
+    let chunk = ((2 << 20) - 32 - 24 - 8 - 5) & !7;
+    let cases = vec![
+        kind_case(Kind::Mem, mem, mem, mem),
+        kind_case(Kind::HashLogTiny, record(64 << 10), record(64 << 10), record(64 << 10)),
+        // Under 1 MiB a large entry goes to a segment at once.
+        kind_case(Kind::TimeLog, MAX_VALUE_LEN, MAX_VALUE_LEN, MAX_VALUE_LEN),
+        // Under 2 GiB (an accounting number) both stay in memtables, so the checkpoint
+        // writes them into its memtable image.
+        Limits {
+            name: "timelog-in-memtables",
+            open: Box::new(|dir| {
+                let opts = common::options(dir, 2 << 30);
+                let t = common::timelog_options(Kind::TimeLog);
+                Box::new(TimeLogStore::open(opts, t).expect("open"))
+            }),
+            value: MAX_VALUE_LEN,
+            list: MAX_VALUE_LEN,
+            elem: MAX_VALUE_LEN,
+            list_key: MAX_KEY_LEN,
+        },
+        // Values of a plain namespace are hashlog records (2 MiB pages); a list is made
+        // of chunks, each element one chunk at most (its key 4 bytes longer).
+        kind_case(Kind::AppendLog, record(2 << 20), MAX_VALUE_LEN, chunk),
+        // Every value must fit every layout a namespace can migrate to: a record of the
+        // hash and list parts (2 MiB pages) under a key 4 bytes longer (a list chunk's).
+        kind_case(Kind::Adaptive, chunk, chunk, chunk),
     ];
-    for (kind, max) in limits {
+    for c in cases {
+        let kind = c.name;
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut store = open(kind, dir.path()).expect("open");
+        let mut store = (c.open)(dir.path());
         let n = store.namespace("kv").expect("ns");
         let lists = store.namespace("lists").expect("ns");
-        let value: Vec<u8> = (0..max).map(|i| i as u8).collect();
-        store.put(n, b"k", &value).unwrap_or_else(|e| panic!("{kind:?}: value at the limit: {e}"));
-        let over = store.put(n, b"j", &vec![1u8; max + 1]);
-        assert!(matches!(over, Err(Error::ValueTooLarge { .. })), "{kind:?}: {over:?}");
-        // A list merge that would grow past the limit is refused, the list unchanged.
-        store.merge(lists, b"k", &vec![2u8; max - 4]).expect("list at the limit");
+        let value: Vec<u8> = (0..c.value).map(|i| i as u8).collect();
+        store.put(n, b"k", &value).unwrap_or_else(|e| panic!("{kind}: value at the limit: {e}"));
+        let over = store.put(n, b"j", &vec![1u8; c.value + 1]);
+        assert!(matches!(over, Err(Error::ValueTooLarge { .. })), "{kind}: {over:?}");
+        // A list that reaches the limit is accepted; one more (empty) element is
+        // refused, the list unchanged.
+        let mut crc = 0u32;
+        for (i, f) in element_sizes(c.list, c.elem).into_iter().enumerate() {
+            let elem = vec![i as u8; f - 4];
+            store.merge(lists, b"k", &elem).unwrap_or_else(|e| panic!("{kind}: list element: {e}"));
+            let mut framed = Vec::new();
+            spillway_store::list::push(&mut framed, &elem);
+            crc = crc32c::crc32c_append(crc, &framed);
+        }
         let grown = store.merge(lists, b"k", b"");
-        assert!(matches!(grown, Err(Error::ValueTooLarge { .. })), "{kind:?}: {grown:?}");
+        assert!(matches!(grown, Err(Error::ValueTooLarge { .. })), "{kind}: {grown:?}");
+        let elem_over = store.merge(lists, b"e", &vec![4u8; c.elem - 3]);
+        assert!(matches!(elem_over, Err(Error::ValueTooLarge { .. })), "{kind}: {elem_over:?}");
         let big_key = vec![3u8; spillway_store::MAX_KEY_LEN];
         store.put(n, &big_key, b"v").expect("key at the limit");
         let key_over = store.put(n, &[big_key.as_slice(), b"x"].concat(), b"v");
-        assert!(matches!(key_over, Err(Error::KeyTooLarge { .. })), "{kind:?}: {key_over:?}");
-        store.checkpoint().unwrap_or_else(|e| panic!("{kind:?}: checkpoint at the limit: {e}"));
+        assert!(matches!(key_over, Err(Error::KeyTooLarge { .. })), "{kind}: {key_over:?}");
+        let list_key = vec![5u8; c.list_key];
+        store.merge(lists, &list_key, b"x").expect("list key at the limit");
+        let list_key_over = store.merge(lists, &[list_key.as_slice(), b"x"].concat(), b"x");
+        assert!(
+            matches!(list_key_over, Err(Error::KeyTooLarge { .. })),
+            "{kind}: {list_key_over:?}"
+        );
+        store.checkpoint().unwrap_or_else(|e| panic!("{kind}: checkpoint at the limit: {e}"));
         drop(store);
-        let mut store = open(kind, dir.path()).expect("reopen");
+        let mut store = (c.open)(dir.path());
         let n = store.namespace("kv").expect("ns");
         let lists = store.namespace("lists").expect("ns");
-        assert!(store.get(n, b"k").expect("get") == Some(value), "{kind:?}: value at the limit");
-        assert_eq!(store.get(lists, b"k").expect("get").map(|v| v.len()), Some(max), "{kind:?}");
-        assert_eq!(store.get(n, &big_key).expect("get").as_deref(), Some(&b"v"[..]), "{kind:?}");
-        assert_eq!(store.get(n, b"j").expect("get"), None, "{kind:?}");
+        assert!(store.get(n, b"k").expect("get") == Some(value), "{kind}: value at the limit");
+        let list = store.get(lists, b"k").expect("get").expect("the list");
+        assert_eq!(list.len(), c.list, "{kind}");
+        assert_eq!(crc32c::crc32c(&list), crc, "{kind}: the list's bytes");
+        assert_eq!(store.get(lists, b"e").expect("get"), None, "{kind}");
+        assert_eq!(store.get(n, &big_key).expect("get").as_deref(), Some(&b"v"[..]), "{kind}");
+        assert_eq!(store.get(n, b"j").expect("get"), None, "{kind}");
+        let mut x = Vec::new();
+        spillway_store::list::push(&mut x, b"x");
+        assert_eq!(store.get(lists, &list_key).expect("get"), Some(x), "{kind}: list key");
     }
 }
 
@@ -849,4 +948,125 @@ fn proptest_failures_are_persisted_and_replayed() {
     assert!(config().failure_persistence.is_some());
     assert!(ProptestConfig::default().failure_persistence.is_some());
     assert!(ProptestConfig::with_cases(8).failure_persistence.is_some());
+}
+
+/// A merge function that adds little-endian u64s (as `merges::add_u64`) under `name`.
+fn adder(name: &str) -> spillway_store::MergeOp {
+    spillway_store::MergeOp::function(name, |old, op, out| {
+        let a = old.and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, u64::from_le_bytes);
+        let b = <[u8; 8]>::try_from(op).map_or(0, u64::from_le_bytes);
+        out.extend_from_slice(&a.wrapping_add(b).to_le_bytes());
+    })
+}
+
+/// The stores that write a manifest (every durable one this build has).
+fn manifest_kinds() -> Vec<Kind> {
+    vec![
+        Kind::Mem,
+        Kind::HashLogTiny,
+        Kind::AppendLogTiny,
+        Kind::TimeLogTiny,
+        Kind::AdaptiveTiny,
+        Kind::TieredL13,
+        #[cfg(feature = "rocksdb")]
+        Kind::Rocks,
+    ]
+}
+
+/// Namespace and merge-function names with spaces, '=', ':', '%' and non-ASCII
+/// characters survive a checkpoint and a reopen on every store that writes a manifest
+/// (a function named `my fn` was written `ns=fn:my fn kv` and read back as `fn:my`
+/// plus a namespace `fn kv`: a checkpoint that returned Ok did not open).
+#[test]
+fn names_round_trip_through_manifests() {
+    use spillway_store::{AccessHint, NamespaceSpec, StoreOptions};
+    let specs = |first_fn: &str| {
+        vec![
+            NamespaceSpec::with_merge("my ns", adder(first_fn)),
+            NamespaceSpec::with_merge("a=b", adder("f=g h")),
+            NamespaceSpec::with_merge("c:d", adder("fn:x:y z")),
+            NamespaceSpec::with_merge("ünï ναμε", adder("ü fn ñ")),
+            NamespaceSpec::with_merge("50%20off", adder("100% ")),
+            NamespaceSpec::list(" lead and trail ").hint(AccessHint::ListAppend),
+            NamespaceSpec::list("ord ns=1:2 ß").hint(AccessHint::Range),
+        ]
+    };
+    let opts = |kind: Kind, dir: &std::path::Path, first_fn: &str| {
+        let mut o = StoreOptions::new(dir).memory_budget(kind.budget());
+        o.namespaces = specs(first_fn);
+        o
+    };
+    let names: Vec<String> = specs("my fn").into_iter().map(|s| s.name).collect();
+    let key = b"key\x00\x00\x00\x00\x00\x00\x00\x07";
+    for kind in manifest_kinds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = common::open_opts(kind, opts(kind, dir.path(), "my fn"), None)
+            .unwrap_or_else(|e| panic!("{kind:?}: open: {e}"));
+        for (i, name) in names.iter().enumerate() {
+            let n = store.namespace(name).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+            if i < 5 {
+                store.put(n, key, &(i as u64).to_le_bytes()).expect("put");
+                store.merge(n, key, &100u64.to_le_bytes()).expect("merge");
+            } else {
+                store.merge(n, key, name.as_bytes()).expect("append");
+            }
+        }
+        store.checkpoint().unwrap_or_else(|e| panic!("{kind:?}: checkpoint: {e}"));
+        drop(store);
+        let mut store = common::open_opts(kind, opts(kind, dir.path(), "my fn"), None)
+            .unwrap_or_else(|e| panic!("{kind:?}: a checkpoint that returned Ok must open: {e}"));
+        assert_eq!(store.checkpoint_seq(), 1, "{kind:?}");
+        for (i, name) in names.iter().enumerate() {
+            let n = store.namespace(name).expect("namespace");
+            let want = if i < 5 {
+                (i as u64 + 100).to_le_bytes().to_vec()
+            } else {
+                let mut l = Vec::new();
+                spillway_store::list::push(&mut l, name.as_bytes());
+                l
+            };
+            assert_eq!(store.get(n, key).expect("get"), Some(want), "{kind:?} {name:?}");
+        }
+        drop(store);
+        // The names are still checked: another function name is a mismatch.
+        let r = common::open_opts(kind, opts(kind, dir.path(), "my fn2"), None);
+        assert!(
+            matches!(r, Err(spillway_store::Error::NamespaceMismatch { .. })),
+            "{kind:?}: {:?}",
+            r.err()
+        );
+    }
+}
+
+/// A namespace or merge-function name with a control character (a newline ended the
+/// manifest line: the checkpoint then failed to open as `Corrupt`) is refused when
+/// the store is opened, with an error naming the namespace and the character.
+#[test]
+fn names_with_control_characters_are_refused_at_open() {
+    use spillway_store::{Error, NamespaceSpec, StoreOptions};
+    let cases = [
+        (NamespaceSpec::list("bad\nname"), "U+000A"),
+        (NamespaceSpec::list("nul\0"), "U+0000"),
+        (NamespaceSpec::list("cr\r"), "U+000D"),
+        (NamespaceSpec::with_merge("plain", adder("bad\nfn")), "U+000A"),
+        (NamespaceSpec::with_merge("tab", adder("t\tb")), "U+0009"),
+    ];
+    for kind in manifest_kinds() {
+        for (spec, code) in &cases {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let opts = StoreOptions::new(dir.path())
+                .memory_budget(kind.budget())
+                .namespace(NamespaceSpec::list("fine"))
+                .namespace(spec.clone());
+            match common::open_opts(kind, opts, None) {
+                Err(Error::InvalidOption { detail, .. }) => {
+                    let name = format!("{:?}", spec.name);
+                    assert!(detail.contains(&name), "{kind:?}: {detail} does not name {name}");
+                    assert!(detail.contains(code), "{kind:?}: {detail} does not name {code}");
+                }
+                Err(e) => panic!("{kind:?} {:?}: expected InvalidOption, got {e}", spec.name),
+                Ok(_) => panic!("{kind:?} {:?} {:?}: opened", spec.name, spec.merge),
+            }
+        }
+    }
 }

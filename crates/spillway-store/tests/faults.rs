@@ -881,3 +881,180 @@ fn copy_dir_all(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The `key=value` fields of manifest `seq` in `dir`.
+fn manifest_fields(dir: &Path, seq: u64) -> std::collections::BTreeMap<String, String> {
+    let (_, frames) = read_frames(&dir.join(format!("MANIFEST-{seq:016}")));
+    let text = String::from_utf8(frames[0].clone()).expect("utf-8 manifest");
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The file names in `dir`, sorted.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn fill(
+    store: &mut Box<dyn spillway_store::StateStore>,
+    model: &mut Model,
+    rng: &mut SmallRng,
+    n: usize,
+) {
+    for _ in 0..n {
+        let op = random_write(rng);
+        common::write(store, &op).expect("write");
+        common::apply_to_model(model, &op);
+    }
+}
+
+/// Files checkpoint `older` needs that checkpoint `newer` does not (so a cleanup that
+/// forgets `older` deletes them).
+fn only_older_needs(kind: Kind, dir: &Path, older: u64, newer: u64) -> Vec<String> {
+    let (a, b) = (manifest_fields(dir, older), manifest_fields(dir, newer));
+    match kind {
+        Kind::HashLogTiny => {
+            let bits = |m: &std::collections::BTreeMap<String, String>| {
+                m["page_bits"].parse::<u64>().unwrap()
+                    + m["segment_page_bits"].parse::<u64>().unwrap()
+            };
+            let seg = |m: &std::collections::BTreeMap<String, String>| {
+                m["begin"].parse::<u64>().unwrap() >> bits(m)
+            };
+            (seg(&a)..seg(&b)).map(|s| format!("log-{s:010}.seg")).collect()
+        }
+        Kind::TimeLogTiny => {
+            let ids = |m: &std::collections::BTreeMap<String, String>| -> Vec<String> {
+                m["segments"]
+                    .split_whitespace()
+                    .map(|t| {
+                        format!(
+                            "seg-{:016}.tl",
+                            t.rsplit(':').next().unwrap().parse::<u64>().unwrap()
+                        )
+                    })
+                    .collect()
+            };
+            let newer_ids = ids(&b);
+            ids(&a).into_iter().filter(|s| !newer_ids.contains(s)).collect()
+        }
+        other => unreachable!("{other:?}"),
+    }
+}
+
+/// A previous manifest that fails to read for a transient reason (EIO) is not
+/// "absent": opening fails naming it and deletes nothing, so that the previous
+/// checkpoint (what `recover_at` asks for after a crash between the adaptive store's
+/// two checkpoint phases) stays whole. Hashlog used to ignore its `begin` and delete
+/// the log segments below the newer one's; timelog used to delete the segments only
+/// it named.
+fn eio_on_previous_manifest_fails_open(kind: Kind) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = FaultFs::new();
+    let mut store = open_with_fs(kind, dir.path(), Some(Arc::new(fs.clone()))).expect("open");
+    let mut rng = SmallRng::seed_from_u64(77);
+    let mut model = Model::default();
+    fill(&mut store, &mut model, &mut rng, 3000);
+    let older = store.checkpoint().expect("checkpoint").seq;
+    let at_older = model.live.clone();
+    fill(&mut store, &mut model, &mut rng, 20_000);
+    let newer = store.checkpoint().expect("checkpoint").seq;
+    drop(store);
+    let needed = only_older_needs(kind, dir.path(), older, newer);
+    let before = file_names(dir.path());
+    assert!(
+        needed.iter().any(|n| before.contains(n)),
+        "{kind:?}: the test needs files only checkpoint {older} uses; {needed:?} in {before:?}"
+    );
+
+    let prev = dir.path().join(format!("MANIFEST-{older:016}"));
+    fs.fail_reads_of(Some(&prev));
+    let r = open_with_fs(kind, dir.path(), Some(Arc::new(fs.clone())));
+    fs.fail_reads_of(None);
+    match r {
+        Ok(_) => panic!("{kind:?}: opened although the previous manifest could not be read"),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&*prev.to_string_lossy()),
+                "{kind:?}: {msg} does not name {prev:?}"
+            );
+        }
+    }
+    assert_eq!(file_names(dir.path()), before, "{kind:?}: a failed open deleted files");
+
+    // The previous checkpoint is whole: recover_at reads it back exactly.
+    let opts = common::options(dir.path(), kind.budget()).recover_at(older);
+    let mut store = common::open_opts(kind, opts, None)
+        .unwrap_or_else(|e| panic!("{kind:?}: recover_at({older}): {e}"));
+    check_all(kind, &mut store, &at_older);
+}
+
+#[test]
+fn hashlog_eio_on_previous_manifest_fails_open() {
+    eio_on_previous_manifest_fails_open(Kind::HashLogTiny);
+}
+
+#[test]
+fn timelog_eio_on_previous_manifest_fails_open() {
+    eio_on_previous_manifest_fails_open(Kind::TimeLogTiny);
+}
+
+/// The adaptive store's crash window: a part's checkpoint is published, then its
+/// cleanup cannot read the part's previous manifest (EIO). The cleanup must fail
+/// deleting nothing (it used to delete the log segments the previous part checkpoint
+/// needs), so the adaptive checkpoint fails and reopening recovers the last adaptive
+/// checkpoint, whose part checkpoint is the previous one, exactly.
+#[test]
+fn adaptive_part_cleanup_eio_keeps_the_previous_part_checkpoint() {
+    use spillway_store::{AdaptiveOptions, AdaptiveStore, StateStore};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = FaultFs::new();
+    let aopts = || AdaptiveOptions::default().dynamic(false).page_size(64 << 10);
+    let open = |fs: Option<&FaultFs>| -> Box<dyn StateStore> {
+        let opts = common::options(dir.path(), 4 << 20);
+        Box::new(
+            match fs {
+                Some(fs) => AdaptiveStore::open_with_fs(opts, aopts(), Arc::new(fs.clone())),
+                None => AdaptiveStore::open(opts, aopts()),
+            }
+            .expect("open adaptive"),
+        )
+    };
+    let mut store = open(Some(&fs));
+    let mut rng = SmallRng::seed_from_u64(78);
+    let mut model = Model::default();
+    fill(&mut store, &mut model, &mut rng, 3000);
+    store.checkpoint().expect("checkpoint");
+    let at_checkpoint = model.live.clone();
+    let hash = dir.path().join("hash");
+    let older = manifest_seqs(&hash).into_iter().max().expect("a hash part checkpoint");
+    fill(&mut store, &mut model, &mut rng, 20_000);
+    fs.fail_reads_of(Some(&hash.join(format!("MANIFEST-{older:016}"))));
+    let r = store.checkpoint();
+    fs.fail_reads_of(None);
+    let e = r.expect_err("the part's cleanup could not read its previous manifest");
+    assert!(e.to_string().contains("MANIFEST-"), "{e}");
+    drop(store);
+    let newer = manifest_seqs(&hash).into_iter().max().expect("checkpoint");
+    assert!(newer > older, "the part's checkpoint was published before its cleanup");
+    let needed = only_older_needs(Kind::HashLogTiny, &hash, older, newer);
+    assert!(!needed.is_empty(), "the test needs log segments only the older checkpoint uses");
+    let mut store = open(None);
+    assert_eq!(store.checkpoint_seq(), 1);
+    check_all(Kind::AdaptiveTiny, &mut store, &at_checkpoint);
+}
+
+fn manifest_seqs(dir: &Path) -> Vec<u64> {
+    file_names(dir)
+        .iter()
+        .filter_map(|n| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
+        .collect()
+}

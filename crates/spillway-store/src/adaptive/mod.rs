@@ -65,6 +65,18 @@
 //! recovers the last completed adaptive checkpoint exactly.
 //!
 //! Errors of a part poison the adaptive store (it refuses writes until reopened).
+//!
+//! # Limits
+//! A namespace can migrate to any layout, so every layout must hold whatever it
+//! accepted: each part bounds values, lists included, by what a record of the hash
+//! part holds and what a list chunk of the list part holds (its key is 4 bytes
+//! longer), i.e. `(room - key length) & !7` bytes where `room` is the smaller of the
+//! two parts' pages less their record overheads (64 bytes, and 4 more for the list
+//! part's chunk number), and never more than [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN).
+//! Keys of list namespaces are bounded by the list layout's,
+//! [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) less 4 bytes. Both are checked when the value
+//! is written ([`Error::ValueTooLarge`], [`Error::KeyTooLarge`], the store unchanged),
+//! so a migration never meets a value or key its target refuses.
 
 mod observer;
 
@@ -79,7 +91,7 @@ use crate::manifest::{self, Manifest};
 use crate::stats::NamespaceLayout;
 use crate::{
     AccessHint, Capabilities, CheckpointInfo, Direction, HashLogOptions, HashLogStore, MergeOp, Ns,
-    RmwFn, StateStore, StoreOptions, StoreStats, Visitor,
+    RmwFn, StateStore, StoreOptions, StoreStats, ValueCap, Visitor,
 };
 
 const FORMAT_VERSION: u32 = 1;
@@ -227,6 +239,48 @@ impl AdaptiveOptions {
     }
 }
 
+/// An open part, typed so that the adaptive store can set its value bound.
+enum Part {
+    Hash(Box<HashLogStore>),
+    List(Box<crate::AppendLogStore>),
+    Time(Box<crate::TimeLogStore>),
+}
+
+impl Part {
+    fn store(&mut self) -> &mut dyn StateStore {
+        match self {
+            Part::Hash(s) => &mut **s,
+            Part::List(s) => &mut **s,
+            Part::Time(s) => &mut **s,
+        }
+    }
+
+    fn store_ref(&self) -> &dyn StateStore {
+        match self {
+            Part::Hash(s) => &**s,
+            Part::List(s) => &**s,
+            Part::Time(s) => &**s,
+        }
+    }
+
+    fn set_value_cap(&mut self, cap: ValueCap) {
+        match self {
+            Part::Hash(s) => s.set_value_cap(cap, usize::MAX),
+            Part::List(s) => s.set_value_cap(cap),
+            Part::Time(s) => s.set_value_cap(cap),
+        }
+    }
+
+    /// What a record of the part's hybrid log holds besides its key (hash and list).
+    fn record_room(&self) -> Option<usize> {
+        match self {
+            Part::Hash(s) => Some(s.record_room()),
+            Part::List(s) => Some(s.record_room()),
+            Part::Time(_) => None,
+        }
+    }
+}
+
 struct Migration {
     to: Layout,
     /// Resume token of the walk over the source part; `None` before the first step.
@@ -247,7 +301,10 @@ pub struct AdaptiveStore {
     opts: StoreOptions,
     aopts: AdaptiveOptions,
     fs: Arc<dyn Fs>,
-    parts: [Option<Box<dyn StateStore>>; 3],
+    parts: [Option<Part>; 3],
+    /// The bound on values every part keeps (see the module docs, Limits); set once
+    /// the parts named by the recovered checkpoint are open.
+    value_cap: Option<ValueCap>,
     part_budget: [u64; 3],
     ns: Vec<NsState>,
     /// The namespace migrating now, if any.
@@ -372,6 +429,7 @@ impl AdaptiveStore {
             aopts,
             fs,
             parts: [None, None, None],
+            value_cap: None,
             part_budget,
             ns,
             migrating,
@@ -402,6 +460,22 @@ impl AdaptiveStore {
                 store.open_part(l, part_seq[l.index()])?;
             }
         }
+        // Every part accepts what a record of the hash part holds, and what a list
+        // chunk of the list part holds (its key is 4 bytes longer): a part opened later
+        // is new and gets the pages its options say.
+        let room = |l: Layout| {
+            store.parts[l.index()]
+                .as_ref()
+                .and_then(Part::record_room)
+                .unwrap_or_else(|| store.hashlog_options(l).record_room())
+        };
+        let cap = ValueCap {
+            room: room(Layout::Hash).min(room(Layout::List) - crate::appendlog::CHUNK_NO_LEN),
+        };
+        for p in store.parts.iter_mut().flatten() {
+            p.set_value_cap(cap);
+        }
+        store.value_cap = Some(cap);
         Ok(store)
     }
 
@@ -434,24 +508,28 @@ impl AdaptiveStore {
     fn open_part(&mut self, l: Layout, at: u64) -> Result<()> {
         let o = self.part_options(l, at);
         self.fs.create_dir_all(&o.dir).map_err(|e| Error::io("create directory", &o.dir, e))?;
-        let part: Box<dyn StateStore> = match l {
+        let mut part = match l {
             Layout::Hash => {
-                Box::new(HashLogStore::open_with_fs(o, self.hashlog_options(l), self.fs.clone())?)
+                let h = self.hashlog_options(l);
+                Part::Hash(Box::new(HashLogStore::open_with_fs(o, h, self.fs.clone())?))
             }
-            Layout::List => Box::new(crate::AppendLogStore::open_with_fs(
+            Layout::List => Part::List(Box::new(crate::AppendLogStore::open_with_fs(
                 o,
                 crate::AppendLogOptions::default().hashlog(self.hashlog_options(l)),
                 self.fs.clone(),
-            )?),
+            )?)),
             // The namespaces declare no time field, so the time part keeps each one in a
             // single partition: one sorted run per namespace (range reads touch one
             // memtable and its segments instead of every time partition).
-            Layout::Time => Box::new(crate::TimeLogStore::open_with_fs(
+            Layout::Time => Part::Time(Box::new(crate::TimeLogStore::open_with_fs(
                 o,
                 crate::TimeLogOptions::default().partition_span(u64::MAX).memtable_fraction(0.85),
                 self.fs.clone(),
-            )?),
+            )?)),
         };
+        if let Some(cap) = self.value_cap {
+            part.set_value_cap(cap);
+        }
         self.parts[l.index()] = Some(part);
         Ok(())
     }
@@ -511,12 +589,23 @@ impl AdaptiveStore {
         crate::error::writable(&self.poisoned)
     }
 
+    /// Keys of a list namespace are bounded by the list layout's (a chunk's key adds
+    /// 4 bytes) in every layout, so the namespace can always migrate there.
+    fn check_key(&self, i: usize, key: &[u8]) -> Result<()> {
+        let max =
+            crate::MAX_KEY_LEN - if self.ns[i].list { crate::appendlog::CHUNK_NO_LEN } else { 0 };
+        if key.len() > max {
+            return Err(Error::KeyTooLarge { len: key.len(), max });
+        }
+        Ok(())
+    }
+
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
         crate::error::poison_on(&mut self.poisoned, r)
     }
 
     fn part(&mut self, l: Layout) -> &mut dyn StateStore {
-        self.parts[l.index()].as_deref_mut().expect("a part in use is open")
+        self.parts[l.index()].as_mut().expect("a part in use is open").store()
     }
 
     /// (current layout, migration target) of namespace `i`.
@@ -727,7 +816,7 @@ impl AdaptiveStore {
         let mut part_seq = [0u64; 3];
         for l in Layout::ALL {
             if let Some(p) = self.parts[l.index()].as_mut() {
-                part_seq[l.index()] = p.checkpoint()?.seq;
+                part_seq[l.index()] = p.store().checkpoint()?.seq;
             }
         }
         let dir = self.opts.dir.clone();
@@ -787,6 +876,7 @@ impl StateStore for AdaptiveStore {
     fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
         let i = self.ns_index(ns)?;
         self.check_writable()?;
+        self.check_key(i, key)?;
         let r = match self.route(i) {
             (l, None) => self.part(l).put(ns, key, value),
             (from, Some(to)) => {
@@ -801,6 +891,7 @@ impl StateStore for AdaptiveStore {
     fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()> {
         let i = self.ns_index(ns)?;
         self.check_writable()?;
+        self.check_key(i, key)?;
         let r = match self.route(i) {
             (l, None) => self.part(l).merge(ns, key, operand),
             (from, Some(to)) => self
@@ -834,6 +925,7 @@ impl StateStore for AdaptiveStore {
     fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()> {
         let i = self.ns_index(ns)?;
         self.check_writable()?;
+        self.check_key(i, key)?;
         let r = match self.route(i) {
             (l, None) => self.part(l).rmw(ns, key, f),
             (from, Some(to)) => {
@@ -969,7 +1061,7 @@ impl StateStore for AdaptiveStore {
         let mut s = StoreStats { memory_budget: self.opts.memory_budget, ..Default::default() };
         let mut keys = Some(0u64);
         for p in self.parts.iter().flatten() {
-            let t = p.stats();
+            let t = p.store_ref().stats();
             s.gets += t.gets;
             s.puts += t.puts;
             s.merges += t.merges;

@@ -111,7 +111,8 @@ use std::fmt::Display;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use self::head::{chunk_key, Head, CHUNK_NO_LEN, FLAG_OPAQUE};
+pub(crate) use self::head::CHUNK_NO_LEN;
+use self::head::{chunk_key, Head, FLAG_OPAQUE};
 use crate::error::{Error, Result};
 use crate::io::{Fs, StdFs};
 use crate::list;
@@ -251,6 +252,8 @@ pub struct AppendLogStore {
     buf: Vec<u8>,
     /// Scratch for chunk keys.
     ckey: Vec<u8>,
+    /// A bound on values and lists tighter than the log's ([`Self::set_value_cap`]).
+    value_cap: Option<crate::ValueCap>,
 }
 
 /// Visitor of a list's chunks: (chunk number, offset of the live bytes in the chunk,
@@ -320,6 +323,7 @@ impl AppendLogStore {
             counters: AppendLogCounters::default(),
             buf: Vec::new(),
             ckey: Vec::new(),
+            value_cap: None,
         })
     }
 
@@ -559,6 +563,24 @@ impl AppendLogStore {
         }
     }
 
+    /// Bounds every value by `cap` too, lists included (the adaptive store's parts
+    /// accept the same values).
+    pub(crate) fn set_value_cap(&mut self, cap: crate::ValueCap) {
+        self.value_cap = Some(cap);
+        self.inner.set_value_cap(cap, self.names.len());
+    }
+
+    /// What a record of the hybrid log holds besides its key (see
+    /// [`HashLogStore::max_value`]).
+    pub(crate) fn record_room(&self) -> usize {
+        self.inner.record_room()
+    }
+
+    /// The longest list (in bytes) under a key of `klen` bytes.
+    fn max_list(&self, klen: usize) -> usize {
+        self.value_cap.map_or(crate::MAX_VALUE_LEN, |c| c.max(klen))
+    }
+
     /// Largest chunk capacity for a list key of `klen` bytes.
     fn max_cap(&self, klen: usize) -> usize {
         self.max_chunk.min(self.inner.max_record_value(klen + CHUNK_NO_LEN))
@@ -681,13 +703,10 @@ impl AppendLogStore {
         let framed = list::framed_len(elem);
         crate::check_value(framed, self.inner.max_record_value(key.len() + CHUNK_NO_LEN))?;
         let head = self.read_head(ns, key)?;
-        if let Some(h) = &head {
-            if h.bytes + framed as u64 > crate::MAX_VALUE_LEN as u64 {
-                return Err(Error::ValueTooLarge {
-                    len: (h.bytes + framed as u64) as usize,
-                    max: crate::MAX_VALUE_LEN,
-                });
-            }
+        let total = head.as_ref().map_or(0, |h| h.bytes) + framed as u64;
+        let max = self.max_list(key.len());
+        if total > max as u64 {
+            return Err(Error::ValueTooLarge { len: total as usize, max });
         }
         let mut ckey = std::mem::take(&mut self.ckey);
         let r = self.append_with(ns, cns, key, elem, head, &mut ckey);
@@ -836,7 +855,7 @@ impl AppendLogStore {
     fn put_list(&mut self, ns: Ns, cns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_writable()?;
         Self::check_list_key(key)?;
-        crate::check_value(value.len(), crate::MAX_VALUE_LEN)?;
+        crate::check_value(value.len(), self.max_list(key.len()))?;
         let max_cap = self.max_cap(key.len());
         let first_cap = self.first_cap(key.len());
         // Plan the chunks: (start, end, capacity).

@@ -95,8 +95,9 @@
 //! with the final counts before the trailer.
 //!
 //! The manifest (see [`crate::manifest`]; block-file version 2, so that version 1
-//! readers, which would not replay the log, refuse it) adds `begin`, `tail`,
-//! `page_bits`, `segment_page_bits`, `garbage` (garbage bytes at the checkpoint),
+//! readers, which would not replay the log, refuse it; 3 when a namespace line holds
+//! an escaped name) adds `begin`, `tail`, `page_bits`, `segment_page_bits`,
+//! `garbage` (garbage bytes at the checkpoint),
 //! `keys` (live keys at the checkpoint), `index` (the snapshot file recovery loads, or
 //! `none` for an empty index) and `index_tail` (the log address recovery replays
 //! from: the snapshot's start, 0 with `none`). Version 1 manifests have no
@@ -215,9 +216,12 @@
 //! only damage pages past its tail, which recovery ignores. A damaged manifest or
 //! index snapshot makes open fail with [`Error::Corrupt`] naming the file and offset
 //! (the previous checkpoint is kept on disk; move the damaged manifest aside to fall
-//! back to it); a damaged log page in the replayed range fails open the same way, and
-//! any other damaged record or page is reported when read. Data is never returned from
-//! bytes whose checksum does not match.
+//! back to it). So does a previous checkpoint's manifest that exists but cannot be
+//! read (damaged, or an I/O error such as EIO): cleanup needs its `begin` and `index`
+//! to know what that checkpoint uses, and deletes nothing without them (only a
+//! manifest that is gone counts as absent). A damaged log page in the replayed range
+//! fails open the same way, and any other damaged record or page is reported when
+//! read. Data is never returned from bytes whose checksum does not match.
 //!
 //! Recovery costs loading the snapshot plus reading the replayed pages and one record
 //! per replayed record whose key has an entry (to compare keys): about
@@ -388,6 +392,12 @@ impl HashLogOptions {
         self
     }
 
+    /// What a record on these pages holds besides its key, before 8-byte alignment
+    /// (see [`HashLogStore::max_value`]).
+    pub(crate) fn record_room(&self) -> usize {
+        (1usize << self.page_bits) - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK
+    }
+
     fn validate(&self) -> Result<()> {
         let bad =
             |option, detail: &str| Err(Error::InvalidOption { option, detail: detail.into() });
@@ -438,6 +448,9 @@ pub struct HashLogStore {
     checkpoint_begin: u64,
     /// Segments below this one have been deleted.
     lowest_segment: u64,
+    /// A bound on the values of the namespaces below the `u16` tighter than the page's
+    /// ([`set_value_cap`](Self::set_value_cap)).
+    value_cap: Option<(crate::ValueCap, u16)>,
     /// The fuzzy index snapshot being written, if any.
     snapshot: Option<SnapshotWriter>,
     /// The newest complete index snapshot (file name, log address recovery replays
@@ -606,6 +619,7 @@ impl HashLogStore {
             scan_buf_page: None,
             checkpoint_begin: u64::MAX,
             lowest_segment: 0,
+            value_cap: None,
             snapshot: None,
             index_snap,
             snapshot_wanted: false,
@@ -650,8 +664,9 @@ impl HashLogStore {
 
     /// Removes leftovers: temporary files (but the snapshot being written), snapshots
     /// and manifests no retained checkpoint uses, and segments outside every retained
-    /// checkpoint's log range. If a retained manifest cannot be read, every snapshot is
-    /// kept.
+    /// checkpoint's log range. The previous checkpoint's manifest says what it uses: if
+    /// it exists but cannot be read (an I/O error, damage), this fails naming it and
+    /// deletes nothing.
     fn clean_dir(&mut self) -> Result<()> {
         let dir = self.opts.dir.clone();
         let fs = self.fs.clone();
@@ -662,16 +677,12 @@ impl HashLogStore {
         let mut min_begin = self.log.begin;
         // The current checkpoint names `index_snap`; the previous one names its own.
         let mut snaps: Vec<String> = self.index_snap.iter().map(|(n, _)| n.clone()).collect();
-        let mut keep_snaps = false;
         for &s in &retained {
             if s != self.seq {
-                if let Ok(m) = manifest::read_manifest(&*fs, &dir, s) {
-                    if let Some(b) = m.fields.get("begin").and_then(|b| b.parse::<u64>().ok()) {
-                        min_begin = min_begin.min(b);
-                    }
-                    snaps.extend(m.fields.get("index").cloned());
-                } else {
-                    keep_snaps = true;
+                if let Some(m) = manifest::read_previous_manifest(&*fs, &dir, s)? {
+                    let path = join(&dir, &manifest::manifest_name(s));
+                    min_begin = min_begin.min(m.get_u64(&path, "begin")?);
+                    snaps.push(m.get_str(&path, "index")?.to_string());
                 }
             }
         }
@@ -691,7 +702,7 @@ impl HashLogStore {
             } else if let Some(s) =
                 name.strip_prefix("index-").and_then(|n| n.strip_suffix(".snap"))
             {
-                s.parse::<u64>().is_ok() && !keep_snaps && !snaps.contains(&name)
+                s.parse::<u64>().is_ok() && !snaps.contains(&name)
             } else if let Some(s) = name.strip_prefix("MANIFEST-") {
                 s.parse::<u64>().is_ok_and(|s| !retained.contains(&s))
             } else {
@@ -755,12 +766,34 @@ impl HashLogStore {
     /// Largest value a record with a key of `klen` bytes can hold (bounded by the page
     /// size; stores built on hashlog check their writes against it).
     pub fn max_value(&self, klen: usize) -> usize {
-        (self.log.page_size - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK - klen) & !7
+        self.record_room().saturating_sub(klen) & !7
     }
 
-    fn check_sizes(&self, key: &[u8], vlen: usize) -> Result<()> {
+    /// What a record holds besides its key, before 8-byte alignment: the page less
+    /// its header, the record header and the slack.
+    pub(crate) fn record_room(&self) -> usize {
+        self.log.page_size - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK
+    }
+
+    /// Bounds the values of the first `namespaces` namespaces by `cap` too (the
+    /// adaptive store's parts accept the same values; appendlog passes it on for the
+    /// user's namespaces, not for its chunk namespaces).
+    pub(crate) fn set_value_cap(&mut self, cap: crate::ValueCap, namespaces: usize) {
+        self.value_cap = Some((cap, namespaces.min(u16::MAX as usize) as u16));
+    }
+
+    /// The largest value of namespace `nsid` under a key of `klen` bytes.
+    fn limit(&self, nsid: u16, klen: usize) -> usize {
+        let own = self.max_value(klen).min(crate::MAX_VALUE_LEN);
+        match self.value_cap {
+            Some((cap, below)) if nsid < below => own.min(cap.max(klen)),
+            _ => own,
+        }
+    }
+
+    fn check_sizes(&self, nsid: u16, key: &[u8], vlen: usize) -> Result<()> {
         check_key(key)?;
-        crate::check_value(vlen, self.max_value(key.len()).min(crate::MAX_VALUE_LEN))
+        crate::check_value(vlen, self.limit(nsid, key.len()))
     }
 
     /// Finds the record of (ns, key); on success the record is readable via `log.view`.
@@ -830,7 +863,7 @@ impl HashLogStore {
     fn rmw_hashed(&mut self, nsid: u16, key: &[u8], h: u64, f: &mut RmwFn<'_>) -> Result<()> {
         check_key(key)?;
         self.stats.rmws += 1;
-        let max = self.max_value(key.len());
+        let max = self.limit(nsid, key.len());
         let r = (|| {
             let found = self.find(nsid, key, h)?;
             self.scratch.clear();
@@ -1448,7 +1481,7 @@ impl StateStore for HashLogStore {
         check_key(key)?;
         self.stats.merges += 1;
         let h = hash(nsid, key);
-        let max = self.max_value(key.len());
+        let max = self.limit(nsid, key.len());
         let r = (|| {
             let found = self.find(nsid, key, h)?;
             let op = &self.merges[nsid as usize];
@@ -1656,7 +1689,7 @@ impl HashLogStore {
     ) -> Result<()> {
         self.check_writable()?;
         let ns = self.ns_id(ns)?;
-        self.check_sizes(key, value.len().max(capacity))?;
+        self.check_sizes(ns, key, value.len().max(capacity))?;
         self.stats.puts += 1;
         let h = hash(ns, key);
         let r = (|| {
@@ -1716,7 +1749,7 @@ impl HashLogStore {
         check_key(key)?;
         self.stats.merges += 1;
         let h = hash(nsid, key);
-        let max = self.max_value(key.len());
+        let max = self.limit(nsid, key.len());
         let r = (|| {
             let found = self.find(nsid, key, h)?;
             self.scratch.clear();

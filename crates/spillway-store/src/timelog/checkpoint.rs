@@ -71,13 +71,14 @@ impl TimeLogStore {
             Ok(())
         })?;
         self.seq = seq;
-        // The previous checkpoint's files stay until the next checkpoint replaces it.
+        // The previous checkpoint's files stay until the next checkpoint replaces it:
+        // its manifest must be read (only a manifest that is gone counts as absent), or
+        // cleanup would delete the segments only it names.
         if prev_exists {
-            if let Ok(prev) = manifest::read_manifest(&*self.fs, &dir, seq - 1) {
+            if let Some(prev) = manifest::read_previous_manifest(&*self.fs, &dir, seq - 1)? {
                 let ppath = join(&dir, &manifest::manifest_name(seq - 1));
-                if let Ok(p) = parse_segments(&prev, &ppath, self.parts.len()) {
-                    self.prev_live = p.into_iter().map(|(_, _, id)| id).collect();
-                }
+                let p = parse_segments(&prev, &ppath, self.parts.len())?;
+                self.prev_live = p.into_iter().map(|(_, _, id)| id).collect();
             }
         }
         Ok(())

@@ -82,9 +82,13 @@ impl Memtable {
 
 /// Magic of the memtable image a checkpoint writes.
 const IMAGE_MAGIC: [u8; 8] = *b"SWTLMEM\0";
-const IMAGE_VERSION: u32 = 1;
-/// Payload bytes per frame of the image.
+/// Version 2: the records are one stream cut into frames, a record may span frames.
+/// Version 1 (still read): every record lies within one frame.
+const IMAGE_VERSION: u32 = 2;
+/// Payload bytes per frame of the image (the last frame may hold fewer).
 const IMAGE_FRAME: usize = 1 << 20;
+/// `namespace u16 | key_len u32 | value_len u32 | flags u8`.
+const IMAGE_REC_HDR: usize = 11;
 
 /// The file name of the memtable image of checkpoint `seq`.
 pub(crate) fn image_name(seq: u64) -> String {
@@ -96,60 +100,192 @@ pub(crate) fn parse_image_name(name: &str) -> Option<u64> {
     name.strip_prefix("mem-")?.strip_suffix(".tlm")?.parse().ok()
 }
 
+/// The byte stream of an image, written as frames of [`IMAGE_FRAME`] bytes.
+struct ImageWriter {
+    w: crate::blockfile::BlockWriter,
+    frame: Vec<u8>,
+}
+
+impl ImageWriter {
+    fn put(&mut self, mut bytes: &[u8]) -> crate::Result<()> {
+        while !bytes.is_empty() {
+            let n = (IMAGE_FRAME - self.frame.len()).min(bytes.len());
+            self.frame.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if self.frame.len() == IMAGE_FRAME {
+                self.w.frame(&self.frame)?;
+                self.frame.clear();
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Writes the memtables' entries as `(namespace, key, value or None)` into a block
-/// file at `path` and fsyncs it; returns its length.
+/// file at `path` and fsyncs it; returns its length. Entries of any size the store
+/// accepts fit: the records form one stream cut into frames of [`IMAGE_FRAME`] bytes,
+/// so a record larger than a block-file frame (64 MiB) spans several.
 pub(crate) fn write_image<'a>(
     fs: &dyn crate::io::Fs,
     path: &std::path::Path,
     entries: impl Iterator<Item = (u16, &'a [u8], Option<&'a [u8]>)>,
 ) -> crate::Result<u64> {
-    let mut w = crate::blockfile::BlockWriter::create(fs, path, IMAGE_MAGIC, IMAGE_VERSION)?;
-    let mut frame = Vec::with_capacity(IMAGE_FRAME + 1024);
+    let w = crate::blockfile::BlockWriter::create(fs, path, IMAGE_MAGIC, IMAGE_VERSION)?;
+    let mut out = ImageWriter { w, frame: Vec::with_capacity(IMAGE_FRAME) };
     for (ns, k, v) in entries {
         let value = v.unwrap_or(&[]);
-        frame.extend_from_slice(&ns.to_le_bytes());
-        frame.extend_from_slice(&(k.len() as u32).to_le_bytes());
-        frame.extend_from_slice(&(value.len() as u32).to_le_bytes());
-        frame.push(if v.is_none() { super::segment::FLAG_TOMBSTONE } else { 0 });
-        frame.extend_from_slice(k);
-        frame.extend_from_slice(value);
-        if frame.len() >= IMAGE_FRAME {
-            w.frame(&frame)?;
-            frame.clear();
-        }
+        let mut hdr = [0u8; IMAGE_REC_HDR];
+        hdr[..2].copy_from_slice(&ns.to_le_bytes());
+        hdr[2..6].copy_from_slice(&(k.len() as u32).to_le_bytes());
+        hdr[6..10].copy_from_slice(&(value.len() as u32).to_le_bytes());
+        hdr[10] = if v.is_none() { super::segment::FLAG_TOMBSTONE } else { 0 };
+        out.put(&hdr)?;
+        out.put(k)?;
+        out.put(value)?;
     }
-    if !frame.is_empty() {
-        w.frame(&frame)?;
+    if !out.frame.is_empty() {
+        out.w.frame(&out.frame)?;
     }
-    w.finish()
+    out.w.finish()
 }
 
-/// Reads an image written by [`write_image`], verifying every frame, and hands each
-/// entry to `f` with its file offset (for errors).
+/// The byte stream of an image read back frame by frame.
+struct ImageReader {
+    r: crate::blockfile::BlockReader,
+    frame: Vec<u8>,
+    pos: usize,
+    /// Bytes of a field that spans frames, gathered.
+    spill: Vec<u8>,
+    /// Whether fields may span frames (version 2).
+    spans: bool,
+}
+
+impl ImageReader {
+    /// Reads frames until one has bytes left; `false` at the end of the image.
+    fn fill(&mut self) -> crate::Result<bool> {
+        while self.pos >= self.frame.len() {
+            if !self.r.next(&mut self.frame)? {
+                return Ok(false);
+            }
+            self.pos = 0;
+        }
+        Ok(true)
+    }
+
+    /// File offset of the next byte (after [`fill`](Self::fill) returned `true`).
+    fn offset(&self) -> u64 {
+        self.r.payload_offset() + self.pos as u64
+    }
+
+    /// The next `n` bytes of the record at file offset `at`: in place when they lie in
+    /// the current frame, else gathered from the frames that follow (version 2).
+    fn take(&mut self, n: usize, at: u64) -> crate::Result<&[u8]> {
+        if self.frame.len() - self.pos >= n {
+            self.pos += n;
+            return Ok(&self.frame[self.pos - n..self.pos]);
+        }
+        if !self.spans {
+            let what = format!("memtable image: record field of {n} bytes runs past its frame");
+            return Err(crate::Error::corrupt(self.r.path(), self.offset(), what));
+        }
+        self.spill.clear();
+        while self.spill.len() < n {
+            if !self.fill()? {
+                let what = format!("memtable image ends inside the record (a field of {n} bytes)");
+                return Err(crate::Error::corrupt(self.r.path(), at, what));
+            }
+            let m = (n - self.spill.len()).min(self.frame.len() - self.pos);
+            self.spill.extend_from_slice(&self.frame[self.pos..self.pos + m]);
+            self.pos += m;
+        }
+        Ok(&self.spill)
+    }
+}
+
+/// Reads an image written by [`write_image`] (or a version 1 one), verifying every
+/// frame, and hands each entry to `f` with its file offset (for errors).
 pub(crate) fn read_image(
     fs: &dyn crate::io::Fs,
     path: &std::path::Path,
     mut f: impl FnMut(u64, u16, &[u8], Option<&[u8]>) -> crate::Result<()>,
 ) -> crate::Result<()> {
-    use crate::blockfile::{BlockReader, Cursor};
-    let mut r = BlockReader::open(fs, path, IMAGE_MAGIC, IMAGE_VERSION)?;
-    let mut frame = Vec::new();
-    while r.next(&mut frame)? {
-        let mut c = Cursor::new(&frame, r.path(), r.payload_offset());
-        while !c.is_empty() {
-            let at = c.offset();
-            let ns = c.u16()?;
-            let kl = c.u32()? as usize;
-            let vl = c.u32()? as usize;
-            let flags = c.bytes(1)?[0];
-            let k = c.bytes(kl)?;
-            let v = c.bytes(vl)?;
-            let tomb = flags == super::segment::FLAG_TOMBSTONE;
-            if flags & !super::segment::FLAG_TOMBSTONE != 0 || (tomb && vl != 0) {
-                return Err(crate::Error::corrupt(r.path(), at, "memtable image: bad flags"));
-            }
-            f(at, ns, k, (!tomb).then_some(v))?;
+    use super::segment::FLAG_TOMBSTONE;
+    let r = crate::blockfile::BlockReader::open(fs, path, IMAGE_MAGIC, IMAGE_VERSION)?;
+    let spans = r.version >= 2;
+    let mut img = ImageReader { r, frame: Vec::new(), pos: 0, spill: Vec::new(), spans };
+    while img.fill()? {
+        let at = img.offset();
+        let h: [u8; IMAGE_REC_HDR] = img.take(IMAGE_REC_HDR, at)?.try_into().expect("header");
+        let ns = u16::from_le_bytes([h[0], h[1]]);
+        let kl = u32::from_le_bytes(h[2..6].try_into().expect("4")) as usize;
+        let vl = u32::from_le_bytes(h[6..10].try_into().expect("4")) as usize;
+        let tomb = h[10] == FLAG_TOMBSTONE;
+        if h[10] & !FLAG_TOMBSTONE != 0 || (tomb && vl != 0) {
+            return Err(crate::Error::corrupt(path, at, "memtable image: bad flags"));
         }
+        if kl > crate::MAX_KEY_LEN || vl > crate::MAX_VALUE_LEN {
+            let what = format!("memtable image: a key of {kl} or a value of {vl} bytes");
+            return Err(crate::Error::corrupt(path, at, what));
+        }
+        let (k, v) = img.take(kl + vl, at)?.split_at(kl);
+        f(at, ns, k, (!tomb).then_some(v))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::StdFs;
+
+    /// Records larger than a frame, and records straddling frame boundaries, read back
+    /// exactly; a version 1 image (each record within a frame) still reads.
+    #[test]
+    fn image_records_span_frames() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mem.tlm");
+        let big: Vec<u8> = (0..3 * IMAGE_FRAME + 5).map(|i| (i % 251) as u8).collect();
+        let mid = vec![7u8; IMAGE_FRAME - 20];
+        let entries: Vec<(u16, Vec<u8>, Option<Vec<u8>>)> = vec![
+            (0, b"a".to_vec(), Some(mid.clone())),
+            (1, b"b".to_vec(), Some(big.clone())),
+            (0, b"c".to_vec(), None),
+            (2, vec![9u8; 40], Some(b"small".to_vec())),
+        ];
+        let iter = entries.iter().map(|(n, k, v)| (*n, &k[..], v.as_deref()));
+        write_image(&StdFs, &path, iter).expect("write");
+        let mut back = Vec::new();
+        read_image(&StdFs, &path, |_, n, k, v| {
+            back.push((n, k.to_vec(), v.map(<[u8]>::to_vec)));
+            Ok(())
+        })
+        .expect("read");
+        assert_eq!(back, entries);
+
+        // Version 1: the same records, each within its frame.
+        let mut w = crate::blockfile::BlockWriter::create(&StdFs, &path, IMAGE_MAGIC, 1).unwrap();
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&3u16.to_le_bytes());
+        rec.extend_from_slice(&1u32.to_le_bytes());
+        rec.extend_from_slice(&2u32.to_le_bytes());
+        rec.extend_from_slice(&[0, b'k', b'v', b'w']);
+        w.frame(&rec).unwrap();
+        w.frame(&rec).unwrap();
+        w.finish().unwrap();
+        let mut n = 0;
+        read_image(&StdFs, &path, |_, ns, k, v| {
+            assert_eq!((ns, k, v), (3, &b"k"[..], Some(&b"vw"[..])));
+            n += 1;
+            Ok(())
+        })
+        .expect("read version 1");
+        assert_eq!(n, 2);
+        // In version 1 a record running past its frame is damage.
+        let mut w = crate::blockfile::BlockWriter::create(&StdFs, &path, IMAGE_MAGIC, 1).unwrap();
+        w.frame(&rec[..8]).unwrap();
+        w.frame(&rec[8..]).unwrap();
+        w.finish().unwrap();
+        let e = read_image(&StdFs, &path, |_, _, _, _| Ok(())).expect_err("spanning v1");
+        assert!(matches!(e, crate::Error::Corrupt { .. }), "{e}");
+    }
 }

@@ -83,10 +83,14 @@
 //! block checks the byte count and its checksum and that its records parse in order.
 //! Any mismatch is [`Error::Corrupt`] naming the file and offset.
 //!
-//! `mem-<seq>.tlm` is a [block file](crate::blockfile) (magic `SWTLMEM\0`, version 1)
-//! whose frames (up to 1 MiB each) hold the memtables' entries as records
-//! `namespace u16 | key_len u32 | value_len u32 | flags u8 (bit 0: tombstone) | key |
-//! value`.
+//! `mem-<seq>.tlm` is a [block file](crate::blockfile) (magic `SWTLMEM\0`, version 2)
+//! holding the memtables' entries as records `namespace u16 | key_len u32 |
+//! value_len u32 | flags u8 (bit 0: tombstone) | key | value`, back to back in one
+//! byte stream cut into frames of 1 MiB (the last one shorter): a record may span
+//! frames, so an entry of any size the store accepts ([`MAX_VALUE_LEN`]) fits, though
+//! a block-file frame holds at most 64 MiB. Version 1 images, where every record lies
+//! within one frame, are still read; a version 1 reader refuses version 2 with
+//! [`Error::NewerFormat`].
 //!
 //! The manifest (see [`crate::manifest`]) adds `memtables` (the image's file name),
 //! `time_field` (`suffix:<len>` or
@@ -122,12 +126,14 @@
 //! into the memtables, and deletes `.tmp` files, manifests and images older than the
 //! previous checkpoint and every segment file named by neither of the two retained
 //! checkpoints (segments written after the last checkpoint). The state is exactly the
-//! checkpoint's. Layout
-//! parameters (time field, partition span) come from the manifest, so reopening with
-//! other [`TimeLogOptions`] cannot misplace keys. It assumes that fsync makes data
-//! durable, that rename within a directory is atomic and durable after the directory
-//! fsync, and that bytes written are never changed except through detectable
-//! corruption. Segment files never change after they are written, so a crash at any
+//! checkpoint's. The previous checkpoint's manifest must read (it says which segments
+//! to keep): one that exists but fails to read, damaged or through an I/O error, fails
+//! the open naming it before anything is deleted; only a missing one counts as absent.
+//! Layout parameters (time field, partition span) come from the manifest, so
+//! reopening with other [`TimeLogOptions`] cannot misplace keys. It assumes that fsync
+//! makes data durable, that rename within a directory is atomic and durable after the
+//! directory fsync, and that bytes written are never changed except through
+//! detectable corruption. Segment files never change after they are written, so a crash at any
 //! point leaves the newest published checkpoint intact. A damaged manifest or segment
 //! makes open (or the read that reaches the damaged block) fail with
 //! [`Error::Corrupt`] naming the file; data is never returned from bytes whose
@@ -187,6 +193,8 @@ pub struct TimeLogStore {
     prev_live: HashSet<u64>,
     poisoned: Option<String>,
     stats: StoreStats,
+    /// A bound on values tighter than [`MAX_VALUE_LEN`] ([`Self::set_value_cap`]).
+    value_cap: Option<crate::ValueCap>,
 }
 
 impl TimeLogStore {
@@ -223,6 +231,7 @@ impl TimeLogStore {
             unpublished: HashSet::new(),
             prev_live: HashSet::new(),
             poisoned: None,
+            value_cap: None,
         };
         if let Some(seq) = store.opts.checkpoint_to_recover(&seqs)? {
             store.recover(seq, seqs.contains(&seq.wrapping_sub(1)))?;
@@ -236,6 +245,17 @@ impl TimeLogStore {
 
     fn check_writable(&self) -> Result<()> {
         crate::error::writable(&self.poisoned)
+    }
+
+    /// Bounds every value by `cap` too (the adaptive store's parts accept the same
+    /// values).
+    pub(crate) fn set_value_cap(&mut self, cap: crate::ValueCap) {
+        self.value_cap = Some(cap);
+    }
+
+    /// The largest value under a key of `klen` bytes.
+    fn max_value(&self, klen: usize) -> usize {
+        self.value_cap.map_or(MAX_VALUE_LEN, |c| c.max(klen))
     }
 
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
@@ -426,7 +446,7 @@ impl StateStore for TimeLogStore {
         self.check_writable()?;
         let ns = self.ns_ok(ns)?;
         check_key(key)?;
-        check_value(value.len(), MAX_VALUE_LEN)?;
+        check_value(value.len(), self.max_value(key.len()))?;
         self.check_budget()?;
         self.stats.puts += 1;
         let r = self.set_entry(ns, key, Some(value));
@@ -439,12 +459,13 @@ impl StateStore for TimeLogStore {
         check_key(key)?;
         self.check_budget()?;
         self.stats.merges += 1;
+        let max = self.max_value(key.len());
         let r = (|| {
             let old = self.lookup(ns, key)?;
             let new = match &self.merges[ns] {
                 MergeOp::ListAppend => {
                     let len = old.as_ref().map_or(0, Vec::len) + crate::list::framed_len(operand);
-                    check_value(len, MAX_VALUE_LEN)?;
+                    check_value(len, max)?;
                     let mut v = old.unwrap_or_default();
                     crate::list::push(&mut v, operand);
                     v
@@ -452,7 +473,7 @@ impl StateStore for TimeLogStore {
                 op => {
                     let mut v = Vec::new();
                     op.apply(old.as_deref(), operand, &mut v);
-                    check_value(v.len(), MAX_VALUE_LEN)?;
+                    check_value(v.len(), max)?;
                     v
                 }
             };
@@ -475,12 +496,13 @@ impl StateStore for TimeLogStore {
         check_key(key)?;
         self.check_budget()?;
         self.stats.rmws += 1;
+        let max = self.max_value(key.len());
         let r = (|| {
             let old = self.lookup(ns, key)?;
             let mut out = Vec::new();
             match f(old.as_deref(), &mut out) {
                 Rmw::Put => {
-                    check_value(out.len(), MAX_VALUE_LEN)?;
+                    check_value(out.len(), max)?;
                     self.set_entry(ns, key, Some(&out))
                 }
                 Rmw::Delete if old.is_some() => self.set_entry(ns, key, None),

@@ -275,7 +275,16 @@ pub fn open_with_fs(
     dir: &Path,
     fs: Option<Arc<dyn Fs>>,
 ) -> Result<Box<dyn StateStore>> {
-    let opts = options(dir, kind.budget()).direct_io(kind.direct_io());
+    open_opts(kind, options(dir, kind.budget()).direct_io(kind.direct_io()), fs)
+}
+
+/// Opens a store of `kind` with the kind's backend settings and the given store
+/// options (their own namespaces, budget and directory).
+pub fn open_opts(
+    kind: Kind,
+    opts: StoreOptions,
+    fs: Option<Arc<dyn Fs>>,
+) -> Result<Box<dyn StateStore>> {
     if let Some(t) = kind.tiered() {
         assert!(fs.is_none(), "the tiered store has no I/O seam");
         return Ok(Box::new(TieredStore::open(opts, t)?));
