@@ -143,6 +143,23 @@ pub enum Error {
         /// What went wrong.
         detail: String,
     },
+    /// An adaptive store abandoned a migration because an entry could not be moved
+    /// (an error that does not poison): its target part refused it (a value written before the
+    /// parts shared their bound, e.g. under larger pages). The store is whole and
+    /// usable: the namespace moves back to the layout it came from.
+    MigrationAbandoned {
+        /// The namespace.
+        namespace: String,
+        /// The layout the namespace was leaving ("appendlog", ...), and moves back to.
+        from: &'static str,
+        /// The layout it was moving to.
+        to: &'static str,
+        /// The key of the entry that could not be moved, in hex (empty when the walk
+        /// itself failed).
+        key: String,
+        /// The part's error.
+        cause: String,
+    },
     /// An error reported by an external engine (RocksDB).
     Backend {
         /// Which engine.
@@ -261,6 +278,19 @@ impl fmt::Display for Error {
                     )?;
                 }
                 Ok(())
+            }
+            Error::MigrationAbandoned { namespace, from, to, key, cause } => {
+                write!(f, "the adaptive store abandoned migrating namespace {namespace:?} from {from} to {to}: ")?;
+                if key.is_empty() {
+                    write!(f, "a step failed ({cause})")?;
+                } else {
+                    write!(f, "moving key {key} (hex) failed ({cause})")?;
+                }
+                write!(
+                    f,
+                    "; the namespace moves back to {from}, where its state is whole, and is not \
+                     moved to {to} again unless asked to (migrate) or reopened"
+                )
             }
             Error::Backend { engine, message } => write!(f, "{engine} error: {message}"),
         }

@@ -43,7 +43,8 @@
 //! page size; adaptive every value by what all of its layouts hold, see
 //! [`adaptive`]). Every limit is checked when the value is written, with a typed
 //! error, so that a checkpoint (or, in adaptive, a migration) never meets a value it
-//! cannot write.
+//! cannot write. (Adaptive can meet one left by a directory opened before with larger
+//! pages: its migration is then abandoned, the store unchanged, see [`adaptive`].)
 
 pub mod adaptive;
 pub mod appendlog;

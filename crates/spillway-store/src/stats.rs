@@ -60,6 +60,12 @@ pub struct NamespaceLayout {
     pub migrations: u64,
     /// Entries moved by migrations of this namespace since open.
     pub moved_entries: u64,
+    /// Migrations of this namespace abandoned since open because their target refused
+    /// an entry (the namespace moved back).
+    pub failed_migrations: u64,
+    /// Why the last abandoned migration was abandoned (the message of
+    /// [`Error::MigrationAbandoned`](crate::Error::MigrationAbandoned)).
+    pub migration_error: Option<String>,
 }
 
 impl StoreStats {

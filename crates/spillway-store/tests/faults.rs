@@ -6,6 +6,8 @@
 //! - Flipped bytes and truncated files in a checkpointed store: opening or reading
 //!   either fails with an error naming the file, or returns correct values; never a
 //!   wrong value.
+//! - Refusals that do not poison, met by background work (an adaptive migration step
+//!   whose target cannot hold a value): the operation it followed succeeds, once.
 
 mod common;
 
@@ -1057,4 +1059,115 @@ fn manifest_seqs(dir: &Path) -> Vec<u64> {
         .iter()
         .filter_map(|n| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
         .collect()
+}
+
+/// Adaptive: a migration step whose target part refuses an entry. A directory whose
+/// list part was created with 1 MiB pages holds a list of 100 KB; reopened with 64 KiB
+/// pages, its new hash part cannot hold that list (ValueTooLarge, which does not
+/// poison), and the shared value cap follows the smaller pages. Migrating the namespace
+/// to the hash layout meets the list in the step that follows a user's merge: the merge
+/// was applied and must return Ok (a caller retrying it would apply it twice), later
+/// operations must work, and the migration is abandoned: the namespace moves back to the
+/// list layout, also across a checkpoint and reopen taken while it moves back.
+#[test]
+fn adaptive_migration_its_target_refuses_is_abandoned() {
+    use std::collections::BTreeMap;
+
+    use spillway_store::{
+        AccessHint, AdaptiveOptions, AdaptiveStore, Layout, NamespaceSpec, StateStore, StoreOptions,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = || {
+        StoreOptions::new(dir.path())
+            .memory_budget(64 << 20)
+            .namespace(NamespaceSpec::list("lists").hint(AccessHint::ListAppend))
+    };
+    let mut model: BTreeMap<Vec<u8>, Vec<Vec<u8>>> = BTreeMap::new();
+    let check = |s: &mut AdaptiveStore, model: &BTreeMap<Vec<u8>, Vec<Vec<u8>>>, when: &str| {
+        let ns = s.namespace("lists").expect("ns");
+        for (k, elems) in model {
+            let mut want = Vec::new();
+            for e in elems {
+                want.extend_from_slice(&(e.len() as u32).to_le_bytes());
+                want.extend_from_slice(e);
+            }
+            let got = s.get(ns, k).unwrap_or_else(|e| panic!("{when}: get {k:?}: {e}"));
+            assert_eq!(got, Some(want), "{when}: key {:?}", String::from_utf8_lossy(k));
+        }
+        let mut count = 0;
+        s.scan_prefix(ns, b"", &mut |_, _| {
+            count += 1;
+            true
+        })
+        .unwrap_or_else(|e| panic!("{when}: scan: {e}"));
+        assert_eq!(count, model.len(), "{when}: keys");
+    };
+    {
+        let a = AdaptiveOptions::default().dynamic(false).page_size(1 << 20);
+        let mut s = AdaptiveStore::open(opts(), a).expect("open with 1 MiB pages");
+        let ns = s.namespace("lists").expect("ns");
+        for j in 0..100u8 {
+            s.merge(ns, b"big", &[j; 1000]).expect("merge");
+            model.entry(b"big".to_vec()).or_default().push(vec![j; 1000]);
+        }
+        for k in 0..4 {
+            let k = format!("small{k}").into_bytes();
+            s.merge(ns, &k, b"s").expect("merge");
+            model.entry(k).or_default().push(b"s".to_vec());
+        }
+        s.checkpoint().expect("checkpoint");
+    }
+    let a = || AdaptiveOptions::default().dynamic(false).page_size(64 << 10).step_entries(1);
+    let mut s = AdaptiveStore::open(opts(), a()).expect("reopen with 64 KiB pages");
+    let ns = s.namespace("lists").expect("ns");
+    check(&mut s, &model, "reopened");
+    s.migrate(ns, Layout::Hash).expect("start migrating to the hash layout");
+    // Each merge is followed by a step that moves one entry; one of them meets "big".
+    let mut n = 0;
+    while s.stats().layouts[0].failed_migrations == 0 {
+        let k = format!("m{n}").into_bytes();
+        s.merge(ns, &k, b"op").unwrap_or_else(|e| {
+            panic!("merge m{n} was applied, then the migration step after it failed: {e}")
+        });
+        model.entry(k).or_default().push(b"op".to_vec());
+        n += 1;
+        assert!(n < 10, "no step met the list the hash part cannot hold");
+    }
+    let why = s.stats().layouts[0].migration_error.clone().expect("why it was abandoned");
+    let big_hex = "626967";
+    assert!(why.contains("\"lists\"") && why.contains(big_hex) && why.contains("hashlog"), "{why}");
+    assert_eq!(s.migration(), Some((ns, Layout::Hash, Layout::List)), "moving back");
+    // A checkpoint while the namespace moves back (every operation runs a step, reads
+    // too) records that migration, not the abandoned one; a reopen resumes it with the
+    // same state.
+    s.checkpoint().expect("checkpoint");
+    check(&mut s, &model, "after the refused step");
+    drop(s);
+    let mut s = AdaptiveStore::open(opts(), a()).expect("reopen");
+    assert_eq!(s.migration(), Some((ns, Layout::Hash, Layout::List)), "moving back");
+    check(&mut s, &model, "reopened while moving back");
+    for n in 0..40 {
+        let k = format!("m{}", n % 10).into_bytes();
+        s.merge(ns, &k, b"later").expect("merge");
+        model.entry(k).or_default().push(b"later".to_vec());
+    }
+    s.finish_migration().expect("moving back completes");
+    assert_eq!(s.layout(ns), Some(Layout::List));
+    assert!(s.migration().is_none(), "{:?}", s.migration());
+    check(&mut s, &model, "moved back");
+    s.checkpoint().expect("checkpoint");
+    drop(s);
+    let mut s = AdaptiveStore::open(opts(), a()).expect("reopen");
+    assert_eq!(s.layout(ns), Some(Layout::List));
+    assert!(s.migration().is_none(), "the checkpoint records no migration");
+    check(&mut s, &model, "reopened after moving back");
+    // Asked for again, the migration is tried again, and finish_migration, which ran
+    // the refused step itself, says why it was abandoned.
+    s.migrate(ns, Layout::Hash).expect("start migrating again");
+    let e = s.finish_migration().expect_err("the hash part still cannot hold the list");
+    assert!(matches!(e, Error::MigrationAbandoned { .. }), "{e:?}");
+    assert!(e.to_string().contains(big_hex), "{e}");
+    assert_eq!(s.layout(ns), Some(Layout::List));
+    assert!(s.migration().is_none());
+    check(&mut s, &model, "after finish_migration");
 }

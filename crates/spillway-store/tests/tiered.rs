@@ -1,12 +1,13 @@
 //! The tiered store's own behaviour beyond the conformance suite (which runs it through
 //! every subset of levels against the BTreeMap model, and `crash.rs`, which SIGKILLs
 //! it): Redis killed mid-run or unreachable, a missing `redis-server`, the level
-//! combinations it refuses, and what migrates where.
+//! combinations it refuses, what migrates where, and an L3 that refuses writes without
+//! being poisoned (a full hash index).
 
 use std::collections::BTreeMap;
 
 use spillway_store::tiered::{L2Config, L3Kind, RedisServer, TieredOptions, TieredStore};
-use spillway_store::{Error, NamespaceSpec, StateStore, StoreOptions};
+use spillway_store::{Error, HashLogOptions, NamespaceSpec, StateStore, StoreOptions};
 
 fn opts(dir: &std::path::Path) -> StoreOptions {
     StoreOptions::new(dir).memory_budget(16 << 20).namespace(NamespaceSpec::list("kv"))
@@ -378,4 +379,201 @@ fn redis_shared_lists_take_long_windows_in_chunks() {
     assert_eq!(sh.take_many(&[b"b"], &mut |_, e| b.push(e.to_vec())).expect("take"), 2250);
     assert_eq!(b.len(), 2250);
     assert_eq!(sh.new_events(), 4500);
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// L3 options and the memory budget under which L3's hash index can neither double nor
+/// chain an overflow bucket: 256 buckets (16 KiB) plus the seven 2 MiB pages hashlog
+/// keeps beside its index (five held back, two in memory, the fewest it runs with).
+/// Such an L3 refuses the first key whose bucket already holds seven with
+/// [`Error::BudgetTooSmall`], an error that does not poison, and takes it once a key of
+/// that bucket is deleted.
+fn full_index_l3() -> (HashLogOptions, u64) {
+    let page = 2usize << 20;
+    (HashLogOptions::with_pages(page).expected_keys(1), 256 * 64 + 7 * page as u64)
+}
+
+/// The first of `key(0)`, `key(1)`, ... that the L3 of [`full_index_l3`] refuses, found
+/// through a tiered store whose only level is such an L3 (the index hashes keys the same
+/// way in every store): `key(0..n)` fit in it, `key(0..=n)` do not.
+fn first_refused_key() -> usize {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (h, budget) = full_index_l3();
+    let t = TieredOptions::new(0).l3_hashlog(h);
+    let mut store = TieredStore::open(opts(dir.path()).memory_budget(budget), t).expect("open");
+    let ns = store.namespace("kv").expect("ns");
+    for i in 0..1792 {
+        match store.put(ns, &key(i), &value(i as u32, 0)) {
+            Ok(()) => {}
+            Err(Error::BudgetTooSmall { .. }) => return i,
+            Err(e) => panic!("put {i}: {e}"),
+        }
+    }
+    panic!("256 buckets of 7 keys cannot take 1792 keys without one full bucket")
+}
+
+/// Opens the store again (the old instance must be gone) and checks that it holds
+/// exactly `model`.
+fn reopen_and_check(o: StoreOptions, t: TieredOptions, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let mut store = TieredStore::open(o, t).expect("reopen");
+    let ns = store.namespace("kv").expect("ns");
+    let missing: Vec<String> = model
+        .iter()
+        .filter(|(k, v)| store.get(ns, k).expect("get").as_ref() != Some(*v))
+        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    assert!(missing.is_empty(), "the checkpoint returned Ok without these writes: {missing:?}");
+    let mut count = 0;
+    store
+        .scan_prefix(ns, b"", &mut |_, _| {
+            count += 1;
+            true
+        })
+        .expect("scan");
+    assert_eq!(count, model.len(), "keys after reopen");
+}
+
+/// L1 over an L3 whose hash index is full: an entry L1 evicts is refused by L3
+/// (BudgetTooSmall, which does not poison). It stays readable and dirty in the process
+/// (held): the write whose insertion evicted it is complete and returns Ok, later writes
+/// are refused before they change anything while L3 refuses the held entries, every
+/// acknowledged write reads back, a checkpoint fails rather than publish a state without
+/// them, deletes (which L3 takes) make room, and then the held entries reach L3 and the
+/// next checkpoint holds every acknowledged write.
+#[test]
+fn entries_l3_refuses_on_eviction_stay_readable_and_dirty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (h, budget) = full_index_l3();
+    let l1 = 2048;
+    let o = || opts(dir.path()).memory_budget(budget + l1);
+    let t = TieredOptions::new(l1).l3_hashlog(h);
+    let mut store = TieredStore::open(o(), t.clone()).expect("open");
+    let ns = store.namespace("kv").expect("ns");
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut refused = None;
+    for i in 0..1792usize {
+        let (k, v) = (key(i), value(i as u32, 0));
+        match store.put(ns, &k, &v) {
+            Ok(()) => {
+                model.insert(k, v);
+            }
+            Err(e) => {
+                refused = Some((i, e));
+                break;
+            }
+        }
+        if i == 50 {
+            store.checkpoint().expect("checkpoint while L3 has room");
+        }
+    }
+    let (r, e) = refused.expect("L3 refuses a key once one of its 256 buckets holds 7");
+    assert!(matches!(e, Error::BudgetTooSmall { .. }), "put {r}: {e:?}");
+    for (k, v) in &model {
+        let got =
+            store.get(ns, k).unwrap_or_else(|e| panic!("get {}: {e}", String::from_utf8_lossy(k)));
+        assert_eq!(
+            got.as_ref(),
+            Some(v),
+            "{}: an acknowledged write was lost when L3 refused it",
+            String::from_utf8_lossy(k)
+        );
+    }
+    assert_eq!(store.get(ns, &key(r)).expect("get"), None, "the refused put left nothing");
+    let held = store.tier_stats().held_entries;
+    assert!(held > 0, "L3 refused an evicted entry: {:?}", store.tier_stats());
+    // The refusal names the level and the directory.
+    let msg = e.to_string();
+    assert!(msg.contains("L3") && msg.contains(&*dir.path().to_string_lossy()), "{msg}");
+    match store.checkpoint() {
+        Ok(_) => panic!("a checkpoint returned Ok while L3 refused acknowledged writes"),
+        Err(e) => assert!(matches!(e, Error::BudgetTooSmall { .. }), "{e:?}"),
+    }
+    // Not poisoned: reads work, and deletes go through to L3 until the held entries fit
+    // (then the refused write is accepted).
+    let mut deleted = 0;
+    loop {
+        match store.put(ns, &key(r), b"accepted again") {
+            Ok(()) => break,
+            Err(e) => assert!(matches!(e, Error::BudgetTooSmall { .. }), "{e:?}"),
+        }
+        let k = model.keys().next().expect("deleting every key makes room").clone();
+        store
+            .delete(ns, &k)
+            .unwrap_or_else(|e| panic!("delete {}: {e}", String::from_utf8_lossy(&k)));
+        model.remove(&k);
+        deleted += 1;
+        assert_eq!(store.get(ns, &k).expect("get"), None);
+    }
+    assert!(deleted > 0, "the put was refused once, so L3 needed room");
+    assert_eq!(store.tier_stats().held_entries, 0, "L3 took the held entries");
+    model.insert(key(r), b"accepted again".to_vec());
+    // L1's other dirty entries may still meet full buckets: delete until they fit.
+    loop {
+        match store.checkpoint() {
+            Ok(_) => break,
+            Err(Error::BudgetTooSmall { .. }) => {
+                let k = model.keys().find(|k| **k != key(r)).expect("a key").clone();
+                store.delete(ns, &k).expect("delete");
+                model.remove(&k);
+            }
+            Err(e) => panic!("checkpoint: {e}"),
+        }
+    }
+    for (k, v) in &model {
+        assert_eq!(store.get(ns, k).expect("get").as_ref(), Some(v));
+    }
+    drop(store);
+    reopen_and_check(o(), t, &model);
+}
+
+/// Redis over an L3 whose hash index is full: a checkpoint moves the dirty set's keys
+/// into L3 and L3 refuses one (BudgetTooSmall, which does not poison). The keys that did
+/// not reach L3 stay in the dirty set, so the checkpoint fails and the next one fails too
+/// rather than return Ok without them (they used to leave the set before L3 had them),
+/// and once a delete makes room a checkpoint holds every acknowledged write.
+#[test]
+fn keys_l3_refuses_stay_in_the_dirty_set() {
+    let n = first_refused_key();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = RedisServer::shared().expect("redis");
+    let (h, budget) = full_index_l3();
+    let o = || opts(dir.path()).memory_budget(budget);
+    let t = TieredOptions::new(0).l2(L2Config::Url(server.url())).l3_hashlog(h);
+    let mut store = TieredStore::open(o(), t.clone()).expect("open");
+    let ns = store.namespace("kv").expect("ns");
+    let mut model = BTreeMap::new();
+    for i in 0..=n {
+        store.put(ns, &key(i), &value(i as u32, 0)).expect("put into Redis");
+        model.insert(key(i), value(i as u32, 0));
+    }
+    // key(0..=n) hold one key too many for one bucket of L3.
+    let e = store.checkpoint().expect_err("one key of the full bucket has no room in L3");
+    assert!(matches!(e, Error::BudgetTooSmall { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("dirty set") && msg.contains(&*dir.path().to_string_lossy()), "{msg}");
+    for (k, v) in &model {
+        assert_eq!(store.get(ns, k).expect("get after a refused flush").as_ref(), Some(v));
+    }
+    match store.checkpoint() {
+        Ok(_) => {
+            drop(store);
+            reopen_and_check(o(), t, &model);
+            panic!("a checkpoint returned Ok although L3 cannot hold key(0..={n})");
+        }
+        Err(e) => assert!(matches!(e, Error::BudgetTooSmall { .. }), "{e:?}"),
+    }
+    // A delete of key(n) leaves the bucket exactly full, whichever of its keys L3 refused.
+    store.delete(ns, &key(n)).expect("delete");
+    model.remove(&key(n));
+    let mut attempts = 0;
+    while let Err(e) = store.checkpoint() {
+        assert!(matches!(e, Error::BudgetTooSmall { .. }), "{e:?}");
+        attempts += 1;
+        assert!(attempts < 4, "the delete made room, yet checkpoints keep failing: {e}");
+    }
+    drop(store);
+    reopen_and_check(o(), t, &model);
 }

@@ -27,9 +27,25 @@
 //!   [`StateStore::scan_step`] for at most [`step_entries`](AdaptiveOptions::step_entries)
 //!   entries or [`step_bytes`](AdaptiveOptions::step_bytes) bytes, writes them to B
 //!   and deletes them from A. Operations on N meanwhile: a read looks in B, then in A
-//!   (a key is never in both between operations); a put or delete goes to B and deletes
-//!   from A; a merge or read-modify-write first moves the key's value from A to B,
-//!   then applies to B; scans merge both. So A receives no new entry and the walk ends.
+//!   (a key is never in both between operations); a write (put, delete, merge,
+//!   read-modify-write) first moves the key's value from A to B, if A holds it, then
+//!   applies to B; scans merge both. So A receives no new entry and the walk ends. A
+//!   move puts into B, then deletes from A; if A refuses the delete, the copy in B is
+//!   deleted again (and if B refuses that, the store is poisoned).
+//! - **Abandoned migrations.** A step is background work of the operation it follows,
+//!   which is complete by then, so a step's failure is never that operation's error.
+//!   If B refuses an entry with an error that does not poison (a value larger than its
+//!   records, left by a directory whose parts had larger pages; see Limits), the entry
+//!   stays in A and the migration is abandoned: N migrates back from B to A, from the
+//!   start of B, in the same bounded steps (the entries moved so far and those written
+//!   since go back; A held the former and the shared value cap bounds the latter).
+//!   [`StoreStats::layouts`] counts it and says why (`failed_migrations`,
+//!   `migration_error`), [`finish_migration`](AdaptiveStore::finish_migration) returns
+//!   [`Error::MigrationAbandoned`] when it ran the refused step, and neither the
+//!   observer nor the forced-migration knob moves N to B again until the store is
+//!   reopened ([`migrate`](AdaptiveStore::migrate) may). An update of a key whose value
+//!   B refuses abandons the migration the same way and applies in A. If A refuses an
+//!   entry on the way back, neither layout holds N: the store is poisoned, naming both.
 //! - **Range reads in every layout.** Every namespace answers ordered scans and
 //!   cursors ([`is_ordered`](StateStore::is_ordered) is true): in the time layout
 //!   natively; in the hash and list layouts by walking the namespace, keeping the
@@ -54,7 +70,10 @@
 //! 2. publish `MANIFEST-<seq>` naming each part's checkpoint (`part.hash=<seq>`, 0 when
 //!    the part was not open) and each namespace's state: `ns.<i>=<layout>` or, while
 //!    migrating, `ns.<i>=<from>><to>@<token>` with the walk's resume token in hex
-//!    (`-` before the first step). The checkpoint exists from this rename on.
+//!    (`-` before the first step). A namespace moving back after an abandoned
+//!    migration is recorded as migrating back (`<to>><from>@<token>`): a migration is
+//!    recorded as done only once its walk ended. The checkpoint exists from this
+//!    rename on.
 //! 3. Delete adaptive manifests older than the previous one.
 //!
 //! Recovery opens each part at exactly the checkpoint the newest manifest names
@@ -64,7 +83,10 @@
 //! name is opened empty when needed. So a crash at any point, during a migration too,
 //! recovers the last completed adaptive checkpoint exactly.
 //!
-//! Errors of a part poison the adaptive store (it refuses writes until reopened).
+//! Errors of a part that poison (I/O, corruption) poison the adaptive store (it refuses
+//! reads and writes until reopened); a part's refusals (a value too large, a full
+//! index) are returned by the operation they refuse, which changes nothing, or, met by
+//! a migration step, abandon the migration (above).
 //!
 //! # Limits
 //! A namespace can migrate to any layout, so every layout must hold whatever it
@@ -76,7 +98,11 @@
 //! Keys of list namespaces are bounded by the list layout's,
 //! [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) less 4 bytes. Both are checked when the value
 //! is written ([`Error::ValueTooLarge`], [`Error::KeyTooLarge`], the store unchanged),
-//! so a migration never meets a value or key its target refuses.
+//! so a migration never meets a value or key its target refuses, with one exception:
+//! values already in a directory opened again with smaller pages (a recovered part
+//! keeps its pages, a new part gets the ones its options say, and the cap follows the
+//! smaller) can exceed what a new part holds. A migration that meets one is abandoned
+//! (see Design).
 
 mod observer;
 
@@ -285,6 +311,33 @@ struct Migration {
     to: Layout,
     /// Resume token of the walk over the source part; `None` before the first step.
     token: Option<Vec<u8>>,
+    /// Moving back after an abandoned migration (not recorded in the manifest: a
+    /// reopen resumes it as an ordinary migration).
+    back: bool,
+}
+
+/// Why a migration step failed: the error and the key of the entry that could not be
+/// moved (none: the walk failed). Boxed: the error path is cold.
+type StepError = Box<(Error, Option<Vec<u8>>)>;
+
+/// An abandoned migration: the target `to` refused `key` (none: the walk failed).
+struct Failure {
+    from: Layout,
+    to: Layout,
+    key: Option<Vec<u8>>,
+    cause: String,
+}
+
+impl Failure {
+    fn error(&self, namespace: &str) -> Error {
+        Error::MigrationAbandoned {
+            namespace: namespace.to_string(),
+            from: self.from.name(),
+            to: self.to.name(),
+            key: self.key.as_deref().map(hex).unwrap_or_default(),
+            cause: self.cause.clone(),
+        }
+    }
 }
 
 struct NsState {
@@ -294,6 +347,11 @@ struct NsState {
     list: bool,
     migrations: u64,
     moved: u64,
+    /// Layouts whose part refused an entry of this namespace: the observer and the
+    /// forced-migration knob do not choose them again until reopened.
+    refused: [bool; 3],
+    failed_migrations: u64,
+    last_failure: Option<Failure>,
 }
 
 /// The adaptive store. See the [module docs](self).
@@ -377,6 +435,9 @@ impl AdaptiveStore {
                 list: matches!(n.merge, MergeOp::ListAppend),
                 migrations: 0,
                 moved: 0,
+                refused: [false; 3],
+                failed_migrations: 0,
+                last_failure: None,
             })
             .collect();
         let mut part_seq = [0u64; 3];
@@ -406,7 +467,7 @@ impl AdaptiveStore {
                         let to = Layout::parse(to).ok_or_else(bad)?;
                         let token =
                             if token == "-" { None } else { Some(unhex(token).ok_or_else(bad)?) };
-                        st.migration = Some(Migration { to, token });
+                        st.migration = Some(Migration { to, token, back: false });
                     }
                 }
             }
@@ -547,21 +608,37 @@ impl AdaptiveStore {
     }
 
     /// Starts migrating `ns` to layout `to` (finishing a migration under way first; a
-    /// no-op if `ns` is already there).
+    /// no-op if `ns` is already there). It may choose a layout an abandoned migration
+    /// left (the observer does not).
     pub fn migrate(&mut self, ns: Ns, to: Layout) -> Result<()> {
         let i = self.ns_index(ns)?;
         self.check_writable()?;
-        self.finish_migration()?;
+        match self.finish_migration() {
+            // Reported by stats; the store is whole and this migration starts.
+            Ok(()) | Err(Error::MigrationAbandoned { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.ns[i].refused[to.index()] = false;
         self.start_migration(i, to)
     }
 
-    /// Runs migration steps until no migration is under way.
+    /// Runs migration steps until no migration is under way. If a migration it runs is
+    /// abandoned (its target refused an entry), it runs the way back to the end and
+    /// returns [`Error::MigrationAbandoned`] saying why; the store is whole and usable.
     pub fn finish_migration(&mut self) -> Result<()> {
+        let mut abandoned = None;
         while let Some(i) = self.migrating {
+            let failed = self.ns[i].failed_migrations;
             let r = self.migrate_step(i);
             self.poison(r)?;
+            if self.ns[i].failed_migrations > failed {
+                abandoned = Some(i);
+            }
         }
-        Ok(())
+        match abandoned.and_then(|i| self.ns[i].last_failure.as_ref().map(|f| (i, f))) {
+            Some((i, f)) => Err(f.error(&self.opts.namespaces[i].name)),
+            None => Ok(()),
+        }
     }
 
     fn start_migration(&mut self, i: usize, to: Layout) -> Result<()> {
@@ -572,7 +649,7 @@ impl AdaptiveStore {
             let r = self.open_part(to, 0);
             self.poison(r)?;
         }
-        self.ns[i].migration = Some(Migration { to, token: None });
+        self.ns[i].migration = Some(Migration { to, token: None, back: false });
         self.migrating = Some(i);
         Ok(())
     }
@@ -675,8 +752,8 @@ impl AdaptiveStore {
         let in_memory = self.in_memory;
         let st = &self.ns[i];
         match st.observer.recommend(layout, self.aopts.hysteresis, in_memory) {
-            Some(to) => self.start_migration(i, to),
-            None => Ok(()),
+            Some(to) if !st.refused[to.index()] => self.start_migration(i, to),
+            _ => Ok(()),
         }
     }
 
@@ -694,11 +771,36 @@ impl AdaptiveStore {
         let cur = self.ns[i].layout;
         let others: Vec<Layout> = Layout::ALL.into_iter().filter(|l| *l != cur).collect();
         let to = others[((r >> 32) % 2) as usize];
+        if self.ns[i].refused[to.index()] {
+            return Ok(());
+        }
         self.start_migration(i, to)
     }
 
-    /// One bounded migration step of namespace `i`.
+    /// One bounded migration step of namespace `i`. The step is background work of the
+    /// operation that ran it, which was complete before: an entry the target refuses
+    /// with an error that does not poison abandons the migration
+    /// ([`Self::abandon_migration`]) and the step succeeds. Only errors that poison are
+    /// returned.
     fn migrate_step(&mut self, i: usize) -> Result<()> {
+        match self.try_step(i) {
+            Ok(()) => Ok(()),
+            Err(f) => match *f {
+                (e, key) if self.is_refusal(&e) => self.abandon_migration(i, key, e),
+                (e, _) => Err(e),
+            },
+        }
+    }
+
+    /// Whether `e` is a refusal that leaves the store whole (it does not poison, and
+    /// the store is not poisoned).
+    fn is_refusal(&self, e: &Error) -> bool {
+        !e.poisons() && !matches!(e, Error::Poisoned { .. }) && self.poisoned.is_none()
+    }
+
+    /// The step itself; an error comes with the key of the entry that failed to move
+    /// (none if the walk failed), which stays in the source.
+    fn try_step(&mut self, i: usize) -> std::result::Result<(), StepError> {
         let ns = Ns(i as u16);
         let (from, Some(to)) = self.route(i) else {
             self.migrating = None;
@@ -714,27 +816,34 @@ impl AdaptiveStore {
             batch.push((k.to_vec(), v.to_vec()));
             bytes < max_bytes
         });
+        let mut failed = None;
         let next = match next {
             Ok(n) => n,
             Err(e) => {
-                // Keep the token so a retry resumes where this step began.
-                if let Some(m) = self.ns[i].migration.as_mut() {
-                    m.token = token;
-                }
-                self.move_buf = batch;
-                return Err(e);
+                failed = Some((e, None));
+                None
             }
         };
-        let mut r = Ok(());
-        for (k, v) in &batch {
-            r = self.part(to).put(ns, k, v).and_then(|()| self.part(from).delete(ns, k));
-            if r.is_err() {
-                break;
+        let mut moved = 0u64;
+        if failed.is_none() {
+            for (k, v) in &batch {
+                if let Err(e) = self.move_entry(ns, from, to, k, v) {
+                    failed = Some((e, Some(k.clone())));
+                    break;
+                }
+                moved += 1;
             }
         }
-        self.ns[i].moved += batch.len() as u64;
+        self.ns[i].moved += moved;
         self.move_buf = batch;
-        r?;
+        if let Some(f) = failed {
+            // Keep the token so a retry resumes where this step began (the entries it
+            // moved are gone from the source).
+            if let Some(m) = self.ns[i].migration.as_mut() {
+                m.token = token;
+            }
+            return Err(Box::new(f));
+        }
         match next {
             Some(t) => {
                 if let Some(m) = self.ns[i].migration.as_mut() {
@@ -743,26 +852,118 @@ impl AdaptiveStore {
             }
             None => {
                 let st = &mut self.ns[i];
+                let back = st.migration.as_ref().is_some_and(|m| m.back);
                 st.layout = to;
                 st.migration = None;
-                st.migrations += 1;
+                if !back {
+                    st.migrations += 1;
+                }
                 self.migrating = None;
             }
         }
         Ok(())
     }
 
+    /// Abandons the migration of namespace `i`, whose target refused the entry `key`
+    /// (none: the walk failed) with `e`, an error that does not poison. The namespace
+    /// migrates back to its source from the start, so the entries moved so far and
+    /// those written since go back (the source held them before, and the shared value
+    /// cap bounds what was written since); the failure is kept for
+    /// [`stats`](StateStore::stats) and [`finish_migration`](Self::finish_migration),
+    /// and the observer and the forced-migration knob do not choose the refused layout
+    /// again. A refusal while moving back means neither layout takes the namespace's
+    /// entries: the store is poisoned, naming both.
+    fn abandon_migration(&mut self, i: usize, key: Option<Vec<u8>>, e: Error) -> Result<()> {
+        let st = &mut self.ns[i];
+        let from = st.layout;
+        let Some((to, back)) = st.migration.as_ref().map(|m| (m.to, m.back)) else {
+            return Ok(());
+        };
+        let failure = Failure { from, to, key, cause: e.to_string() };
+        if back {
+            let name = &self.opts.namespaces[i].name;
+            let cause = format!(
+                "{}; it was moving namespace {name:?} back after an abandoned migration, so \
+                 neither the {} nor the {} part takes all of its entries",
+                failure.error(name),
+                from.name(),
+                to.name()
+            );
+            self.poisoned.get_or_insert(cause.clone());
+            return Err(Error::Poisoned { cause });
+        }
+        st.refused[to.index()] = true;
+        st.failed_migrations += 1;
+        st.last_failure = Some(failure);
+        st.layout = to;
+        st.migration = Some(Migration { to: from, token: None, back: true });
+        Ok(())
+    }
+
+    /// Moves the entry `key` = `value` of `ns` from part `from` to part `to`: puts it
+    /// into `to`, then deletes it from `from`. A refusal leaves it where it was (a
+    /// delete `from` refuses is undone by deleting the copy in `to`); if the undo fails
+    /// too the key would be in both parts, and the store is poisoned.
+    fn move_entry(
+        &mut self,
+        ns: Ns,
+        from: Layout,
+        to: Layout,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        self.part(to).put(ns, key, value)?;
+        let e = match self.part(from).delete(ns, key) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.poisons() => return Err(e),
+            Err(e) => e,
+        };
+        match self.part(to).delete(ns, key) {
+            Ok(()) => Err(e),
+            Err(undo) => {
+                let cause = format!(
+                    "namespace {:?}: key {} (hex) is in the {} and the {} part: the first \
+                     refused its delete ({e}) and the second the undo of its copy ({undo})",
+                    self.opts.namespaces[ns.index()].name,
+                    hex(key),
+                    from.name(),
+                    to.name()
+                );
+                self.poisoned.get_or_insert(cause.clone());
+                Err(Error::Poisoned { cause })
+            }
+        }
+    }
+
+    /// The part a write (put, delete, merge, read-modify-write) of `key` in namespace `i`
+    /// applies to: the namespace's layout, or during a migration its target, once the
+    /// key's value was moved there. A move refused without poisoning abandons the
+    /// migration, and the write applies where the value is (the migration's new
+    /// target).
+    fn update_target(&mut self, i: usize, key: &[u8]) -> Result<Layout> {
+        let (from, Some(to)) = self.route(i) else {
+            return Ok(self.ns[i].layout);
+        };
+        match self.move_key(Ns(i as u16), from, to, key) {
+            Ok(()) => Ok(to),
+            Err(e) if self.is_refusal(&e) => {
+                self.abandon_migration(i, Some(key.to_vec()), e)?;
+                // Now moving back: the key is in the new target, where it stayed.
+                self.update_target(i, key)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// During a migration: moves `key`'s value from the source to the target, so an
     /// update can apply to the target.
     fn move_key(&mut self, ns: Ns, from: Layout, to: Layout, key: &[u8]) -> Result<()> {
         let mut buf = std::mem::take(&mut self.scratch);
-        let r = (|| {
-            if self.part(from).get_into(ns, key, &mut buf)? {
-                self.part(to).put(ns, key, &buf)?;
-                self.part(from).delete(ns, key)?;
-            }
-            Ok(())
-        })();
+        let r = match self.part(from).get_into(ns, key, &mut buf) {
+            Ok(true) => self.move_entry(ns, from, to, key, &buf),
+            Ok(false) => Ok(()),
+            Err(e) => Err(e),
+        };
         self.scratch = buf;
         r
     }
@@ -877,12 +1078,7 @@ impl StateStore for AdaptiveStore {
         let i = self.ns_index(ns)?;
         self.check_writable()?;
         self.check_key(i, key)?;
-        let r = match self.route(i) {
-            (l, None) => self.part(l).put(ns, key, value),
-            (from, Some(to)) => {
-                self.part(to).put(ns, key, value).and_then(|()| self.part(from).delete(ns, key))
-            }
-        };
+        let r = self.update_target(i, key).and_then(|l| self.part(l).put(ns, key, value));
         self.poison(r)?;
         self.ns[i].observer.see(Seen::Put(value.len()));
         self.after_op(i)
@@ -892,12 +1088,7 @@ impl StateStore for AdaptiveStore {
         let i = self.ns_index(ns)?;
         self.check_writable()?;
         self.check_key(i, key)?;
-        let r = match self.route(i) {
-            (l, None) => self.part(l).merge(ns, key, operand),
-            (from, Some(to)) => self
-                .move_key(ns, from, to, key)
-                .and_then(|()| self.part(to).merge(ns, key, operand)),
-        };
+        let r = self.update_target(i, key).and_then(|l| self.part(l).merge(ns, key, operand));
         self.poison(r)?;
         let seen = if self.ns[i].list {
             Seen::ListMerge(operand.len())
@@ -911,12 +1102,7 @@ impl StateStore for AdaptiveStore {
     fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
         let i = self.ns_index(ns)?;
         self.check_writable()?;
-        let r = match self.route(i) {
-            (l, None) => self.part(l).delete(ns, key),
-            (from, Some(to)) => {
-                self.part(to).delete(ns, key).and_then(|()| self.part(from).delete(ns, key))
-            }
-        };
+        let r = self.update_target(i, key).and_then(|l| self.part(l).delete(ns, key));
         self.poison(r)?;
         self.ns[i].observer.see(Seen::Delete);
         self.after_op(i)
@@ -926,12 +1112,7 @@ impl StateStore for AdaptiveStore {
         let i = self.ns_index(ns)?;
         self.check_writable()?;
         self.check_key(i, key)?;
-        let r = match self.route(i) {
-            (l, None) => self.part(l).rmw(ns, key, f),
-            (from, Some(to)) => {
-                self.move_key(ns, from, to, key).and_then(|()| self.part(to).rmw(ns, key, f))
-            }
-        };
+        let r = self.update_target(i, key).and_then(|l| self.part(l).rmw(ns, key, f));
         self.poison(r)?;
         self.ns[i].observer.see(Seen::Rmw);
         self.after_op(i)
@@ -1091,6 +1272,8 @@ impl StateStore for AdaptiveStore {
                 migrating_to: st.migration.as_ref().map(|m| m.to.name().to_string()),
                 migrations: st.migrations,
                 moved_entries: st.moved,
+                failed_migrations: st.failed_migrations,
+                migration_error: st.last_failure.as_ref().map(|f| f.error(&spec.name).to_string()),
             })
             .collect();
         s

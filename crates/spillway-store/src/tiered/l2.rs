@@ -1,6 +1,7 @@
 //! The Redis level (L2) of the tiered store: one connection, keys under the store's
 //! prefix, a buffer of demotions sent as one pipeline, and the set of keys that are
-//! newer in Redis than in the durable level below.
+//! newer in Redis than in the durable level below (walked with SSCAN by a flush; a key
+//! leaves it only once the level below holds its value).
 //!
 //! Every operation is a pipeline or a single command over one synchronous connection
 //! (the store has a single writer; an async runtime would add a thread hop per miss).
@@ -370,18 +371,28 @@ impl RedisLevel {
         self.round_trips + self.writer.round_trips()
     }
 
-    /// Pops up to [`FLUSH_BATCH`] keys from the dirty set with their Redis values
-    /// (`None`: a tombstone). Empty when the set is.
-    pub(crate) fn pop_dirty(&mut self) -> Result<Vec<Newest>> {
+    /// One page of a walk over the dirty set (`SSCAN` from `cursor`, about
+    /// [`FLUSH_BATCH`] keys) with each key's Redis value (`None`: a tombstone), and the
+    /// cursor of the next page (0: the walk is over). The keys stay in the set: the
+    /// caller removes those that reached L3 with [`mark_clean`](Self::mark_clean) (sent
+    /// in the same round trip as the next page through `clean`), so a key leaves the
+    /// set only after L3 holds its value and a failure in between loses nothing.
+    pub(crate) fn dirty_page(
+        &mut self,
+        cursor: u64,
+        clean: &[Vec<u8>],
+    ) -> Result<(u64, Vec<Newest>)> {
         self.settle("flush to L3")?;
-        let members: Vec<Vec<u8>> = redis::cmd("SPOP")
-            .arg(&self.dirty_key)
-            .arg(FLUSH_BATCH)
-            .query(&mut self.con)
-            .map_err(|e| self.err("flush to L3", e))?;
+        let mut pipe = redis::pipe();
+        if !clean.is_empty() {
+            pipe.cmd("SREM").arg(&self.dirty_key).arg(clean).ignore();
+        }
+        pipe.cmd("SSCAN").arg(&self.dirty_key).arg(cursor).arg("COUNT").arg(FLUSH_BATCH);
+        let ((next, members),): ((u64, Vec<Vec<u8>>),) =
+            pipe.query(&mut self.con).map_err(|e| self.err("flush to L3", e))?;
         self.round_trips += 1;
         if members.is_empty() {
-            return Ok(Vec::new());
+            return Ok((next, Vec::new()));
         }
         let mut pipe = redis::pipe();
         for m in &members {
@@ -412,7 +423,21 @@ impl RedisLevel {
             };
             out.push((m, v));
         }
-        Ok(out)
+        Ok((next, out))
+    }
+
+    /// Removes keys that reached L3 from the dirty set.
+    pub(crate) fn mark_clean(&mut self, keys: &[Vec<u8>]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        redis::cmd("SREM")
+            .arg(&self.dirty_key)
+            .arg(keys)
+            .query::<()>(&mut self.con)
+            .map_err(|e| self.err("flush to L3", e))?;
+        self.round_trips += 1;
+        Ok(())
     }
 
     /// Visits every key of L2 (L1 form) starting with `prefix` and its newest value

@@ -34,11 +34,33 @@
 //!
 //! ## Durability
 //! With L3, [`StateStore::checkpoint`] writes every dirty L1 entry down (through L2 when
-//! present), moves the dirty set's keys from Redis into L3 (SPOP + GET, in batches),
-//! and checkpoints L3; reopening recovers exactly L3's checkpoint, and the store clears
-//! every Redis key under its prefix at open (they may be newer than that checkpoint).
-//! Without L3 the store is not durable: [`TieredStore::is_durable`] says so at open and
-//! `checkpoint` returns [`Error::Unsupported`].
+//! present), moves the dirty set's keys from Redis into L3 (a walk with SSCAN + GET in
+//! pages; a key leaves the set, by SREM, only once L3 holds its value), and checkpoints
+//! L3; reopening recovers exactly L3's checkpoint, and the store clears every Redis key
+//! under its prefix at open (they may be newer than that checkpoint). Without L3 the
+//! store is not durable: [`TieredStore::is_durable`] says so at open and `checkpoint`
+//! returns [`Error::Unsupported`].
+//!
+//! ## When L3 refuses a write
+//! L3 can refuse a write without being poisoned: hashlog answers
+//! [`Error::BudgetTooSmall`] when its hash index is full under its budget. No
+//! acknowledged write is lost to it, and no operation returns it after its own effect
+//! was applied:
+//! - A dirty entry L1 evicts straight into L3 (no L2) and L3 refuses is *held* in the
+//!   process, readable (reads ask it before L3) and dirty. The operation whose insertion
+//!   evicted it is complete and succeeds. While entries are held, every write first
+//!   writes them into L3 again; if L3 still refuses, puts, merges and read-modify-writes
+//!   are refused unchanged with L3's error (naming L3's directory), deletes go straight
+//!   to L3 (a delete needs no index room and frees the key's), and reads answer without
+//!   promoting into L1 (which could evict more). So at most what one operation evicted
+//!   is held ([`TierStats::held_entries`]).
+//! - A flush (checkpoint, scan) writes every entry and key L3 takes; those it refuses
+//!   stay dirty where they were (held, in L1, in Redis's dirty set) and the flush
+//!   returns the first refusal, so a checkpoint fails rather than publish a state
+//!   without them, and a later one retries them (deletes first within a page of the
+//!   dirty set, since they can make room).
+//!
+//! Errors that poison (I/O, Redis) still poison the store.
 //!
 //! Redis keys are `spw:<prefix>:d:<ns u16 LE><key>` and `spw:<prefix>:dirty`, where the
 //! prefix is a hash of the store directory's canonical path when L3 is present (so a
@@ -66,6 +88,8 @@ use std::time::Instant;
 
 pub(crate) use l2::unlink_prefix;
 pub use server::RedisServer;
+
+use hashbrown::HashMap;
 
 use crate::cache::{CacheConfig, WTinyLfu};
 use crate::error::{Error, Result};
@@ -243,6 +267,9 @@ pub struct TierStats {
     /// Entries promoted from Redis by a batch's prefetch (one pipeline per batch); the
     /// accesses they then serve count as L1 hits.
     pub prefetched: u64,
+    /// Dirty entries L1 evicted that L3 refused (a full index), held in the process
+    /// until L3 takes them (see the module docs, "When L3 refuses a write").
+    pub held_entries: u64,
 }
 
 impl TierStats {
@@ -285,6 +312,24 @@ fn weight(k: &[u8], v: &Option<Vec<u8>>) -> u32 {
     u32::try_from(w).unwrap_or(u32::MAX)
 }
 
+/// Writes the newest value of `k` (ns + key; `None`: deleted) into L3 (`l3_ns`: L3's
+/// namespace handles), counting it when L3 took it.
+fn write_l3(
+    l3: &mut HashLogStore,
+    l3_ns: &[Ns],
+    tiers: &mut TierStats,
+    k: &[u8],
+    v: Option<&[u8]>,
+) -> Result<()> {
+    let ns = l3_ns[usize::from(u16::from_le_bytes([k[0], k[1]]))];
+    match v {
+        Some(v) => l3.put(ns, &k[2..], v)?,
+        None => l3.delete(ns, &k[2..])?,
+    }
+    tiers.demotions_to_l3 += 1;
+    Ok(())
+}
+
 /// The multi-level store. See the module docs.
 pub struct TieredStore {
     opts: StoreOptions,
@@ -294,6 +339,10 @@ pub struct TieredStore {
     /// L3's namespace handles, by our namespace index.
     l3_ns: Vec<Ns>,
     evicted: Vec<(Box<[u8]>, Slot)>,
+    /// Dirty entries L1 evicted that L3 refused with an error that does not poison (no
+    /// L2: with Redis below, evictions go to Redis): their newest values (`None`:
+    /// deleted), read before L3 and written again before every write and flush.
+    held: HashMap<Box<[u8]>, Option<Vec<u8>>>,
     kbuf: Vec<u8>,
     /// The buffer the next in-L1 read-modify-write builds its value in.
     scratch: Vec<u8>,
@@ -393,6 +442,7 @@ impl TieredStore {
             l3,
             l3_ns,
             evicted: Vec::new(),
+            held: HashMap::new(),
             kbuf: Vec::new(),
             scratch: Vec::new(),
             poisoned: None,
@@ -418,6 +468,7 @@ impl TieredStore {
         if let Some(l2) = &self.l2 {
             t.l2_round_trips = l2.round_trips();
         }
+        t.held_entries = self.held.len() as u64;
         t
     }
 
@@ -459,6 +510,13 @@ impl TieredStore {
     }
 
     fn fetch_lower_of(&mut self, k: &[u8], promote: bool) -> Result<(Option<Vec<u8>>, bool)> {
+        // Held entries are newer than L3 (and exist only without L2). Reads do not
+        // promote while entries are held, so the value stays here.
+        if !self.held.is_empty() {
+            if let Some(v) = self.held.get(k) {
+                return Ok((v.clone(), false));
+            }
+        }
         if let Some(l2) = &mut self.l2 {
             if promote {
                 if let Some(v) = l2.take_pending(k) {
@@ -506,26 +564,119 @@ impl TieredStore {
             return Ok(());
         }
         let l3 = self.l3.as_mut().expect("a level below L1 exists (checked at open)");
-        let ns = self.l3_ns[usize::from(u16::from_le_bytes([k[0], k[1]]))];
-        self.tiers.demotions_to_l3 += 1;
-        match v {
-            Some(v) => l3.put(ns, &k[2..], &v),
-            None => l3.delete(ns, &k[2..]),
-        }
+        write_l3(l3, &self.l3_ns, &mut self.tiers, &k, v.as_deref())
     }
 
-    /// Demotes what the last L1 insertion evicted.
+    /// Demotes what the last L1 insertion evicted. An entry L3 refuses without
+    /// poisoning (its index is full) is held, readable and dirty, instead of being
+    /// lost: the operation that evicted it is complete and succeeds, and the next write
+    /// is refused unless L3 takes the held entries (see [`Self::retry_held`]).
     fn drain_evicted(&mut self) -> Result<()> {
         while let Some((k, slot)) = self.evicted.pop() {
             self.tiers.l1_evictions += 1;
-            if slot.dirty {
-                if let Err(e) = self.write_lower(k, slot.value) {
-                    self.evicted.clear();
-                    return Err(e);
+            if !slot.dirty {
+                continue;
+            }
+            let r = match (&self.l2, &mut self.l3) {
+                (None, Some(l3)) => {
+                    match write_l3(l3, &self.l3_ns, &mut self.tiers, &k, slot.value.as_deref()) {
+                        Err(e) if !e.poisons() => {
+                            self.held.insert(k, slot.value);
+                            Ok(())
+                        }
+                        r => r,
+                    }
                 }
+                // Into Redis: its errors poison the store.
+                _ => self.write_lower(k, slot.value),
+            };
+            if let Err(e) = r {
+                self.evicted.clear();
+                return Err(e);
             }
         }
         Ok(())
+    }
+
+    /// Writes the held entries into L3 again. `Ok` once none is left; else the first
+    /// refusal, saying what waits for L3 (an error that poisons stops at once).
+    fn retry_held(&mut self) -> Result<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let l3 = self.l3.as_mut().expect("entries are held only for L3");
+        let (l3_ns, tiers) = (&self.l3_ns, &mut self.tiers);
+        let mut err: Option<Error> = None;
+        self.held.retain(|k, v| {
+            if err.as_ref().is_some_and(Error::poisons) {
+                return true;
+            }
+            match write_l3(l3, l3_ns, tiers, k, v.as_deref()) {
+                Ok(()) => false,
+                Err(e) => {
+                    if err.is_none() || e.poisons() {
+                        err = Some(e);
+                    }
+                    true
+                }
+            }
+        });
+        match err {
+            None => Ok(()),
+            Some(e) if e.poisons() => Err(e),
+            Some(e) => {
+                let n = self.held.len();
+                let (entries, them) = if n == 1 { ("entry", "it") } else { ("entries", "them") };
+                Err(self.l3_refusal(
+                    e,
+                    &format!(
+                        "which refuses {n} dirty {entries} L1 evicted, held readable in \
+                         memory: writes are refused until L3 takes {them}, deletes go \
+                         through to L3 to make room"
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// An error of L3 that does not poison, with where it happened and what waits:
+    /// L3's [`Error::BudgetTooSmall`] (a full index) names the tiered store's L3
+    /// directory and `waiting`; other errors are passed as they are.
+    fn l3_refusal(&self, e: Error, waiting: &str) -> Error {
+        match e {
+            Error::BudgetTooSmall { budget, needed, what } => Error::BudgetTooSmall {
+                budget,
+                needed,
+                what: format!(
+                    "{what} (in L3 of the tiered store, {}, {waiting})",
+                    self.opts.dir.join("l3").display()
+                ),
+            },
+            e => e,
+        }
+    }
+
+    /// A delete while L3 refuses the held entries: it goes straight to L3, where it
+    /// needs no index room and frees the key's, then the held entries are tried again.
+    /// The copies above L3 are dropped only once L3 has the delete.
+    fn delete_through(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
+        self.set_key(ns, key)?;
+        let k = std::mem::take(&mut self.kbuf);
+        let l3 = self.l3.as_mut().expect("entries are held only for L3");
+        let r = write_l3(l3, &self.l3_ns, &mut self.tiers, &k, None);
+        if r.is_ok() {
+            if let Some(l1) = &mut self.l1 {
+                l1.remove(&k[..]);
+            }
+            self.held.remove(&k[..]);
+        }
+        self.kbuf = k;
+        r?;
+        match self.retry_held() {
+            // Still refused: the next write says so.
+            Err(e) if !e.poisons() => Ok(()),
+            r => r,
+        }
     }
 
     /// Makes L1 hold the key in `kbuf` (promoting it on a miss); counts the hit or
@@ -539,6 +690,12 @@ impl TieredStore {
             return Ok(Loaded::InL1);
         }
         self.tiers.l1_misses += 1;
+        if !self.held.is_empty() {
+            // L3 refuses what L1 evicts: a promotion would evict more. Answer from
+            // below without caching (only reads get here: writes wait for L3).
+            let (value, _) = self.fetch_lower(false)?;
+            return Ok(Loaded::Bypass(value, false));
+        }
         let (value, dirty) = self.fetch_lower(true)?;
         let w = weight(&self.kbuf, &value);
         let l1 = self.l1.as_mut().expect("load_l1 with an L1");
@@ -718,25 +875,25 @@ impl TieredStore {
 
     /// Writes every dirty L1 entry to the next level and sends L2's buffer; with
     /// `to_l3`, also moves L2's dirty keys into L3. Afterwards the lowest level holds
-    /// the newest value of every key (L3 if present, else Redis).
+    /// the newest value of every key (L3 if present, else Redis). An entry or key L3
+    /// refuses without poisoning stays dirty where it was (held, dirty in L1, in
+    /// Redis's dirty set), the others are written all the same, and the first refusal
+    /// is returned.
     fn flush_down(&mut self, to_l3: bool) -> Result<()> {
+        self.retry_held()?;
+        let mut refused: Option<(Error, &str)> = None;
         if let Some(l1) = &mut self.l1 {
-            let mut pending_err: Option<Error> = None;
+            let mut err: Option<Error> = None;
             let (l2, l3, l3_ns, tiers) = (&mut self.l2, &mut self.l3, &self.l3_ns, &mut self.tiers);
             l1.for_each_mut(&mut |k, slot| {
-                if !slot.dirty || pending_err.is_some() {
+                if !slot.dirty || err.as_ref().is_some_and(Error::poisons) {
                     return;
                 }
                 let r = if let Some(l2) = l2.as_mut() {
                     tiers.demotions_to_l2 += 1;
                     l2.demote(k.clone(), slot.value.clone())
                 } else if let Some(l3) = l3.as_mut() {
-                    tiers.demotions_to_l3 += 1;
-                    let ns = l3_ns[usize::from(u16::from_le_bytes([k[0], k[1]]))];
-                    match &slot.value {
-                        Some(v) => l3.put(ns, &k[2..], v),
-                        None => l3.delete(ns, &k[2..]),
-                    }
+                    write_l3(l3, l3_ns, tiers, k, slot.value.as_deref())
                 } else {
                     Err(Error::InvalidOption {
                         option: "tiered levels",
@@ -745,35 +902,60 @@ impl TieredStore {
                 };
                 match r {
                     Ok(()) => slot.dirty = false,
-                    Err(e) => pending_err = Some(e),
+                    Err(e) if err.is_none() || e.poisons() => err = Some(e),
+                    Err(_) => {}
                 }
             });
-            if let Some(e) = pending_err {
-                return Err(e);
+            match err {
+                Some(e) if e.poisons() => return Err(e),
+                Some(e) => {
+                    refused = Some((e, "which refuses dirty entries of L1: they stay dirty there"))
+                }
+                None => {}
             }
         }
         if let Some(l2) = &mut self.l2 {
             l2.flush_pending()?;
-            if to_l3 {
-                if let Some(l3) = &mut self.l3 {
-                    loop {
-                        let batch = l2.pop_dirty()?;
-                        if batch.is_empty() {
-                            break;
-                        }
-                        for (k, v) in batch {
-                            let ns = self.l3_ns[usize::from(u16::from_le_bytes([k[0], k[1]]))];
-                            self.tiers.demotions_to_l3 += 1;
-                            match v {
-                                Some(v) => l3.put(ns, &k[2..], &v)?,
-                                None => l3.delete(ns, &k[2..])?,
+            if let (true, Some(l3)) = (to_l3, &mut self.l3) {
+                // Keys leave the dirty set only once L3 holds them (removed with the
+                // next page's request), so a refusal or a crash loses none.
+                let (mut cursor, mut clean) = (0u64, Vec::new());
+                loop {
+                    let (next, mut page) = l2.dirty_page(cursor, &clean)?;
+                    clean.clear();
+                    // Deletes first: a tombstone may free the index room an insert of
+                    // the same page needs (the keys of a page are distinct).
+                    page.sort_by_key(|(_, v)| v.is_some());
+                    for (k, v) in page {
+                        match write_l3(l3, &self.l3_ns, &mut self.tiers, &k, v.as_deref()) {
+                            Ok(()) => clean.push(k),
+                            Err(e) if e.poisons() => return Err(e),
+                            Err(e) => {
+                                if refused.is_none() {
+                                    refused = Some((
+                                        e,
+                                        "which refuses keys of Redis's dirty set: they stay \
+                                         in it",
+                                    ));
+                                }
                             }
                         }
                     }
+                    if next == 0 {
+                        break;
+                    }
+                    cursor = next;
                 }
+                l2.mark_clean(&clean)?;
             }
         }
-        Ok(())
+        match refused {
+            None => Ok(()),
+            Some((e, what)) => {
+                Err(self
+                    .l3_refusal(e, &format!("{what}, and a checkpoint fails until L3 takes them")))
+            }
+        }
     }
 
     fn scan_impl(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
@@ -824,7 +1006,11 @@ impl StateStore for TieredStore {
     /// between levels, never changes a value, and leaves an error to the operation that
     /// meets it.
     fn prefetch(&mut self, keys: &[(Ns, &[u8])]) {
-        if self.poisoned.is_some() || self.l1.is_none() || self.l2.is_none() {
+        if self.poisoned.is_some()
+            || self.l1.is_none()
+            || self.l2.is_none()
+            || !self.held.is_empty()
+        {
             return;
         }
         let mut want: Vec<Vec<u8>> = Vec::new();
@@ -879,7 +1065,7 @@ impl StateStore for TieredStore {
     fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
         self.check()?;
         self.stats.puts += 1;
-        let r = self.write_impl(ns, key, Some(value));
+        let r = self.retry_held().and_then(|()| self.write_impl(ns, key, Some(value)));
         self.guard(r)
     }
 
@@ -892,9 +1078,11 @@ impl StateStore for TieredStore {
             .get(ns.index())
             .map(|s| s.merge.clone())
             .ok_or_else(|| Error::UnknownNamespace { name: format!("#{}", ns.index()) })?;
-        let r = self.rmw_impl(ns, key, &mut |old, out| {
-            op.apply(old, operand, out);
-            Rmw::Put
+        let r = self.retry_held().and_then(|()| {
+            self.rmw_impl(ns, key, &mut |old, out| {
+                op.apply(old, operand, out);
+                Rmw::Put
+            })
         });
         self.guard(r)
     }
@@ -902,14 +1090,18 @@ impl StateStore for TieredStore {
     fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
         self.check()?;
         self.stats.deletes += 1;
-        let r = self.write_impl(ns, key, None);
+        let r = match self.retry_held() {
+            Ok(()) => self.write_impl(ns, key, None),
+            Err(e) if !e.poisons() => self.delete_through(ns, key),
+            Err(e) => Err(e),
+        };
         self.guard(r)
     }
 
     fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()> {
         self.check()?;
         self.stats.rmws += 1;
-        let r = self.rmw_impl(ns, key, f);
+        let r = self.retry_held().and_then(|()| self.rmw_impl(ns, key, f));
         self.guard(r)
     }
 
@@ -992,7 +1184,8 @@ impl StateStore for TieredStore {
         s.checkpoints = own.checkpoints;
         s.last_checkpoint_micros = own.last_checkpoint_micros;
         s.bytes_in_memory += self.l1.as_ref().map_or(0, WTinyLfu::weight)
-            + self.l2.as_ref().map_or(0, RedisLevel::memory_bytes);
+            + self.l2.as_ref().map_or(0, RedisLevel::memory_bytes)
+            + self.held.iter().map(|(k, v)| u64::from(weight(k, v))).sum::<u64>();
         // L3 does not hold what the levels above have not flushed yet.
         s.live_keys = None;
         s.tiers = Some(self.tier_stats());
