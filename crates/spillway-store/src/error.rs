@@ -147,19 +147,8 @@ pub enum Error {
     /// (an error that does not poison): its target part refused it (a value written before the
     /// parts shared their bound, e.g. under larger pages). The store is whole and
     /// usable: the namespace moves back to the layout it came from.
-    MigrationAbandoned {
-        /// The namespace.
-        namespace: String,
-        /// The layout the namespace was leaving ("appendlog", ...), and moves back to.
-        from: &'static str,
-        /// The layout it was moving to.
-        to: &'static str,
-        /// The key of the entry that could not be moved, in hex (empty when the walk
-        /// itself failed).
-        key: String,
-        /// The part's error.
-        cause: String,
-    },
+    /// Boxed: every store operation returns this error type, so its size stays small.
+    MigrationAbandoned(Box<AbandonedMigration>),
     /// An error reported by an external engine (RocksDB).
     Backend {
         /// Which engine.
@@ -189,6 +178,22 @@ impl Error {
                 | Error::Redis { .. }
         )
     }
+}
+
+/// What [`Error::MigrationAbandoned`] reports.
+#[derive(Debug)]
+pub struct AbandonedMigration {
+    /// The namespace.
+    pub namespace: String,
+    /// The layout the namespace was leaving ("appendlog", ...), and moves back to.
+    pub from: &'static str,
+    /// The layout it was moving to.
+    pub to: &'static str,
+    /// The key of the entry that could not be moved, in hex (empty when the walk itself
+    /// failed).
+    pub key: String,
+    /// The part's error.
+    pub cause: String,
 }
 
 impl fmt::Display for Error {
@@ -279,7 +284,8 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            Error::MigrationAbandoned { namespace, from, to, key, cause } => {
+            Error::MigrationAbandoned(m) => {
+                let AbandonedMigration { namespace, from, to, key, cause } = &**m;
                 write!(f, "the adaptive store abandoned migrating namespace {namespace:?} from {from} to {to}: ")?;
                 if key.is_empty() {
                     write!(f, "a step failed ({cause})")?;

@@ -330,13 +330,13 @@ struct Failure {
 
 impl Failure {
     fn error(&self, namespace: &str) -> Error {
-        Error::MigrationAbandoned {
+        Error::MigrationAbandoned(Box::new(crate::error::AbandonedMigration {
             namespace: namespace.to_string(),
             from: self.from.name(),
             to: self.to.name(),
             key: self.key.as_deref().map(hex).unwrap_or_default(),
             cause: self.cause.clone(),
-        }
+        }))
     }
 }
 
@@ -615,7 +615,7 @@ impl AdaptiveStore {
         self.check_writable()?;
         match self.finish_migration() {
             // Reported by stats; the store is whole and this migration starts.
-            Ok(()) | Err(Error::MigrationAbandoned { .. }) => {}
+            Ok(()) | Err(Error::MigrationAbandoned(_)) => {}
             Err(e) => return Err(e),
         }
         self.ns[i].refused[to.index()] = false;
