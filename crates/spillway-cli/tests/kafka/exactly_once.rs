@@ -403,11 +403,16 @@ fn run_schedule(schedule: Schedule, seed: u64, tag: &str) -> Result<String, Stri
     let workers = fleet.procs.len();
     let mut markers = Vec::new();
     for i in 0..workers {
-        // MidCheckpoint: the first worker of each job halts in its 3rd checkpoint.
-        if schedule == Schedule::MidCheckpoint && i % 3 == 0 {
-            let m = t.join(format!("mid-{i}.marker"));
-            fleet.start(i, Some(&format!("mid-checkpoint@3:{}", m.display())));
-            markers.push((i, m));
+        // MidCheckpoint: the first worker of each job starts alone, so it owns all of
+        // its job's partitions and surely checkpoints moved tasks; it halts in its first
+        // checkpoint, after the first task's state and before the others'. The other
+        // workers start once it was killed there.
+        if schedule == Schedule::MidCheckpoint {
+            if i % 3 == 0 {
+                let m = t.join(format!("mid-{i}.marker"));
+                fleet.start(i, Some(&format!("mid-checkpoint@1:{}", m.display())));
+                markers.push((i, m));
+            }
         } else {
             fleet.start(i, None);
         }
@@ -456,6 +461,9 @@ fn run_schedule(schedule: Schedule, seed: u64, tag: &str) -> Result<String, Stri
                 wait_marker(m, &fleet)?;
                 fleet.kill(*i);
                 fleet.start(*i, None);
+            }
+            for i in (0..workers).filter(|i| i % 3 != 0) {
+                fleet.start(i, None);
             }
             for _ in 0..3 {
                 nap(&mut rng, 300..900);
@@ -575,13 +583,13 @@ fn a_kill_between_the_offsets_and_the_commit_loses_and_doubles_nothing() {
     for j in &jobs {
         wait_topic(&j.input);
     }
-    // Two workers per job: 0 and 2 halt in their 2nd commit.
+    // Two workers per job. Workers 0 and 2 start alone (each owns all of its job's
+    // partitions, so its first commit surely carries offsets) and halt in that commit;
+    // 1 and 3 join once they were killed there.
     let mut fleet = Fleet::new("bc", &jobs, 2, t);
     let markers = [t.join("bc0.marker"), t.join("bc2.marker")];
-    fleet.start(0, Some(&format!("before-commit@2:{}", markers[0].display())));
-    fleet.start(1, None);
-    fleet.start(2, Some(&format!("before-commit@2:{}", markers[1].display())));
-    fleet.start(3, None);
+    fleet.start(0, Some(&format!("before-commit@1:{}", markers[0].display())));
+    fleet.start(2, Some(&format!("before-commit@1:{}", markers[1].display())));
     wait_marker(&markers[0], &fleet).unwrap();
     fleet.kill(0);
     // Job 0's worker comes back under its id (fencing the open transaction at once).
@@ -592,6 +600,8 @@ fn a_kill_between_the_offsets_and_the_commit_loses_and_doubles_nothing() {
     // abort the dead transaction.
     fleet.ids[2] = "bc-w2-new".into();
     fleet.start(2, None);
+    fleet.start(1, None);
+    fleet.start(3, None);
     for p in producers {
         wait_produced(p);
     }
