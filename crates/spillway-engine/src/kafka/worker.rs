@@ -906,20 +906,9 @@ impl Worker<'_> {
         if self.in_txn {
             self.in_txn = false;
             if let Err(e) = self.st.producer.abort_transaction(CALL_TIMEOUT) {
-                if let Some((code, why)) = self.consumer.client().fatal_error() {
-                    // A newer instance under the same --worker-id took the group
-                    // membership (and the transactional id): this one must stop.
-                    return Err(Error::Kafka(format!(
-                        "aborting a transaction (brokers {b}): {e}; this worker's group membership failed too \
-                         ({code}: {why}): another instance of it took over"
-                    )));
-                }
                 // The coordinator refused the abort (the transaction had already ended
-                // there, or fenced this producer after a timeout). A new producer under
-                // the same transactional id aborts whatever is still open and starts
-                // clean.
-                self.st.summary.producer_resets += 1;
-                self.st.producer = transactional_producer(&b, &self.st.txn_id)?;
+                // there, or fenced this producer after a timeout).
+                self.replace_producer(e, "aborting a transaction")?;
             }
         }
         self.st.tasks.clear();
@@ -1155,13 +1144,21 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// After a fatal producer error (`what` failed with `e`): a worker whose consumer
-    /// failed too was replaced in the group (a newer instance under the same
-    /// `--worker-id`) and stops with the error; otherwise the producer was fenced because
-    /// the coordinator aborted its transaction on a timeout (this worker was paused past
-    /// the transaction timeout), so a new producer under the same transactional id takes
-    /// over and the tasks are rebuilt from their checkpoints.
+    /// After a fatal producer error (`what` failed with `e`): the producer is replaced
+    /// ([`Self::replace_producer`]) and the tasks are rebuilt from their checkpoints.
     fn producer_failed(&mut self, e: KafkaError, what: &str) -> Result<()> {
+        self.in_txn = false;
+        self.replace_producer(e, what)?;
+        self.rebuild()
+    }
+
+    /// The producer failed (`what` with `e`) so that its transaction cannot go on. A
+    /// worker whose consumer failed too was replaced in the group (a newer instance under
+    /// the same `--worker-id` took the membership and the transactional id) and stops
+    /// with the error; otherwise the coordinator ended or fenced the transaction (this
+    /// worker was paused past the transaction timeout), and a new producer under the same
+    /// transactional id aborts whatever is still open and starts clean.
+    fn replace_producer(&mut self, e: KafkaError, what: &str) -> Result<()> {
         let b = self.st.cfg.brokers.clone();
         if let Some((code, why)) = self.consumer.client().fatal_error() {
             return Err(Error::Kafka(format!(
@@ -1170,9 +1167,8 @@ impl Worker<'_> {
             )));
         }
         self.st.summary.producer_resets += 1;
-        self.in_txn = false;
         self.st.producer = transactional_producer(&b, &self.st.txn_id)?;
-        self.rebuild()
+        Ok(())
     }
 }
 
