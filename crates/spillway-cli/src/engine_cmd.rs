@@ -165,8 +165,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION")]
     pub(crate) commit_every: Option<String>,
 
-    /// Stop after a final checkpoint when no event arrived for this long (with a
-    /// kafka:// input; default: run until SIGINT/SIGTERM)
+    /// Stop after a final commit and checkpoint once, for this long, no event arrived
+    /// and every assigned partition was read to its end, counted from the last rebalance
+    /// (with a kafka:// input; default: run until SIGINT/SIGTERM)
     #[arg(long, value_name = "DURATION")]
     pub(crate) idle_exit: Option<String>,
 

@@ -118,18 +118,22 @@ fn wait_topic(topic: &str) {
 }
 
 /// Waits until `topic` exists and holds `n` committed messages.
-fn wait_rows(topic: &str, n: usize) {
+fn wait_rows(topic: &str, n: usize) -> Result<(), String> {
     let b = broker();
     let since = Instant::now();
     loop {
         let c =
-            consume(&b.bootstrap, topic, &["--count", &n.to_string(), "--timeout", "60s", "-q"]);
+            consume(&b.bootstrap, topic, &["--count", &n.to_string(), "--timeout", "120s", "-q"]);
         if c.status.success() {
-            return;
+            return Ok(());
         }
         let err = stderr(&c);
-        assert!(err.contains("does not exist") || err.contains("has no schema"), "{topic}: {err}");
-        assert!(since.elapsed() < Duration::from_secs(120), "{topic} was never created");
+        if !(err.contains("does not exist") || err.contains("has no schema")) {
+            return Err(format!("{topic}: {}", err.trim()));
+        }
+        if since.elapsed() > Duration::from_secs(120) {
+            return Err(format!("{topic} was never created"));
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -144,7 +148,8 @@ struct Fleet<'a> {
     paused: Vec<bool>,
     logs: PathBuf,
     started: usize,
-    idle_exit: &'static str,
+    /// `--idle-exit` of the workers started from now on (`None`: they run until SIGTERM).
+    idle_exit: Option<&'static str>,
     kills: usize,
 }
 
@@ -159,7 +164,7 @@ impl<'a> Fleet<'a> {
             paused: vec![false; n],
             logs: logs.to_path_buf(),
             started: 0,
-            idle_exit: "6s",
+            idle_exit: None,
             kills: 0,
         }
     }
@@ -188,14 +193,15 @@ impl<'a> Fleet<'a> {
             job.checkpoint_every,
             "--worker-id",
             &self.ids[i],
-            "--idle-exit",
-            self.idle_exit,
             // The queries say FROM payments; the topics are named per scenario.
             "--table",
             "payments",
         ])
         .stdout(Stdio::null())
         .stderr(File::create(&log).expect("worker log"));
+        if let Some(d) = self.idle_exit {
+            c.args(["--idle-exit", d]);
+        }
         match fault {
             Some(f) => c.env("SPILLWAY_KAFKA_FAULT", f),
             None => c.env_remove("SPILLWAY_KAFKA_FAULT"),
@@ -212,7 +218,7 @@ impl<'a> Fleet<'a> {
         }
     }
 
-    /// Sends `sig` (`STOP` or `CONT`) to worker `i`, if it runs.
+    /// Sends `sig` (`STOP`, `CONT` or `TERM`) to worker `i`, if it runs.
     fn signal(&mut self, i: usize, sig: &str) {
         if let Some(c) = &self.procs[i] {
             let s = Command::new("kill").args([&format!("-{sig}"), &c.id().to_string()]).status();
@@ -225,9 +231,13 @@ impl<'a> Fleet<'a> {
         self.procs[i].is_some()
     }
 
-    /// Lets every worker run (a paused one continues, a stopped one restarts), then waits
-    /// for all to exit on their own (idle) and requires each to succeed.
-    fn finish(&mut self) -> Result<(), String> {
+    /// Lets every worker run (a paused one continues, a stopped one restarts), waits until
+    /// each job's result topic holds its `n` results, then stops every worker with SIGTERM
+    /// (each commits and checkpoints first) and requires each to exit successfully. Not
+    /// `--idle-exit`: a worker that idles out with `--worker-id` (static membership) keeps
+    /// its partitions until the group's session timeout, so a job whose workers all idle
+    /// out can leave a stage's last messages unread.
+    fn finish(&mut self, n: usize) -> Result<(), String> {
         for i in 0..self.procs.len() {
             if self.paused[i] {
                 self.signal(i, "CONT");
@@ -236,29 +246,43 @@ impl<'a> Fleet<'a> {
                 self.start(i, None);
             }
         }
+        for j in self.jobs {
+            wait_rows(&j.output, n).map_err(|e| format!("{e}\n{}", self.log_tails()))?;
+        }
+        for i in 0..self.procs.len() {
+            self.signal(i, "TERM");
+        }
         let mut failed = Vec::new();
         for i in 0..self.procs.len() {
-            let mut c = self.procs[i].take().expect("running");
-            let since = Instant::now();
-            let status = loop {
-                if let Some(s) = c.try_wait().expect("wait") {
-                    break Some(s);
-                }
-                if since.elapsed() > Duration::from_secs(180) {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    break None;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            };
-            if !status.is_some_and(|s| s.success()) {
-                failed.push(format!("{} ({status:?})", self.ids[i]));
+            if let Err(e) = self.wait_exit(i) {
+                failed.push(e);
             }
         }
         if failed.is_empty() {
             Ok(())
         } else {
             Err(format!("workers failed: {}\n{}", failed.join(", "), self.log_tails()))
+        }
+    }
+
+    /// Waits (bounded) for worker `i` to exit; an error unless it exited successfully.
+    fn wait_exit(&mut self, i: usize) -> Result<(), String> {
+        let mut c = self.procs[i].take().expect("running");
+        let since = Instant::now();
+        let status = loop {
+            if let Some(s) = c.try_wait().expect("wait") {
+                break Some(s);
+            }
+            if since.elapsed() > Duration::from_secs(180) {
+                let _ = c.kill();
+                let _ = c.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        match status {
+            Some(s) if s.success() => Ok(()),
+            _ => Err(format!("{} ({status:?})", self.ids[i])),
         }
     }
 
@@ -476,7 +500,7 @@ fn run_schedule(schedule: Schedule, seed: u64, tag: &str) -> Result<String, Stri
     for p in producers {
         wait_produced(p);
     }
-    fleet.finish()?;
+    fleet.finish(n)?;
     for j in &jobs {
         check(j, n, t).map_err(|e| format!("{e}\n{}", fleet.log_tails()))?;
     }
@@ -539,12 +563,11 @@ fn a_commit_during_a_replay_keeps_the_committed_offset() {
     wait_produced(produce(&jobs[0], 0, &input, None));
     wait_produced(produce(&jobs[1], 1, &input, None));
     let mut fleet = Fleet::new("rc", &jobs, 1, t);
-    fleet.idle_exit = "1h";
     fleet.start(0, None);
     fleet.start(1, None);
     // A: everything committed (a consume of n rows succeeds), nothing checkpointed.
     for j in &jobs {
-        wait_rows(&j.output, n);
+        wait_rows(&j.output, n).unwrap();
     }
     fleet.kill(0);
     fleet.kill(1);
@@ -558,8 +581,7 @@ fn a_commit_during_a_replay_keeps_the_committed_offset() {
         fleet.kill(i);
     }
     // C: finishes.
-    fleet.idle_exit = "5s";
-    fleet.finish().unwrap();
+    fleet.finish(n).unwrap();
     for j in &jobs {
         check(j, n, t).unwrap_or_else(|e| panic!("{e}\n{}", fleet.log_tails()));
     }
@@ -605,10 +627,38 @@ fn a_kill_between_the_offsets_and_the_commit_loses_and_doubles_nothing() {
     for p in producers {
         wait_produced(p);
     }
-    fleet.finish().unwrap();
+    fleet.finish(n).unwrap();
     for j in &jobs {
         check(j, n, t).unwrap_or_else(|e| panic!("{e}\n{}", fleet.log_tails()));
     }
+}
+
+/// `--idle-exit` counts from the worker's last rebalance and waits until its partitions
+/// were read to their end. Worker A halts in its first commit and is killed there, so
+/// nothing is committed and the group still holds A (a static member) until its session
+/// times out; B, started at once with `--idle-exit 2s`, is given the partitions only then,
+/// seconds after it started. B must read them all before it idles out (it used to stop at
+/// its first idle poll after the rebalance, with every message unread).
+#[test]
+fn idle_exit_waits_for_a_late_assignment_to_be_read() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = tmp.path();
+    let input = t.join("payments.csv");
+    let n = 3_000;
+    payments(&input, n, 200, 45);
+    let jobs = jobs("ie", t, &input, ["1s", "1s"]);
+    wait_produced(produce(&jobs[0], 0, &input, None));
+    let jobs = &jobs[..1];
+    let mut fleet = Fleet::new("ie", jobs, 2, t);
+    let marker = t.join("ie0.marker");
+    fleet.start(0, Some(&format!("before-commit@1:{}", marker.display())));
+    wait_marker(&marker, &fleet).unwrap();
+    fleet.kill(0);
+    fleet.idle_exit = Some("2s");
+    fleet.start(1, None);
+    fleet.wait_exit(1).unwrap_or_else(|e| panic!("{e}\n{}", fleet.log_tails()));
+    check(&jobs[0], n, t).unwrap_or_else(|e| panic!("{e}\n{}", fleet.log_tails()));
 }
 
 #[test]

@@ -133,7 +133,9 @@ pub struct WorkerConfig {
     /// Query, store and lateness of every task processor (`dir` and `items` are set per
     /// task).
     pub session: SessionConfig,
-    /// Stop (after a final checkpoint) when no message arrived for this long.
+    /// Stop (after a final commit and checkpoint) once, for this long, no event arrived,
+    /// no rebalance happened, and every assigned partition was read to its end
+    /// ([`Worker::caught_up`]).
     pub idle_exit: Option<Duration>,
     /// Allowed lateness as `spillway run` takes it (`5s`, or a number in the topic's time
     /// unit); replaces `session.allowed_lateness` once the topic's schema is known.
@@ -224,6 +226,9 @@ fn unix_ms() -> f64 {
 /// Counts rebalance callbacks; the worker rebuilds its tasks when the count moves.
 struct Ctx {
     epoch: AtomicU64,
+    /// Whether the last completed rebalance gave this worker an assignment (possibly
+    /// empty) that was not revoked since.
+    assigned: AtomicBool,
 }
 
 impl ClientContext for Ctx {}
@@ -232,7 +237,12 @@ impl ConsumerContext for Ctx {
     fn pre_rebalance(&self, _: &Rebalance<'_>) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
     }
-    fn post_rebalance(&self, _: &Rebalance<'_>) {
+    fn post_rebalance(&self, r: &Rebalance<'_>) {
+        match r {
+            Rebalance::Assign(_) => self.assigned.store(true, Ordering::SeqCst),
+            Rebalance::Revoke(_) => self.assigned.store(false, Ordering::SeqCst),
+            Rebalance::Error(_) => {}
+        }
         self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -479,7 +489,7 @@ pub fn run_worker(
         cc.set("group.instance.id", id);
     }
     let consumer: BaseConsumer<Ctx> = cc
-        .create_with_context(Ctx { epoch: AtomicU64::new(0) })
+        .create_with_context(Ctx { epoch: AtomicU64::new(0), assigned: AtomicBool::new(false) })
         .map_err(kerr(b, "creating a consumer"))?;
     let txn_id = match &cfg.worker_id {
         Some(id) => format!("spillway-{}-{id}", cfg.group),
@@ -571,6 +581,11 @@ impl Worker<'_> {
         progress: &mut impl FnMut(u64),
     ) -> Result<()> {
         let mut last_event = Instant::now();
+        // Idle since: the last event or the last rebuild (a new assignment is not read
+        // yet, however long the worker waited for it).
+        let mut quiet_since = last_event;
+        // When to ask the brokers again whether every assigned partition was read.
+        let mut next_drain_check = last_event;
         let mut last_progress = start;
         // Timers are read once per 64 messages (and on every idle poll): a clock read
         // per message cost 8% of a busy worker's samples.
@@ -588,6 +603,7 @@ impl Worker<'_> {
                 self.seen_epoch = epoch;
                 let t = Instant::now();
                 self.rebuild()?;
+                quiet_since = Instant::now();
                 let ms = t.elapsed().as_secs_f64() * 1e3;
                 let s = &mut self.st.summary;
                 s.longest_rebuild_ms = s.longest_rebuild_ms.max(ms);
@@ -629,8 +645,14 @@ impl Worker<'_> {
             let now = Instant::now();
             if busy {
                 last_event = now;
-            } else if self.st.cfg.idle_exit.is_some_and(|d| now - last_event >= d) {
-                break;
+                quiet_since = quiet_since.max(now);
+            } else if self.st.cfg.idle_exit.is_some_and(|d| now - quiet_since >= d)
+                && now >= next_drain_check
+            {
+                if self.caught_up()? {
+                    break;
+                }
+                next_drain_check = now + Duration::from_millis(500);
             }
             if now - self.last_commit >= self.st.cfg.commit_every {
                 let save = now - self.last_ckpt >= self.st.cfg.checkpoint_every;
@@ -1061,6 +1083,43 @@ impl Worker<'_> {
             out.insert((*ti, *p), o);
         }
         Ok(out)
+    }
+
+    /// Whether the worker holds an assignment (possibly empty: a group may have more
+    /// workers than partitions) and read every assigned partition to its end: the consumer's position
+    /// (librdkafka moves it past transaction markers and aborted messages, which are never
+    /// delivered) is at the partition's end as the broker reports it now (the last stable
+    /// offset for a `read_committed` consumer, else the high watermark; either way a
+    /// partition with an open transaction is read to its end only once that transaction
+    /// ends). `--idle-exit` asks this before it stops a worker, so a worker that was just
+    /// given partitions, or whose fetches lag, does not stop with their messages unread.
+    fn caught_up(&self) -> Result<bool> {
+        if !self.consumer.context().assigned.load(Ordering::SeqCst) {
+            // Still joining the group (or between a revoke and the next assignment).
+            return Ok(false);
+        }
+        let b = &self.st.cfg.brokers;
+        let assignment = self.consumer.assignment().map_err(kerr(b, "reading the assignment"))?;
+        let pos = self.consumer.position().map_err(kerr(b, "reading the consumer's positions"))?;
+        for el in assignment.elements() {
+            let (topic, p) = (el.topic(), el.partition());
+            let Some(ti) = self.st.topics.iter().position(|t| t == topic) else { continue };
+            // A task's next offset is where its reading stands if the consumer has not
+            // delivered anything since the rewind.
+            let next = self.st.tasks.get(&(ti, p)).map(|t| t.pos.next);
+            let at = match pos.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => Some(o.max(next.unwrap_or(o))),
+                _ => next,
+            };
+            let (_, end) = self
+                .consumer
+                .fetch_watermarks(topic, p, CALL_TIMEOUT)
+                .map_err(kerr(b, &format!("reading the offsets of {topic}")))?;
+            if at.is_none_or(|at| at < end) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     fn low_watermark(&self, topic: &str, p: i32) -> Result<i64> {
