@@ -16,7 +16,7 @@
 //! `O_DIRECT` (EINVAL at open) is reported as [`Error::DirectIoUnsupported`] by
 //! [`open_file`], never silently served through the page cache.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -504,9 +504,22 @@ enum Pending {
 /// An unsynced change to a directory's entries.
 #[derive(Clone, Debug)]
 enum DirOp {
-    Create { name: String, id: u64 },
-    Remove { name: String },
-    Rename { from: String, to: String, id: u64 },
+    Create {
+        name: String,
+        id: u64,
+    },
+    Remove {
+        name: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+        id: u64,
+    },
+    /// A directory created in this one.
+    MkDir {
+        name: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -525,6 +538,11 @@ struct CrashState {
     durable_dirs: HashMap<PathBuf, BTreeMap<String, u64>>,
     /// Per directory: the operations since its last `sync_dir`, in order.
     dir_ops: HashMap<PathBuf, Vec<DirOp>>,
+    /// Per directory: its subdirectories as of its last `sync_dir` (or when first seen).
+    durable_subdirs: HashMap<PathBuf, BTreeSet<String>>,
+    /// Directories created through the seam (others, made before it or beside it, count
+    /// as durable).
+    made: BTreeSet<PathBuf>,
     suppress_sync: bool,
     /// Mutating calls left before the power is cut (`None`: never).
     cut_after: Option<u64>,
@@ -633,8 +651,9 @@ impl SplitMix {
 /// [`crash`](Self::crash) then rewrites the files on disk into what a power loss
 /// could leave ([`CrashMode`]), after which a store opened over the directory must
 /// recover its last completed checkpoint. Files present when the `CrashFs` was made
-/// count as durable. Directories themselves are assumed durable once created (the
-/// stores never fsync a directory's parent).
+/// count as durable. A directory created through the seam is an entry of its parent like
+/// a file: unless the parent was fsynced since, a crash takes it away with everything in
+/// it (see [`create_dir_durable`]).
 ///
 /// [`suppress_sync`](Self::suppress_sync) turns `sync_data` and `sync_dir` into
 /// no-ops that still succeed, simulating a store that forgot its fsyncs, to show
@@ -661,11 +680,16 @@ impl CrashFs {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
         };
-        self.lock().durable_dirs.entry(dir.to_path_buf()).or_default();
+        {
+            let mut s = self.lock();
+            s.durable_dirs.entry(dir.to_path_buf()).or_default();
+        }
         for e in rd {
             let e = e?;
             let path = e.path();
             if e.file_type()?.is_dir() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                self.lock().durable_subdirs.entry(dir.to_path_buf()).or_default().insert(name);
                 self.adopt(&path)?;
                 continue;
             }
@@ -720,8 +744,10 @@ impl CrashFs {
         let mut dirs: Vec<PathBuf> = s.durable_dirs.keys().cloned().collect();
         dirs.sort();
         let mut result: BTreeMap<PathBuf, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut subdirs: HashMap<PathBuf, BTreeSet<String>> = HashMap::new();
         for dir in &dirs {
             let mut entries = s.durable_dirs[dir].clone();
+            let mut subs = s.durable_subdirs.get(dir).cloned().unwrap_or_default();
             let ops = s.dir_ops.get(dir).cloned().unwrap_or_default();
             let keep = match mode {
                 CrashMode::DropUnsynced => 0,
@@ -739,9 +765,31 @@ impl CrashFs {
                         entries.remove(from);
                         entries.insert(to.clone(), *id);
                     }
+                    DirOp::MkDir { name } => {
+                        subs.insert(name.clone());
+                    }
                 }
             }
             result.insert(dir.clone(), entries);
+            subdirs.insert(dir.clone(), subs);
+        }
+        // A directory whose entry in its parent was not durable is gone, with everything
+        // in it (the parent sorts before its children).
+        let mut gone: BTreeSet<PathBuf> = BTreeSet::new();
+        for dir in &s.made {
+            let (parent, name) = split(dir);
+            let kept =
+                !gone.contains(&parent) && subdirs.get(&parent).is_some_and(|d| d.contains(&name));
+            if !kept {
+                gone.insert(dir.clone());
+            }
+        }
+        for dir in &gone {
+            result.remove(dir);
+            subdirs.remove(dir);
+            if dir.is_dir() {
+                std::fs::remove_dir_all(dir)?;
+            }
         }
         // File contents: the durable image plus what survives of the unsynced changes.
         let mut images: HashMap<u64, Vec<u8>> = HashMap::new();
@@ -807,6 +855,8 @@ impl CrashFs {
         s.files.clear();
         s.dir_ops.clear();
         s.durable_dirs.clear();
+        s.durable_subdirs = subdirs;
+        s.made.retain(|d| !gone.contains(d));
         s.cut = false;
         s.cut_after = None;
         for (dir, entries) in result {
@@ -937,9 +987,13 @@ impl Fs for CrashFs {
             return Ok(());
         }
         let ops = s.dir_ops.remove(dir).unwrap_or_default();
+        let mut subs = s.durable_subdirs.remove(dir).unwrap_or_default();
         let entries = s.durable_dirs.entry(dir.to_path_buf()).or_default();
         for op in ops {
             match op {
+                DirOp::MkDir { name } => {
+                    subs.insert(name);
+                }
                 DirOp::Create { name, id } => {
                     entries.insert(name, id);
                 }
@@ -952,6 +1006,7 @@ impl Fs for CrashFs {
                 }
             }
         }
+        s.durable_subdirs.insert(dir.to_path_buf(), subs);
         Ok(())
     }
 
@@ -967,10 +1022,51 @@ impl Fs for CrashFs {
         if s.cut {
             return Err(power_cut());
         }
+        let created = missing_dirs(dir);
+        if !created.is_empty() {
+            s.tick()?;
+        }
         self.inner.create_dir_all(dir)?;
+        // Outermost first: each new directory is an unsynced entry of its parent.
+        for d in created.iter().rev() {
+            let (parent, name) = split(d);
+            s.dir_op(&parent, DirOp::MkDir { name });
+            s.durable_dirs.entry(d.clone()).or_default();
+            s.made.insert(d.clone());
+        }
         s.durable_dirs.entry(dir.to_path_buf()).or_default();
         Ok(())
     }
+}
+
+/// `dir` and the ancestors of it that do not exist yet, innermost first.
+fn missing_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut p = dir;
+    while !p.as_os_str().is_empty() && !p.exists() {
+        out.push(p.to_path_buf());
+        match p.parent() {
+            Some(q) => p = q,
+            None => break,
+        }
+    }
+    out
+}
+
+/// Creates `dir` and its missing ancestors through `fs` and fsyncs the parent of each
+/// directory it created, so the directory's entry survives a power loss (a store's
+/// files are durable only if the directory holding them is).
+pub fn create_dir_durable(fs: &dyn Fs, dir: &Path) -> io::Result<()> {
+    let created = missing_dirs(dir);
+    fs.create_dir_all(dir)?;
+    for d in created.iter().rev() {
+        let parent = match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        fs.sync_dir(parent)?;
+    }
+    Ok(())
 }
 
 /// `dir/name` as a path.

@@ -307,7 +307,9 @@ pub(crate) fn list_manifests(fs: &dyn Fs, dir: &Path) -> Result<Vec<u64>> {
 /// `STORE` marker, or a marker for another backend, is [`Error::NotAStore`]; a newer
 /// format is [`Error::NewerFormat`]. Returns the marker's format version.
 pub(crate) fn init_dir(fs: &dyn Fs, dir: &Path, store: &str, version: u32) -> Result<u32> {
-    fs.create_dir_all(dir).map_err(|e| Error::io("create store directory", dir, e))?;
+    // The directory's own entry must be durable too, or a power loss takes the store away.
+    crate::io::create_dir_durable(fs, dir)
+        .map_err(|e| Error::io("create store directory", dir, e))?;
     let names = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
     let marker = join(dir, "STORE");
     if names.iter().any(|n| n == "STORE") {

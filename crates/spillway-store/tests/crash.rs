@@ -77,8 +77,13 @@ fn crash_loop(kind: Kind) {
     let mut recovered_ahead = 0usize;
     let mut during_checkpoint = 0usize;
     let mut state_bytes = 0usize;
+    // Kills that left a fuzzy index snapshot under way (its `.snap.tmp` file).
+    let mut during_snapshot = 0usize;
+    let fuzzy = kind == Kind::HashLogFuzzy;
     let mut kill = 0;
-    while kill < KILLS || (during_checkpoint == 0 && kill < MAX_KILLS) {
+    while kill < KILLS
+        || ((during_checkpoint == 0 || (fuzzy && during_snapshot == 0)) && kill < MAX_KILLS)
+    {
         kill += 1;
         let mut child = Command::new(&exe)
             .args(["--exact", "crash_child_entry", "--nocapture", "--test-threads=1"])
@@ -108,6 +113,13 @@ fn crash_loop(kind: Kind) {
         // landed during that checkpoint (before or after its commit).
         let in_checkpoint = newest("begin ") == last + 1;
         during_checkpoint += usize::from(in_checkpoint);
+        during_snapshot += usize::from(
+            std::fs::read_dir(&dir)
+                .map(|d| {
+                    d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".snap.tmp"))
+                })
+                .unwrap_or(false),
+        );
 
         let mut store =
             open(kind, &dir).unwrap_or_else(|e| panic!("{kind:?} reopen after kill {kill}: {e}"));
@@ -133,16 +145,24 @@ fn crash_loop(kind: Kind) {
     }
     assert!(known > 0, "{kind:?}: no checkpoint completed in {kill} runs");
     assert!(during_checkpoint > 0, "{kind:?}: none of {kill} kills landed during a checkpoint");
+    assert!(
+        !fuzzy || during_snapshot > 0,
+        "{kind:?}: none of {kill} kills landed during a fuzzy index snapshot"
+    );
     // Hashlog's recovered state outgrows its budget, so kills land during page
     // flushes, evictions and compaction, not only in memory.
     assert!(
         state_bytes as u64 > kind.budget()
-            || !matches!(kind, Kind::HashLogTiny | Kind::TimeLogTiny | Kind::AppendLogTiny),
+            || !matches!(
+                kind,
+                Kind::HashLogTiny | Kind::HashLogFuzzy | Kind::TimeLogTiny | Kind::AppendLogTiny
+            ),
         "{kind:?}: state of {state_bytes} bytes never exceeded the budget"
     );
     eprintln!(
-        "{kind:?}: {kill} kills, {during_checkpoint} during a checkpoint, reached checkpoint \
-         {known}, {recovered_ahead} recovered one past the last report"
+        "{kind:?}: {kill} kills, {during_checkpoint} during a checkpoint, {during_snapshot} \
+         during a fuzzy snapshot, reached checkpoint {known}, {recovered_ahead} recovered one \
+         past the last report"
     );
 }
 
@@ -176,6 +196,13 @@ fn mem_survives_sigkill() {
 #[test]
 fn hashlog_survives_sigkill() {
     crash_loop(Kind::HashLogTiny);
+}
+
+/// Every index snapshot fuzzy: kills land while one is copied across operations and
+/// checkpoints, and recovery replays the log from its start.
+#[test]
+fn hashlog_fuzzy_snapshots_survive_sigkill() {
+    crash_loop(Kind::HashLogFuzzy);
 }
 
 #[test]

@@ -568,7 +568,8 @@ impl AdaptiveStore {
     /// Opens part `l` at its checkpoint `at` (0: empty).
     fn open_part(&mut self, l: Layout, at: u64) -> Result<()> {
         let o = self.part_options(l, at);
-        self.fs.create_dir_all(&o.dir).map_err(|e| Error::io("create directory", &o.dir, e))?;
+        crate::io::create_dir_durable(self.fs.as_ref(), &o.dir)
+            .map_err(|e| Error::io("create directory", &o.dir, e))?;
         let mut part = match l {
             Layout::Hash => {
                 let h = self.hashlog_options(l);

@@ -32,6 +32,10 @@ pub enum Kind {
     Mem,
     /// Hashlog with 64 KiB pages under a 1 MiB budget: state quickly outgrows memory.
     HashLogTiny,
+    /// HashLogTiny whose every index snapshot is fuzzy (never written whole), copied 8
+    /// buckets per operation and due almost every checkpoint: a snapshot spans hundreds
+    /// of operations and several checkpoints, so kills and power cuts land inside one.
+    HashLogFuzzy,
     /// Hashlog with 2 MiB pages (1 MiB values fit) under a 20 MiB budget.
     HashLogBig,
     /// Timelog with default options under a 1 MiB budget: the suite's keys spread over a
@@ -83,6 +87,7 @@ impl Kind {
         vec![
             Kind::Mem,
             Kind::HashLogTiny,
+            Kind::HashLogFuzzy,
             Kind::HashLogBig,
             Kind::TimeLog,
             Kind::TimeLogTiny,
@@ -133,6 +138,7 @@ impl Kind {
         match self {
             Kind::Mem => "mem",
             Kind::HashLogTiny => "hashlog-tiny",
+            Kind::HashLogFuzzy => "hashlog-fuzzy",
             Kind::HashLogBig => "hashlog-big",
             Kind::TimeLog => "timelog",
             Kind::TimeLogTiny => "timelog-tiny",
@@ -174,6 +180,7 @@ impl Kind {
     pub fn max_value(self) -> usize {
         match self {
             Kind::HashLogTiny
+            | Kind::HashLogFuzzy
             | Kind::TimeLogTiny
             | Kind::AppendLogTiny
             | Kind::AdaptiveTiny
@@ -196,7 +203,7 @@ impl Kind {
     pub fn budget(self) -> u64 {
         match self {
             Kind::Mem => 256 << 20,
-            Kind::HashLogTiny | Kind::AppendLogTiny => 1 << 20,
+            Kind::HashLogTiny | Kind::HashLogFuzzy | Kind::AppendLogTiny => 1 << 20,
             Kind::HashLogDirect | Kind::AppendLogDirect => 1 << 20,
             Kind::HashLogBig | Kind::AppendLog => 20 << 20,
             Kind::TimeLog => 1 << 20,
@@ -232,6 +239,10 @@ pub fn hashlog_options(kind: Kind) -> HashLogOptions {
                 .compaction_step(32 << 10)
                 .garbage_ratio(0.3)
         }
+        Kind::HashLogFuzzy => hashlog_options(Kind::HashLogTiny)
+            .inline_snapshot_bytes(0)
+            .index_snapshot_step(8)
+            .index_snapshot_ratio(0.05),
         _ => HashLogOptions::default().page_size(2 << 20).segment_size(8 << 20).expected_keys(1000),
     }
 }
@@ -292,12 +303,13 @@ pub fn open_opts(
     Ok(match (kind, fs) {
         (Kind::Mem, None) => Box::new(MemStore::open(opts)?),
         (Kind::Mem, Some(fs)) => Box::new(MemStore::open_with_fs(opts, fs)?),
-        (Kind::HashLogTiny | Kind::HashLogBig | Kind::HashLogDirect, None) => {
+        (Kind::HashLogTiny | Kind::HashLogFuzzy | Kind::HashLogBig | Kind::HashLogDirect, None) => {
             Box::new(HashLogStore::open(opts, hashlog_options(kind))?)
         }
-        (Kind::HashLogTiny | Kind::HashLogBig | Kind::HashLogDirect, Some(fs)) => {
-            Box::new(HashLogStore::open_with_fs(opts, hashlog_options(kind), fs)?)
-        }
+        (
+            Kind::HashLogTiny | Kind::HashLogFuzzy | Kind::HashLogBig | Kind::HashLogDirect,
+            Some(fs),
+        ) => Box::new(HashLogStore::open_with_fs(opts, hashlog_options(kind), fs)?),
         (Kind::AppendLogTiny | Kind::AppendLog | Kind::AppendLogDirect, fs) => {
             let a = AppendLogOptions::default().hashlog(hashlog_options(kind));
             match fs {
