@@ -230,6 +230,13 @@ fn tiered_survives_sigkill() {
     crash_loop(Kind::TieredL123);
 }
 
+/// Tiered without Redis (a tiny L1 over hashlog): kills land while L1 evicts dirty
+/// entries into L3 and while the checkpoint writes them down.
+#[test]
+fn tiered_l13_survives_sigkill() {
+    crash_loop(Kind::TieredL13);
+}
+
 /// Adaptive with forced migrations every few operations: kills land mid-migration and
 /// between the parts' checkpoints and the adaptive manifest (the two-phase commit).
 #[test]

@@ -125,6 +125,22 @@ fn hashlog_faults_leave_last_checkpoint() {
     }
 }
 
+/// Tiered L1 + L3: the failure may meet an eviction into L3 or the checkpoint's flush.
+#[test]
+fn tiered_l13_faults_leave_last_checkpoint() {
+    for (i, f) in faults(9).into_iter().enumerate() {
+        fault_case(Kind::TieredL13, f, i as u64);
+    }
+}
+
+/// Tiered L1 + L2 + L3 (Redis keeps running; the fault is L3's disk).
+#[test]
+fn tiered_l123_faults_leave_last_checkpoint() {
+    for (i, f) in faults(10).into_iter().enumerate() {
+        fault_case(Kind::TieredL123, f, i as u64);
+    }
+}
+
 #[test]
 fn mem_faults_leave_last_checkpoint() {
     for (i, f) in faults(2).into_iter().enumerate() {

@@ -84,6 +84,7 @@ mod server;
 mod writer;
 
 use std::ops::Bound;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub(crate) use l2::unlink_prefix;
@@ -93,6 +94,7 @@ use hashbrown::HashMap;
 
 use crate::cache::{CacheConfig, WTinyLfu};
 use crate::error::{Error, Result};
+use crate::io::Fs;
 use crate::{
     Capabilities, CheckpointInfo, HashLogOptions, HashLogStore, Ns, Rmw, RmwFn, StateStore,
     StoreOptions, StoreStats, Visitor,
@@ -366,6 +368,13 @@ impl std::fmt::Debug for TieredStore {
 impl TieredStore {
     /// Opens (or recovers, with L3) a tiered store in `opts.dir`.
     pub fn open(opts: StoreOptions, t: TieredOptions) -> Result<Self> {
+        Self::open_with_fs(opts, t, Arc::new(crate::io::StdFs))
+    }
+
+    /// [`open`](Self::open) with every file of the store (its directory and L3's) going
+    /// through `fs`, the seam the power-loss and fault-injection tests use. L2 is a Redis
+    /// server, outside the seam.
+    pub fn open_with_fs(opts: StoreOptions, t: TieredOptions, fs: Arc<dyn Fs>) -> Result<Self> {
         opts.validate()?;
         opts.refuse_direct_io("tiered")?;
         let l1_cap = t.l1_capacity(opts.memory_budget);
@@ -383,7 +392,7 @@ impl TieredStore {
                 detail: "no level at all: give --l1, --l2 or --l3".into(),
             });
         }
-        std::fs::create_dir_all(&opts.dir)
+        crate::io::create_dir_durable(&*fs, &opts.dir)
             .map_err(|e| Error::io("create store directory", &opts.dir, e))?;
         let (l3, l3_ns) = match t.l3 {
             L3Kind::None => (None, Vec::new()),
@@ -403,7 +412,7 @@ impl TieredStore {
                 let mut o = opts.clone();
                 o.dir = opts.dir.join("l3");
                 o.memory_budget = budget;
-                let store = HashLogStore::open(o, h)?;
+                let store = HashLogStore::open_with_fs(o, h, fs)?;
                 let ns = (0..opts.namespaces.len())
                     .map(|i| store.namespace(&opts.namespaces[i].name))
                     .collect::<Result<Vec<_>>>()?;

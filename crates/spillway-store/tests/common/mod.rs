@@ -297,8 +297,10 @@ pub fn open_opts(
     fs: Option<Arc<dyn Fs>>,
 ) -> Result<Box<dyn StateStore>> {
     if let Some(t) = kind.tiered() {
-        assert!(fs.is_none(), "the tiered store has no I/O seam");
-        return Ok(Box::new(TieredStore::open(opts, t)?));
+        return Ok(Box::new(match fs {
+            None => TieredStore::open(opts, t)?,
+            Some(fs) => TieredStore::open_with_fs(opts, t, fs)?,
+        }));
     }
     Ok(match (kind, fs) {
         (Kind::Mem, None) => Box::new(MemStore::open(opts)?),
