@@ -114,6 +114,30 @@ pub type MultiRmwFn<'a> = dyn FnMut(usize, Option<&[u8]>, &mut Vec<u8>) -> Rmw +
 /// batch and its value where the store holds it (no copy), or `None` if absent.
 pub type MultiGetFn<'a> = dyn FnMut(usize, Option<&[u8]>) + 'a;
 
+/// The batch's operations one at a time, in order (what [`StateStore::apply_batch`]
+/// does once it has prefetched): for wrappers that cannot pass a batch down whole.
+pub(crate) fn apply_each<S: StateStore + ?Sized>(
+    s: &mut S,
+    ops: &[BatchOp<'_>],
+    f: &mut MultiRmwFn<'_>,
+) -> Result<()> {
+    let (mut buf, mut unused) = (Vec::new(), Vec::new());
+    for (i, op) in ops.iter().enumerate() {
+        match op.kind {
+            BatchKind::Get => {
+                let found = s.get_into(op.ns, op.key, &mut buf)?;
+                f(i, found.then_some(&buf[..]), &mut unused);
+                unused.clear();
+            }
+            BatchKind::Put(v) => s.put(op.ns, op.key, v)?,
+            BatchKind::Merge(v) => s.merge(op.ns, op.key, v)?,
+            BatchKind::Delete => s.delete(op.ns, op.key)?,
+            BatchKind::Rmw => s.rmw(op.ns, op.key, &mut |old, out| f(i, old, out))?,
+        }
+    }
+    Ok(())
+}
+
 /// What one operation of a mixed batch ([`StateStore::apply_batch`]) does to its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchKind<'a> {
@@ -251,21 +275,7 @@ pub trait StateStore: Send {
         if ops.len() > 1 {
             self.prefetch(&ops.iter().map(|o| (o.ns, o.key)).collect::<Vec<_>>());
         }
-        let (mut buf, mut unused) = (Vec::new(), Vec::new());
-        for (i, op) in ops.iter().enumerate() {
-            match op.kind {
-                BatchKind::Get => {
-                    let found = self.get_into(op.ns, op.key, &mut buf)?;
-                    f(i, found.then_some(&buf[..]), &mut unused);
-                    unused.clear();
-                }
-                BatchKind::Put(v) => self.put(op.ns, op.key, v)?,
-                BatchKind::Merge(v) => self.merge(op.ns, op.key, v)?,
-                BatchKind::Delete => self.delete(op.ns, op.key)?,
-                BatchKind::Rmw => self.rmw(op.ns, op.key, &mut |old, out| f(i, old, out))?,
-            }
-        }
-        Ok(())
+        apply_each(self, ops, f)
     }
 
     /// Sets the value of `key`.

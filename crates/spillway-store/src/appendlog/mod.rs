@@ -563,6 +563,17 @@ impl AppendLogStore {
         }
     }
 
+    /// See [`HashLogStore::min_budget`].
+    pub(crate) fn min_budget(&self) -> u64 {
+        self.inner.min_budget()
+    }
+
+    /// See [`HashLogStore::set_memory_budget`].
+    pub(crate) fn set_memory_budget(&mut self, budget: u64) -> Result<()> {
+        crate::error::writable(&self.poisoned)?;
+        self.inner.set_memory_budget(budget)
+    }
+
     /// Bounds every value by `cap` too, lists included (the adaptive store's parts
     /// accept the same values).
     pub(crate) fn set_value_cap(&mut self, cap: crate::ValueCap) {

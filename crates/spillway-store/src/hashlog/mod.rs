@@ -775,6 +775,31 @@ impl HashLogStore {
         self.log.page_size - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK
     }
 
+    /// The smallest memory budget [`set_memory_budget`](Self::set_memory_budget) accepts
+    /// now: the index and the minimum of page frames.
+    pub(crate) fn min_budget(&self) -> u64 {
+        self.index.bytes() + (RESERVE_PAGES + 2) * self.log.page_size as u64
+    }
+
+    /// Changes the memory budget at run time (the adaptive store moves memory between
+    /// its parts). A smaller one evicts the resident pages beyond it now (writing those
+    /// not yet written); one below [`min_budget`](Self::min_budget) is refused with
+    /// [`Error::BudgetTooSmall`] and changes nothing.
+    pub(crate) fn set_memory_budget(&mut self, budget: u64) -> Result<()> {
+        crate::error::writable(&self.poisoned)?;
+        let old = self.opts.memory_budget;
+        self.opts.memory_budget = budget;
+        if let Err(e) = self.size_frames() {
+            self.opts.memory_budget = old;
+            let r = self.size_frames();
+            self.poison(r)?;
+            return Err(e);
+        }
+        self.stats.memory_budget = budget;
+        let r = self.log.shrink();
+        self.poison(r)
+    }
+
     /// Bounds the values of the first `namespaces` namespaces by `cap` too (the
     /// adaptive store's parts accept the same values; appendlog passes it on for the
     /// user's namespaces, not for its chunk namespaces).

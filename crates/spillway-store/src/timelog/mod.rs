@@ -247,6 +247,37 @@ impl TimeLogStore {
         crate::error::writable(&self.poisoned)
     }
 
+    /// The smallest memory budget [`set_memory_budget`](Self::set_memory_budget) accepts
+    /// now: the sparse indexes and a memtable share that holds a large entry.
+    pub(crate) fn min_budget(&self) -> u64 {
+        self.index_bytes + (1 << 20)
+    }
+
+    /// Changes the memory budget at run time (the adaptive store moves memory between
+    /// its parts). A smaller one flushes memtables and trims the block cache down to it
+    /// now; one below [`min_budget`](Self::min_budget) is refused with
+    /// [`Error::BudgetTooSmall`] and changes nothing.
+    pub(crate) fn set_memory_budget(&mut self, budget: u64) -> Result<()> {
+        self.check_writable()?;
+        if budget < self.min_budget() {
+            return Err(Error::BudgetTooSmall {
+                budget,
+                needed: self.min_budget(),
+                what: "the sparse indexes of the timelog segments and a memtable".into(),
+            });
+        }
+        self.opts.memory_budget = budget;
+        self.stats.memory_budget = budget;
+        let limit = self.memtable_limit();
+        if self.mem_bytes > limit {
+            let r = self.flush_down(limit / 2);
+            self.poison(r)?;
+        }
+        let cap = self.cache_cap();
+        self.cache.trim(cap);
+        Ok(())
+    }
+
     /// Bounds every value by `cap` too (the adaptive store's parts accept the same
     /// values).
     pub(crate) fn set_value_cap(&mut self, cap: crate::ValueCap) {
