@@ -136,6 +136,8 @@ const FORMAT_VERSION: u32 = 1;
 /// Entries a migration moves right after a range read that walked its unordered
 /// source (see `AdaptiveStore::after_walk`).
 const WALK_BOOST: u64 = 4096;
+/// How long a range read that walked may take, its boost included (see `after_walk`).
+const WALK_PAUSE: std::time::Duration = std::time::Duration::from_millis(8);
 const STORE_NAME: &str = "adaptive";
 
 /// The layouts an adaptive store can keep a namespace in.
@@ -882,18 +884,30 @@ impl AdaptiveStore {
 
     /// After a range read that had to walk an unordered layout (O(namespace)): decide
     /// at once instead of waiting for `decide_every` operations, and if the namespace
-    /// is migrating, move up to [`WALK_BOOST`] entries now. A walk already cost about
-    /// as much as moving that many entries, and every walk until the migration ends
-    /// costs it again, so finishing sooner pays for itself; the pause stays bounded.
-    fn after_walk(&mut self, i: usize) -> Result<()> {
+    /// is migrating, move up to [`WALK_BOOST`] entries now, but stop once the read
+    /// (begun at `began`, its walk included) has taken [`WALK_PAUSE`]. A walk already
+    /// cost about as much as moving that many entries, and every walk until the
+    /// migration ends costs it again, so finishing sooner pays for itself; the time
+    /// bound keeps the boost from lengthening the read's pause much beyond its walk
+    /// (`bench phase`: 4096 moves after a walk of 160k entries paused a read 19-24 ms;
+    /// with the bound 11-12 ms, which is the walk; a 5 ms bound left the pause there and
+    /// halved the range phase's throughput). At least one step runs, so the migration
+    /// always advances.
+    fn after_walk(&mut self, i: usize, began: Instant) -> Result<()> {
         if self.aopts.dynamic && self.ns[i].observer.since_decision >= 16 {
             self.decide(i)?;
         }
         if self.migrating == Some(i) {
             let before = self.ns[i].moved;
-            while self.migrating == Some(i) && self.ns[i].moved - before < WALK_BOOST {
+            loop {
                 let r = self.migrate_step(i);
                 self.poison(r)?;
+                if self.migrating != Some(i)
+                    || self.ns[i].moved - before >= WALK_BOOST
+                    || began.elapsed() >= WALK_PAUSE
+                {
+                    break;
+                }
             }
         }
         Ok(())
@@ -1464,21 +1478,21 @@ impl StateStore for AdaptiveStore {
     ) -> Result<usize> {
         crate::error::readable(&self.poisoned)?;
         let i = self.ns_index(ns)?;
-        let mut walked = false;
+        let mut walked = None;
         let n = match self.route(i) {
             (l, None) if self.part(l).is_ordered(ns) => {
                 self.part(l).scan_ordered(ns, start, end, dir, limit, visit)?
             }
             _ => {
-                walked = true;
+                walked = Some(Instant::now());
                 let all = self.collect_sorted(i, start, end)?;
                 let entries = all.iter().map(|(k, v)| (&k[..], &v[..]));
                 crate::cursor::visit_ordered(entries, dir, limit, visit)
             }
         };
         self.ns[i].observer.see(Seen::Range(n));
-        if walked {
-            self.after_walk(i)?;
+        if let Some(began) = walked {
+            self.after_walk(i, began)?;
         }
         self.after_op(i)?;
         Ok(n)
