@@ -1,5 +1,6 @@
 //! Index snapshots: the writer of `index-<n>.snap` (format in the FORMAT section of
-//! [`super`]), whole inside a checkpoint or fuzzy in bounded steps.
+//! [`super`]), whole inside a checkpoint or fuzzy in bounded steps, and its reader
+//! ([`read_index`]), which validates a snapshot before recovery uses it.
 //!
 //! A fuzzy snapshot records `from`, the log tail when it starts, then copies a bounded
 //! number of buckets per write operation (and per checkpoint) in bucket-number order,
@@ -13,10 +14,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::index::{entries_in, HashIndex};
+use super::index::{self, entries_in, HashIndex, BUCKET_BYTES};
+use super::record::PAGE_HDR;
 use super::{BUCKETS_PER_FRAME, FORMAT_VERSION, INDEX_MAGIC};
-use crate::blockfile::{publish, BlockWriter};
-use crate::error::Result;
+use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor};
+use crate::error::{Error, Result};
 use crate::io::{join, Fs};
 
 /// Bytes of one bucket in a snapshot frame: bucket number u64 + 8 slots u64.
@@ -177,4 +179,150 @@ pub(super) fn write_whole(
     let mut s = SnapshotWriter::start(fs, dir, name, index, from, 1 << 20)?;
     s.step(index, usize::MAX)?;
     s.finish(fs)
+}
+
+/// The log range index entries may point into: `[begin, tail)` of the manifest, and
+/// no address inside a page header.
+pub(super) struct LogRange {
+    pub(super) tail: u64,
+    pub(super) page_bits: u32,
+}
+
+/// Loads an index snapshot, validating everything in it before use: sizes against the
+/// budget before allocating, bucket numbers, entry counts, every entry's address
+/// against the log of its manifest, and the overflow links (in range, each overflow
+/// bucket linked from at most one bucket, so no chain loops).
+/// Errors name the file and the offset of the bad header, bucket or frame.
+pub(super) fn read_index(
+    fs: &dyn Fs,
+    path: &Path,
+    budget: u64,
+    range: &LogRange,
+) -> Result<HashIndex> {
+    const BUCKET_RECORD: usize = 8 + 8 * 8;
+    let mut r = BlockReader::open(fs, path, INDEX_MAGIC, FORMAT_VERSION)?;
+    let mut buf = Vec::new();
+    if !r.next(&mut buf)? {
+        let at = r.payload_offset();
+        return Err(Error::corrupt(path, at, "index snapshot has no header frame"));
+    }
+    let head_at = r.payload_offset();
+    let mut c = Cursor::new(&buf, path, head_at);
+    let b0 = c.u32()?;
+    let bits = c.u32()?;
+    let n_main = c.u64()?;
+    let n_ov = c.u64()?;
+    let count = c.u64()?;
+    if !(1..=40).contains(&bits)
+        || b0 > bits
+        || bits > b0 + index::TAG_BITS
+        || n_main != 1 << bits
+        || n_ov > (1 << 36)
+    {
+        return Err(Error::corrupt(path, head_at, "index snapshot header has impossible sizes"));
+    }
+    // Checked before allocating, so a damaged or foreign header cannot exhaust memory.
+    let needed = (n_main + n_ov) * BUCKET_BYTES;
+    if needed > budget {
+        return Err(Error::BudgetTooSmall {
+            budget,
+            needed,
+            what: format!("the hash index recorded in {}", path.display()),
+        });
+    }
+    let mut index = HashIndex::from_parts(
+        b0,
+        bits,
+        vec![[0; 8]; n_main as usize],
+        vec![[0; 8]; n_ov as usize],
+        count,
+    );
+    let total = n_main + n_ov;
+    let page_mask = (1u64 << range.page_bits) - 1;
+    let mut next = 0u64;
+    let mut entries = 0u64;
+    // File offset of each bucket record that links to an overflow bucket.
+    let mut links: Vec<(u64, u64, u64)> = Vec::new();
+    while r.next(&mut buf)? {
+        let frame_at = r.payload_offset();
+        if buf.len() % BUCKET_RECORD != 0 {
+            return Err(Error::corrupt(path, frame_at, "index snapshot frame of wrong size"));
+        }
+        for (i, rec) in buf.chunks_exact(BUCKET_RECORD).enumerate() {
+            let at = frame_at + (i * BUCKET_RECORD) as u64;
+            let no = u64::from_le_bytes(rec[..8].try_into().expect("8"));
+            if no < next || no >= total {
+                return Err(Error::corrupt(
+                    path,
+                    at,
+                    format!("index snapshot bucket {no} out of order or range"),
+                ));
+            }
+            next = no + 1;
+            let bucket = if no < n_main {
+                &mut index.main[no as usize]
+            } else {
+                &mut index.overflow[(no - n_main) as usize]
+            };
+            for (i, e) in rec[8..].chunks_exact(8).enumerate() {
+                bucket[i] = u64::from_le_bytes(e.try_into().expect("8"));
+            }
+            for &e in &bucket[..index::SLOTS] {
+                if e == 0 {
+                    continue;
+                }
+                let a = index::addr_of(e);
+                // Below the checkpoint's `begin` is stale (compacted since the snapshot
+                // started), dropped by recovery; past the tail, in page 0 or in a page
+                // header is damage.
+                let first = 1u64 << range.page_bits;
+                if a < first || a >= range.tail || ((a & page_mask) as usize) < PAGE_HDR {
+                    return Err(Error::corrupt(
+                        path,
+                        at,
+                        format!(
+                            "index snapshot bucket {no} points at log address {a}, outside \
+                             the checkpoint's log [{first}, {})",
+                            range.tail
+                        ),
+                    ));
+                }
+                entries += 1;
+            }
+            let link = bucket[index::SLOTS];
+            if link > n_ov {
+                return Err(Error::corrupt(
+                    path,
+                    at,
+                    format!("index snapshot bucket {no} links to overflow bucket {link} of {n_ov}"),
+                ));
+            }
+            if link != 0 {
+                links.push((no, link - 1, at));
+            }
+        }
+    }
+    if entries != count {
+        return Err(Error::corrupt(
+            path,
+            head_at,
+            format!("index snapshot holds {entries} entries, its header says {count}"),
+        ));
+    }
+    // No overflow bucket may be linked from two buckets: then no chain from a main
+    // bucket can loop (a loop needs a bucket linked twice, by its chain and by the loop).
+    // Buckets no chain reaches are legal in a fuzzy snapshot (created after it copied
+    // the bucket that links them); recovery empties them.
+    let mut linked_from: Vec<u64> = vec![u64::MAX; n_ov as usize];
+    for &(no, ov, at) in &links {
+        if linked_from[ov as usize] != u64::MAX {
+            return Err(Error::corrupt(
+                path,
+                at,
+                format!("index snapshot bucket {no} links to overflow bucket {ov}, already linked"),
+            ));
+        }
+        linked_from[ov as usize] = no;
+    }
+    Ok(index)
 }
