@@ -312,20 +312,28 @@ impl std::error::Error for Error {
     }
 }
 
-/// `Ok` unless `poisoned` holds the cause of an earlier failure, which it returns as
-/// [`Error::Poisoned`]: the check every store makes before a write.
 /// Passes `r` through; an error that [poisons](Error::poisons) marks the store as
-/// poisoned with its message (the first such error is kept).
-#[inline]
+/// poisoned with its message (the first such error is kept). Every store calls this
+/// once per operation: the `Ok` path is one branch, the error path out of line.
+#[inline(always)]
 pub(crate) fn poison_on<T>(poisoned: &mut Option<String>, r: Result<T>) -> Result<T> {
-    if let Err(e) = &r {
-        if e.poisons() && poisoned.is_none() {
-            *poisoned = Some(e.to_string());
-        }
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) => Err(mark_poisoned(poisoned, e)),
     }
-    r
 }
 
+#[cold]
+#[inline(never)]
+fn mark_poisoned(poisoned: &mut Option<String>, e: Error) -> Error {
+    if e.poisons() && poisoned.is_none() {
+        *poisoned = Some(e.to_string());
+    }
+    e
+}
+
+/// `Ok` unless `poisoned` holds the cause of an earlier failure, which it returns as
+/// [`Error::Poisoned`]: the check every store makes before a write.
 pub(crate) fn writable(poisoned: &Option<String>) -> Result<()> {
     match poisoned {
         Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),

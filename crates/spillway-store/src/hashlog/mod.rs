@@ -394,7 +394,7 @@ impl HashLogOptions {
     /// What a record on these pages holds besides its key, before 8-byte alignment
     /// (see [`HashLogStore::max_value`]).
     pub(crate) fn record_room(&self) -> usize {
-        (1usize << self.page_bits) - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK
+        room_in_page(1usize << self.page_bits)
     }
 
     fn validate(&self) -> Result<()> {
@@ -736,23 +736,9 @@ impl HashLogStore {
         crate::error::writable(&self.poisoned)
     }
 
-    /// Passes `r` through, poisoning the store on an error that poisons. The Ok path
-    /// is a branch (reads call this once per op); the error path is out of line.
     #[inline(always)]
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        match r {
-            Ok(v) => Ok(v),
-            Err(e) => Err(self.poison_err(e)),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn poison_err(&mut self, e: Error) -> Error {
-        match crate::error::poison_on::<()>(&mut self.poisoned, Err(e)) {
-            Err(e) => e,
-            Ok(()) => unreachable!("poison_on passes an error through"),
-        }
+        crate::error::poison_on(&mut self.poisoned, r)
     }
 
     fn ns_id(&self, ns: Ns) -> Result<u16> {
@@ -771,7 +757,7 @@ impl HashLogStore {
     /// What a record holds besides its key, before 8-byte alignment: the page less
     /// its header, the record header and the slack.
     pub(crate) fn record_room(&self) -> usize {
-        self.log.page_size - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK
+        room_in_page(self.log.page_size)
     }
 
     /// The smallest memory budget [`set_memory_budget`](Self::set_memory_budget) accepts
@@ -789,9 +775,8 @@ impl HashLogStore {
         let old = self.opts.memory_budget;
         self.opts.memory_budget = budget;
         if let Err(e) = self.size_frames() {
+            // Refused before it changed anything.
             self.opts.memory_budget = old;
-            let r = self.size_frames();
-            self.poison(r)?;
             return Err(e);
         }
         self.stats.memory_budget = budget;
@@ -1321,6 +1306,12 @@ impl HashLogStore {
 enum ValueSrc<'a> {
     Arg(&'a [u8]),
     Scratch,
+}
+
+/// What a record on a page of `page` bytes holds besides its key, before 8-byte
+/// alignment: the page less its header, the record header and the slack.
+fn room_in_page(page: usize) -> usize {
+    page - PAGE_HDR - REC_HDR - log::MAX_RECORD_SLACK
 }
 
 fn segment_bits(segment_bytes: u64, page_bits: u32) -> u32 {
