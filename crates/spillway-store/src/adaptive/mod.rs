@@ -61,9 +61,9 @@
 //!   needs (its index and minimum pages, at least 1/64 of the budget), and the parts
 //!   that hold namespaces share the rest by weight (hash 4, list and time 2). The
 //!   targets change when a migration starts or ends; the budgets move toward them in
-//!   bounded steps after operations, like migration steps: one step takes at most 4
-//!   MiB from one part (writing at most that much of its pages, or flushing its
-//!   memtables) and gives what is free to the parts below their targets. A part that
+//!   bounded steps after operations, like migration steps: one step takes at most
+//!   [`BUDGET_STEP`] (1 MiB) from one part (writing at most that much of its pages, or
+//!   flushing its memtables) and gives what is free to the parts below their targets. A part that
 //!   cannot shrink (its index needs the memory) keeps its budget. Measured: hashlog
 //!   slows down sharply once its log outgrows its budget (tumbling.keyed.incremental at
 //!   1M events: 0.3-0.5x when the hash part had 128 or 170 of 256 MiB). The hash part's
@@ -136,8 +136,12 @@ const FORMAT_VERSION: u32 = 1;
 /// Entries a migration moves right after a range read that walked its unordered
 /// source (see `AdaptiveStore::after_walk`).
 const WALK_BOOST: u64 = 4096;
-/// How long a range read that walked may take, its boost included (see `after_walk`).
-const WALK_PAUSE: std::time::Duration = std::time::Duration::from_millis(8);
+/// Walked entries that count as one moved entry against the boost after a walk (see
+/// `AdaptiveStore::after_walk`). Chosen in `bench phase` (a 160k-entry namespace
+/// moving from hash to time): at 32 or 128 the boost was too small and the range phase
+/// ran at 0.28-0.72x timelog; at 512, 0.77-0.82x (a full boost: 0.74-0.85x) with
+/// pauses of 8-14 ms (a full boost: 11-19 ms).
+const WALKED_PER_MOVE: u64 = 512;
 const STORE_NAME: &str = "adaptive";
 
 /// The layouts an adaptive store can keep a namespace in.
@@ -396,6 +400,8 @@ pub struct AdaptiveStore {
     /// Each part's memory budget now, and where the budget steps move it (see Memory).
     part_budget: [u64; 3],
     budget_target: [u64; 3],
+    /// The value lengths a batch's gets saw, for the observer (kept to reuse).
+    batch_sizes: Vec<usize>,
     /// Whether `part_budget` still differs from `budget_target`.
     rebalancing: bool,
     ns: Vec<NsState>,
@@ -511,11 +517,11 @@ impl AdaptiveStore {
         // whatever migrations happened in between.
         // The hash layout is where the observer sends point-like and short-list state
         // whatever its hint, so it always gets a full share.
-        let mut weight = [4u64, 1, 1];
+        let mut named = [true, false, false];
         for spec in &opts.namespaces {
-            let w = &mut weight[Layout::for_hint(spec.hint).index()];
-            *w = (*w).max(2);
+            named[Layout::for_hint(spec.hint).index()] = true;
         }
+        let weight = Layout::ALL.map(|l| if named[l.index()] { Self::budget_weight(l) } else { 1 });
         let total: u64 = weight.iter().sum();
         let part_budget = weight.map(|w| opts.memory_budget / total * w);
         let migrating = ns.iter().position(|s| s.migration.is_some());
@@ -528,6 +534,7 @@ impl AdaptiveStore {
             value_cap: None,
             part_budget,
             budget_target: part_budget,
+            batch_sizes: Vec::new(),
             rebalancing: false,
             ns,
             migrating,
@@ -817,19 +824,7 @@ impl AdaptiveStore {
 
     #[inline(always)]
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        match r {
-            Ok(v) => Ok(v),
-            Err(e) => Err(self.poison_err(e)),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn poison_err(&mut self, e: Error) -> Error {
-        if e.poisons() && self.poisoned.is_none() {
-            self.poisoned = Some(e.to_string());
-        }
-        e
+        crate::error::poison_on(&mut self.poisoned, r)
     }
 
     fn part(&mut self, l: Layout) -> &mut dyn StateStore {
@@ -884,28 +879,25 @@ impl AdaptiveStore {
 
     /// After a range read that had to walk an unordered layout (O(namespace)): decide
     /// at once instead of waiting for `decide_every` operations, and if the namespace
-    /// is migrating, move up to [`WALK_BOOST`] entries now, but stop once the read
-    /// (begun at `began`, its walk included) has taken [`WALK_PAUSE`]. A walk already
-    /// cost about as much as moving that many entries, and every walk until the
-    /// migration ends costs it again, so finishing sooner pays for itself; the time
-    /// bound keeps the boost from lengthening the read's pause much beyond its walk
-    /// (`bench phase`: 4096 moves after a walk of 160k entries paused a read 19-24 ms;
-    /// with the bound 11-12 ms, which is the walk; a 5 ms bound left the pause there and
-    /// halved the range phase's throughput). At least one step runs, so the migration
-    /// always advances.
-    fn after_walk(&mut self, i: usize, began: Instant) -> Result<()> {
+    /// is migrating, move up to [`WALK_BOOST`] entries now, less the walk's own size
+    /// (its entries over [`WALKED_PER_MOVE`]). A walk already cost about as much as
+    /// moving that many entries, and every walk until the migration ends costs it
+    /// again, so finishing sooner pays for itself; counting the walk keeps a long walk
+    /// and a full boost from adding up in one read's pause. The bound is counted in
+    /// entries, not time, so what a store does (and writes) follows from its
+    /// operations alone. At least one step runs, so the migration always advances.
+    fn after_walk(&mut self, i: usize) -> Result<()> {
         if self.aopts.dynamic && self.ns[i].observer.since_decision >= 16 {
             self.decide(i)?;
         }
         if self.migrating == Some(i) {
+            let boost =
+                WALK_BOOST.saturating_sub(self.ns[i].observer.walked_entries / WALKED_PER_MOVE);
             let before = self.ns[i].moved;
             loop {
                 let r = self.migrate_step(i);
                 self.poison(r)?;
-                if self.migrating != Some(i)
-                    || self.ns[i].moved - before >= WALK_BOOST
-                    || began.elapsed() >= WALK_PAUSE
-                {
+                if self.migrating != Some(i) || self.ns[i].moved - before >= boost {
                     break;
                 }
             }
@@ -1270,6 +1262,24 @@ impl StateStore for AdaptiveStore {
     /// Forwards each key to the part that holds its namespace (both parts while it
     /// migrates), so a batch's cache misses overlap as they do in hashlog alone.
     fn prefetch(&mut self, keys: &[(Ns, &[u8])]) {
+        // The usual batch: every key in one part, none migrating; passed on as it is.
+        let mut one = None;
+        for &(ns, _) in keys {
+            match (self.ns_index(ns).map(|i| self.route(i)), one) {
+                (Ok((l, None)), None) => one = Some(l),
+                (Ok((l, None)), Some(o)) if o == l => {}
+                _ => {
+                    one = None;
+                    break;
+                }
+            }
+        }
+        if let Some(l) = one {
+            if let Some(p) = self.parts[l.index()].as_mut() {
+                p.store().prefetch(keys);
+            }
+            return;
+        }
         let mut by_part: [Vec<(Ns, &[u8])>; 3] = Default::default();
         for &(ns, key) in keys {
             let Ok(i) = self.ns_index(ns) else { continue };
@@ -1329,15 +1339,17 @@ impl StateStore for AdaptiveStore {
             }
             return Ok(());
         };
-        let mut sizes = Vec::with_capacity(keys.len());
+        let mut sizes = std::mem::take(&mut self.batch_sizes);
+        sizes.clear();
         self.part(l).multi_get_with(ns, keys, &mut |n, v| {
             sizes.push(v.map_or(0, <[u8]>::len));
             f(n, v);
         })?;
-        for len in sizes {
+        for &len in &sizes {
             self.ns[i].observer.see(Seen::Get(len));
             self.after_op(i)?;
         }
+        self.batch_sizes = sizes;
         Ok(())
     }
 
@@ -1377,15 +1389,16 @@ impl StateStore for AdaptiveStore {
                 self.check_key(op.ns.index(), op.key)?;
             }
         }
-        let mut got = Vec::new();
+        let mut sizes = std::mem::take(&mut self.batch_sizes);
+        sizes.clear();
         let r = self.part(l).apply_batch(ops, &mut |n, old, out| {
             if matches!(ops[n].kind, BatchKind::Get) {
-                got.push(old.map_or(0, <[u8]>::len));
+                sizes.push(old.map_or(0, <[u8]>::len));
             }
             f(n, old, out)
         });
         self.poison(r)?;
-        let mut got = got.into_iter();
+        let mut got = sizes.iter().copied();
         for op in ops {
             let i = op.ns.index();
             let seen = match op.kind {
@@ -1399,6 +1412,7 @@ impl StateStore for AdaptiveStore {
             self.ns[i].observer.see(seen);
             self.after_op(i)?;
         }
+        self.batch_sizes = sizes;
         Ok(())
     }
 
@@ -1478,21 +1492,21 @@ impl StateStore for AdaptiveStore {
     ) -> Result<usize> {
         crate::error::readable(&self.poisoned)?;
         let i = self.ns_index(ns)?;
-        let mut walked = None;
+        let mut walked = false;
         let n = match self.route(i) {
             (l, None) if self.part(l).is_ordered(ns) => {
                 self.part(l).scan_ordered(ns, start, end, dir, limit, visit)?
             }
             _ => {
-                walked = Some(Instant::now());
+                walked = true;
                 let all = self.collect_sorted(i, start, end)?;
                 let entries = all.iter().map(|(k, v)| (&k[..], &v[..]));
                 crate::cursor::visit_ordered(entries, dir, limit, visit)
             }
         };
         self.ns[i].observer.see(Seen::Range(n));
-        if let Some(began) = walked {
-            self.after_walk(i, began)?;
+        if walked {
+            self.after_walk(i)?;
         }
         self.after_op(i)?;
         Ok(n)
