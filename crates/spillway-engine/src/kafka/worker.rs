@@ -645,7 +645,7 @@ impl Worker<'_> {
             let now = Instant::now();
             if busy {
                 last_event = now;
-                quiet_since = quiet_since.max(now);
+                quiet_since = now;
             } else if self.st.cfg.idle_exit.is_some_and(|d| now - quiet_since >= d)
                 && now >= next_drain_check
             {
