@@ -197,7 +197,7 @@ pub fn run_one(cfg: &CacheBenchConfig, config: &str, dir: &Path) -> Result<Cache
     }
     buf = Vec::new();
     let load_seconds = start.elapsed().as_secs_f64();
-    let before = store.stats().tiers.unwrap_or_default();
+    let before = store.stats().tiers().cloned().unwrap_or_default();
     let start = Instant::now();
     for (i, &id) in order.iter().enumerate() {
         store
@@ -209,7 +209,7 @@ pub fn run_one(cfg: &CacheBenchConfig, config: &str, dir: &Path) -> Result<Cache
     }
     let seconds = start.elapsed().as_secs_f64();
     let peak_rss_bytes = crate::machine::peak_rss_bytes();
-    let after = store.stats().tiers;
+    let after = store.stats().tiers().cloned();
     // Read every object back: the checksum shows no configuration lost a write.
     let mut checksum = 0u64;
     for id in 0..cfg.objects {

@@ -40,6 +40,7 @@
 //! read in an order fixed by the stream (no scan order is used), so the same
 //! configuration gives the same events over any store.
 
+use spillway_store::StateStoreExt;
 use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};

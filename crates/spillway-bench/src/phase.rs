@@ -24,6 +24,7 @@
 //! other store in each phase; `max_us` of adaptive's range phase includes the
 //! migration's longest pause.
 
+use spillway_store::StateStoreExt;
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
@@ -114,7 +115,7 @@ fn fill(value: &mut [u8], n: u64) {
 
 fn layout_of(store: &dyn StateStore) -> Option<String> {
     let s = store.stats();
-    let l = s.layouts.iter().find(|l| l.namespace == NAMESPACE)?;
+    let l = s.layouts().iter().find(|l| l.namespace == NAMESPACE)?;
     Some(match &l.migrating_to {
         Some(to) => format!("{} migrating to {to}", l.layout),
         None if l.migrations > 0 => format!("{} ({} migrations)", l.layout, l.migrations),

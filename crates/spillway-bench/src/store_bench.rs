@@ -39,6 +39,7 @@
 //! `/proc/self/clear_refs`; it includes whatever the process held before the run
 //! (the allocator may keep memory of earlier runs).
 
+use spillway_store::StateStoreExt;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

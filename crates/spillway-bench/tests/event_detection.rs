@@ -3,6 +3,7 @@
 
 use spillway_bench::event_detection::{self, generate, run_stream, Burst, Config, Report};
 use spillway_store::tiered::{L2Config, L3Kind, TieredOptions, TieredStore};
+use spillway_store::StateStoreExt;
 use spillway_store::{MemStore, StateStore, StoreOptions};
 
 fn opts(dir: &std::path::Path) -> StoreOptions {

@@ -19,6 +19,7 @@
 //!
 //! Run: `cargo bench -p spillway-engine --bench ostree [-- --measurement-time 2]`.
 
+use spillway_store::StateStoreExt;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::hint::black_box;

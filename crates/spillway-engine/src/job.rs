@@ -65,6 +65,7 @@
 //! the checkpoint. The side output (late events) starts afresh the same way. From then
 //! on `--resume` appends to these files as usual.
 
+use spillway_store::StateStoreExt;
 use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
@@ -740,6 +741,18 @@ pub struct HaltPoint {
 ///
 /// On failure, the error ([`Error::Stopped`]) says what became of the output: without
 /// checkpoints it was written to a [`partial_path`] and not renamed; with checkpoints it
+/// The backend `kind` with its own options: the tiered store's levels from `tiered`,
+/// the others' defaults.
+pub(crate) fn store_config(
+    kind: spillway_store::StoreKind,
+    tiered: &spillway_store::TieredOptions,
+) -> spillway_store::StoreConfig {
+    match kind {
+        spillway_store::StoreKind::Tiered => spillway_store::StoreConfig::Tiered(tiered.clone()),
+        other => other.into(),
+    }
+}
+
 /// was cut back to the last checkpoint, so `--resume` continues it.
 pub fn run_job(
     cfg: &JobConfig,
@@ -845,8 +858,7 @@ pub fn run_job(
         QueryPlan::Windowed(p) => (p.column_names(), p.namespace_specs()),
     };
     let store_options = |dir: &Path, specs: Vec<spillway_store::NamespaceSpec>| {
-        let mut o =
-            StoreOptions::new(dir).memory_budget(cfg.memory_budget).tiered(cfg.tiered.clone());
+        let mut o = StoreOptions::new(dir).memory_budget(cfg.memory_budget);
         if let Some(k) = cfg.expected_keys {
             o = o.expected_keys(k);
         }
@@ -882,7 +894,8 @@ pub fn run_job(
         Some(q) if cfg.resume && *q != cfg.query => checkpointed_plan(q, &schema, &base)?.1,
         _ => specs.clone(),
     };
-    let mut store = cfg.store.open(store_options(&state_dir, open_specs))?;
+    let mut store =
+        store_config(cfg.store, &cfg.tiered).open(store_options(&state_dir, open_specs))?;
     let meta = if cfg.resume { read_meta(store.as_mut())? } else { None };
     let resumed = meta.is_some();
     let mut warnings: Vec<String> = Vec::new();
@@ -1059,7 +1072,8 @@ pub fn run_job(
                 drop(store);
                 clear_dirs(&[&state_dir, &base.join(STATE_DIR), &res_dir])?;
                 state_dir = base.join(STATE_DIR);
-                store = cfg.store.open(store_options(&state_dir, specs.clone()))?;
+                store = store_config(cfg.store, &cfg.tiered)
+                    .open(store_options(&state_dir, specs.clone()))?;
                 if side_path.exists() {
                     let _ = std::fs::remove_file(&side_path);
                 }
@@ -1316,7 +1330,7 @@ pub fn run_job(
             live_keys: sstats.live_keys,
             bytes_on_disk: sstats.bytes_on_disk,
             disk_reads: sstats.disk_reads,
-            tiers: sstats.tiers,
+            tiers: sstats.tiers().cloned(),
         },
         reservoir_bytes: (rstats.bytes_compressed, rstats.bytes_raw),
         reservoir_segments_deleted: rstats.segments_deleted,
@@ -1549,7 +1563,7 @@ fn open_backfill(
     let map = GroupMap::new(&old_plan, &plan)?;
     check_rebuildable(&plan, &map, &reservoir, unit)?;
     clear_dirs(&[new_opts.dir.as_path()])?;
-    let mut new_store = cfg.store.open(new_opts)?;
+    let mut new_store = store_config(cfg.store, &cfg.tiered).open(new_opts)?;
     let keys = copy_kept_state(old_store.as_mut(), &old_plan, new_store.as_mut(), &plan, &map)?;
     drop(old_store);
     let (rt, report) = Runtime::backfill(

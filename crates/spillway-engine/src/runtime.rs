@@ -61,6 +61,7 @@
 pub mod backfill;
 mod recent;
 
+use spillway_store::StateStoreExt;
 use std::collections::VecDeque;
 
 use recent::{key_hash, part_hash, RecentList};

@@ -153,9 +153,7 @@ impl Session {
         };
         let state_dir = base.join("state");
         let res_dir = base.join("reservoir");
-        let mut store_opts = StoreOptions::new(&state_dir)
-            .memory_budget(cfg.memory_budget)
-            .tiered(cfg.tiered.clone());
+        let mut store_opts = StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget);
         if let Some(k) = cfg.expected_keys {
             store_opts = store_opts.expected_keys(k);
         }
@@ -180,7 +178,8 @@ impl Session {
             schema
         );
         let had_state = state_dir.exists();
-        let mut store = cfg.store.open(store_opts.clone())?;
+        let mut store =
+            crate::job::store_config(cfg.store, &cfg.tiered).open(store_opts.clone())?;
         let meta = if had_state {
             if read_meta_blob(store.as_mut(), JOB_META_KEY)?.is_some() {
                 return Err(Error::Config(format!(
@@ -213,7 +212,7 @@ impl Session {
                     // State from a session that never completed a checkpoint: start over.
                     drop(store);
                     crate::job::clear_dirs(&[&state_dir, &res_dir])?;
-                    store = cfg.store.open(store_opts)?;
+                    store = crate::job::store_config(cfg.store, &cfg.tiered).open(store_opts)?;
                 }
                 let reservoir = Reservoir::create(res_opts, &schema)?;
                 (Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?, 0, false)

@@ -60,6 +60,7 @@
 //! Everything else (watermark, timer chunk counts, counters) is in the
 //! [`WindowSnapshot`] a checkpoint writes next to the store's own checkpoint.
 
+use spillway_store::StateStoreExt;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

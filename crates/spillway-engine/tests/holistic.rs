@@ -12,7 +12,7 @@ use spillway_engine::reservoir::{Reservoir, ReservoirOptions};
 use spillway_engine::runtime::{Outcome, Runtime};
 use spillway_engine::sql::parse_query;
 use spillway_engine::value::{DataType, Event, Field, Schema, TimeUnit, Value};
-use spillway_store::{NamespaceSpec, StoreKind, StoreOptions};
+use spillway_store::{NamespaceSpec, StateStoreExt, StoreKind, StoreOptions};
 
 fn schema() -> Schema {
     let f = |n: &str, ty| Field { name: n.into(), ty };

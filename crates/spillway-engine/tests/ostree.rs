@@ -4,6 +4,7 @@
 //! capacities, two trees sharing a namespace) on mem and hashlog; recovery of a hashlog
 //! checkpoint; and damaged headers and nodes.
 
+use spillway_store::StateStoreExt;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 

@@ -37,6 +37,7 @@
 //! assert_eq!(c.key(), None); // "b1" is outside the prefix
 //! ```
 
+use crate::StateStoreExt;
 use std::ops::Bound;
 
 use crate::{Direction, Ns, Result, StateStore};

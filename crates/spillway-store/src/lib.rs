@@ -20,21 +20,33 @@
 //!   each declaring its merge semantics ([`MergeOp`]): list append or a user function.
 //! - A store instance has a single writer: every operation takes `&mut self` and no
 //!   lock is taken on the hot path. Parallelism comes from one instance per task.
-//! - Batches: [`StateStore::multi_get_with`], [`StateStore::multi_rmw`] and
-//!   [`StateStore::apply_batch`] do exactly what the single operations would, in order;
-//!   [`StateStore::prefetch`] announces keys about to be used. Stores that can overlap
-//!   a batch's cache misses (hashlog) do so; the others run the operations one by one.
-//! - Operations a backend cannot serve (ordered range scans on a hash store) return
-//!   [`Error::Unsupported`]; nothing is silently skipped. [`Capabilities`] says which.
+//! - [`StateStore`] is what a backend implements: namespace lookup and order, the
+//!   single-key operations, one scan ([`StateStore::range`]: bounds, an [`Order`], a
+//!   limit), `checkpoint` and `stats`, plus four provided methods it overrides where it
+//!   does better (`prefetch`, `apply_batch`, `delete_range`, `scan_step`).
+//!   [`StateStoreExt`] gives every store the conveniences built from those (`get`,
+//!   `multi_get_with`, `multi_rmw`, `scan_prefix`, `scan_range`, `scan_ordered`,
+//!   `checkpoint_seq`); a backend cannot override them, so they mean the same
+//!   everywhere.
+//! - Batches: [`StateStore::apply_batch`] does exactly what the single operations
+//!   would, in order; [`StateStore::prefetch`] announces keys about to be used. Stores
+//!   that can overlap a batch's cache misses (hashlog) do so; the others run the
+//!   operations one by one.
+//! - Operations a namespace cannot serve (key-ordered scans of a hash namespace)
+//!   return [`Error::Unsupported`]; nothing is silently skipped.
+//!   [`StateStore::is_ordered`] says which namespaces are ordered.
 //! - Durability is explicit: [`StateStore::checkpoint`] atomically publishes the
 //!   current state in the store's directory; opening the directory again recovers
 //!   exactly the state of the last completed checkpoint, or fails with a clear error.
+//!   Every store keeps its last two checkpoints.
 //! - Memory is a budget in bytes given at open ([`StoreOptions::memory_budget`]); the
 //!   store keeps its resident state within it, and [`StoreStats`] shows it.
 //! - After an I/O or corruption error a store is poisoned and refuses further writes
 //!   and reads ([`Error::Poisoned`]) until it is reopened. (Appendlog refuses writes
 //!   only after a damaged list it detects itself, so other lists stay readable; its
 //!   hybrid log refuses both after an I/O error.)
+//! - Opening: [`StoreConfig`] names a backend with its own options; [`StoreOptions`]
+//!   holds what every backend takes (directory, budget, namespaces).
 //!
 //! Limits shared by all stores: keys up to [`MAX_KEY_LEN`] bytes, values up to
 //! [`MAX_VALUE_LEN`] bytes (hashlog also bounds a record by its page size, mem an
@@ -64,6 +76,7 @@ pub mod stats;
 pub mod tiered;
 pub mod timelog;
 
+mod backend;
 mod blockfile;
 mod hot;
 mod manifest;
@@ -80,7 +93,7 @@ pub use mem::MemStore;
 pub use namespace::{merges, AccessHint, MergeOp, NamespaceSpec, Ns};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksStore;
-pub use stats::{NamespaceLayout, StoreStats};
+pub use stats::{BackendStats, NamespaceLayout, StoreStats};
 pub use tiered::{TieredOptions, TieredStore};
 pub use timelog::{TimeLogOptions, TimeLogStore};
 
@@ -105,12 +118,12 @@ pub enum Rmw {
 /// buffer for the new one.
 pub type RmwFn<'a> = dyn FnMut(Option<&[u8]>, &mut Vec<u8>) -> Rmw + 'a;
 
-/// The closure of the batched read-modify-writes ([`StateStore::multi_rmw`],
+/// The closure of the batched read-modify-writes ([`StateStoreExt::multi_rmw`],
 /// [`StateStore::apply_batch`]): receives the operation's position in the batch, the
 /// current value (if any) and an empty buffer for the new one.
 pub type MultiRmwFn<'a> = dyn FnMut(usize, Option<&[u8]>, &mut Vec<u8>) -> Rmw + 'a;
 
-/// The visitor of [`StateStore::multi_get_with`]: receives the key's position in the
+/// The visitor of [`StateStoreExt::multi_get_with`]: receives the key's position in the
 /// batch and its value where the store holds it (no copy), or `None` if absent.
 pub type MultiGetFn<'a> = dyn FnMut(usize, Option<&[u8]>) + 'a;
 
@@ -167,7 +180,7 @@ pub struct BatchOp<'a> {
 /// The visitor of scans: receives each key and value; returns `false` to stop.
 pub type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
 
-/// Direction of an ordered scan ([`StateStore::scan_ordered`]).
+/// Direction of a key-ordered scan ([`StateStoreExt::scan_ordered`], [`Cursor`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Direction {
     /// Increasing byte order of keys.
@@ -175,15 +188,6 @@ pub enum Direction {
     Forward,
     /// Decreasing byte order of keys.
     Reverse,
-}
-
-/// Which optional operations a backend serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Capabilities {
-    /// Scans return keys in byte order and `scan_range` works.
-    pub ordered: bool,
-    /// Updates happen in place in memory where possible.
-    pub in_place_updates: bool,
 }
 
 /// Metadata of a completed checkpoint.
@@ -195,88 +199,86 @@ pub struct CheckpointInfo {
     pub micros: u64,
 }
 
-/// The state-store contract. See the crate docs for the rules every backend follows.
+/// The order in which a scan ([`StateStore::range`]) visits entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// The store's own order: key order in an ordered namespace, an unspecified one
+    /// elsewhere. Every namespace serves it.
+    #[default]
+    Any,
+    /// Increasing byte order of keys (ordered namespaces only).
+    Forward,
+    /// Decreasing byte order of keys (ordered namespaces only).
+    Reverse,
+}
+
+impl From<Direction> for Order {
+    fn from(d: Direction) -> Order {
+        match d {
+            Direction::Forward => Order::Forward,
+            Direction::Reverse => Order::Reverse,
+        }
+    }
+}
+
+impl Order {
+    /// The key order an ordered namespace serves this with (`Any`: forward).
+    pub fn direction(self) -> Direction {
+        match self {
+            Order::Reverse => Direction::Reverse,
+            Order::Any | Order::Forward => Direction::Forward,
+        }
+    }
+
+    /// For a namespace without order: `Ok` for [`Order::Any`], otherwise
+    /// [`Error::Unsupported`] from `store` with `hint`.
+    pub(crate) fn unordered(self, store: &'static str, hint: &'static str) -> Result<()> {
+        match self {
+            Order::Any => Ok(()),
+            Order::Forward | Order::Reverse => {
+                Err(Error::Unsupported { store, op: "ordered range scan", hint })
+            }
+        }
+    }
+}
+
+/// Whether `key` lies within the bounds (the filter of unordered scans).
+pub(crate) fn in_bounds(key: &[u8], start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    (match start {
+        Bound::Included(s) => key >= s,
+        Bound::Excluded(s) => key > s,
+        Bound::Unbounded => true,
+    }) && (match end {
+        Bound::Included(e) => key <= e,
+        Bound::Excluded(e) => key < e,
+        Bound::Unbounded => true,
+    })
+}
+
+/// The state-store contract: what a backend implements. See the crate docs for the
+/// rules every backend follows, and [`StateStoreExt`] for the conveniences every store
+/// gets from these.
+///
+/// A new backend writes the required methods: its name, namespace lookup and order,
+/// the five single-key operations, one scan ([`range`](Self::range)), `checkpoint` and
+/// `stats`. The provided ones (`prefetch`, `apply_batch`, `delete_range`, `scan_step`)
+/// are built from those and are overridden only where the backend does better (hashlog
+/// overlaps a batch's cache misses; RocksDB deletes a range with one tombstone; hash
+/// stores walk their log).
 pub trait StateStore: Send {
     /// Short backend name ("mem", "hashlog", "rocksdb").
     fn name(&self) -> &'static str;
 
-    /// Optional operations this backend serves.
-    fn capabilities(&self) -> Capabilities;
-
     /// The handle of a namespace declared at open.
     fn namespace(&self, name: &str) -> Result<Ns>;
 
-    /// Sequence number of the checkpoint the store was recovered from or last wrote
-    /// (0 for a fresh store).
-    fn checkpoint_seq(&self) -> u64;
+    /// Whether `ns` is kept in key order, so that [`range`](Self::range) serves
+    /// [`Order::Forward`] and [`Order::Reverse`], and [`delete_range`](Self::delete_range)
+    /// and [`Cursor`] work on it.
+    fn is_ordered(&self, ns: Ns) -> bool;
 
     /// Reads the value of `key` into `out` (cleared first); returns whether it exists.
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
-
-    /// Reads the value of `key`.
-    fn get(&mut self, ns: Ns, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let mut out = Vec::new();
-        Ok(self.get_into(ns, key, &mut out)?.then_some(out))
-    }
-
-    /// Reads several keys of one namespace (see [`multi_get_with`](Self::multi_get_with),
-    /// which avoids the copies).
-    fn multi_get(&mut self, ns: Ns, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        let mut out = Vec::with_capacity(keys.len());
-        self.multi_get_with(ns, keys, &mut |_, v| out.push(v.map(<[u8]>::to_vec)))?;
-        Ok(out)
-    }
-
-    /// Hint: the caller is about to operate on these keys. A store may start loading
-    /// what the operations will touch (hashlog: the index buckets, then the records)
-    /// so that the cache misses of a batch overlap instead of following one another.
-    /// It changes no state and no result; the default does nothing.
-    fn prefetch(&mut self, keys: &[(Ns, &[u8])]) {
-        let _ = keys;
-    }
-
-    /// Reads several keys of one namespace, calling `f(i, value)` for `keys[i]` in
-    /// order with the value where the store holds it. Equivalent to one
-    /// [`get_into`](Self::get_into) per key; stores with [`prefetch`](Self::prefetch)
-    /// overlap the batch's cache misses.
-    fn multi_get_with(&mut self, ns: Ns, keys: &[&[u8]], f: &mut MultiGetFn<'_>) -> Result<()> {
-        if keys.len() > 1 {
-            self.prefetch(&keys.iter().map(|k| (ns, *k)).collect::<Vec<_>>());
-        }
-        let mut buf = Vec::new();
-        for (i, k) in keys.iter().enumerate() {
-            let found = self.get_into(ns, k, &mut buf)?;
-            f(i, found.then_some(&buf[..]));
-        }
-        Ok(())
-    }
-
-    /// Read-modify-write of several keys of one namespace, in order: exactly what one
-    /// [`rmw`](Self::rmw) per key would do (a key that appears twice sees its first
-    /// update), with `f(i, old, out)` deciding for `keys[i]`. Stores with
-    /// [`prefetch`](Self::prefetch) overlap the batch's cache misses. On an error the
-    /// operations before the failing one have been applied.
-    fn multi_rmw(&mut self, ns: Ns, keys: &[&[u8]], f: &mut MultiRmwFn<'_>) -> Result<()> {
-        if keys.len() > 1 {
-            self.prefetch(&keys.iter().map(|k| (ns, *k)).collect::<Vec<_>>());
-        }
-        for (i, k) in keys.iter().enumerate() {
-            self.rmw(ns, k, &mut |old, out| f(i, old, out))?;
-        }
-        Ok(())
-    }
-
-    /// A mixed batch of operations over any namespaces, applied in order: exactly what
-    /// the single operations would do one after the other. `f` serves the `Get` and
-    /// `Rmw` operations as in [`multi_get_with`](Self::multi_get_with) and
-    /// [`multi_rmw`](Self::multi_rmw). On an error the operations before the failing
-    /// one have been applied.
-    fn apply_batch(&mut self, ops: &[BatchOp<'_>], f: &mut MultiRmwFn<'_>) -> Result<()> {
-        if ops.len() > 1 {
-            self.prefetch(&ops.iter().map(|o| (o.ns, o.key)).collect::<Vec<_>>());
-        }
-        apply_each(self, ops, f)
-    }
 
     /// Sets the value of `key`.
     fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()>;
@@ -291,69 +293,50 @@ pub trait StateStore: Send {
     /// Backends with in-place updates write the new value over the old one when it fits.
     fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()>;
 
-    /// Visits every key of `ns` that starts with `prefix` (byte order only if
-    /// [`Capabilities::ordered`]).
-    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()>;
-
-    /// Visits the keys of `ns` within the bounds in byte order. Unordered backends
-    /// return [`Error::Unsupported`].
-    fn scan_range(
+    /// The one scan: visits at most `limit` entries of `ns` whose keys lie within the
+    /// bounds, in `order`, until `visit` returns `false`; returns how many it visited
+    /// (the one that said stop included). [`Order::Any`] works on every namespace (key
+    /// order where the namespace is ordered); [`Order::Forward`] and [`Order::Reverse`]
+    /// on ordered ones, others answer [`Error::Unsupported`] (for `Reverse` the first
+    /// entry visited is the greatest key within the bounds). A prefix scan is the range
+    /// from the prefix to [`cursor::prefix_end`] ([`StateStoreExt::scan_prefix`]).
+    fn range(
         &mut self,
         ns: Ns,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
-        visit: &mut Visitor<'_>,
-    ) -> Result<()>;
-
-    /// Whether `ns` is kept in key order, so that [`scan_range`](Self::scan_range),
-    /// [`scan_ordered`](Self::scan_ordered), [`delete_range`](Self::delete_range) and
-    /// [`Cursor`] work on it. Default: [`Capabilities::ordered`].
-    fn is_ordered(&self, ns: Ns) -> bool {
-        let _ = ns;
-        self.capabilities().ordered
-    }
-
-    /// Visits at most `limit` entries of `ns` within the bounds, in key order in the
-    /// given direction (for [`Direction::Reverse`] the first entry visited is the
-    /// greatest key within the bounds). Returns the number of entries visited. This is
-    /// the primitive under [`Cursor`]. Unordered namespaces return
-    /// [`Error::Unsupported`].
-    ///
-    /// The default serves forward scans through `scan_range` and reverse scans by
-    /// buffering the range; ordered backends override it with a native iterator.
-    fn scan_ordered(
-        &mut self,
-        ns: Ns,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        dir: Direction,
+        order: Order,
         limit: usize,
         visit: &mut Visitor<'_>,
-    ) -> Result<usize> {
-        let mut n = 0usize;
-        if limit == 0 {
-            // Still ask the backend, so an unordered one answers Unsupported.
-            self.scan_range(ns, start, end, &mut |_, _| false)?;
-            return Ok(0);
+    ) -> Result<usize>;
+
+    /// Atomically publishes the current state in the store directory.
+    fn checkpoint(&mut self) -> Result<CheckpointInfo>;
+
+    /// Counters and resource use, and the sequence number of the checkpoint the store
+    /// was recovered from or last wrote ([`StoreStats::checkpoint_seq`]).
+    fn stats(&self) -> StoreStats;
+
+    /// Hint: the caller is about to operate on these keys. A store may start loading
+    /// what the operations will touch (hashlog: the index buckets, then the records)
+    /// so that the cache misses of a batch overlap instead of following one another.
+    /// It changes no state and no result; the default does nothing.
+    fn prefetch(&mut self, keys: &[(Ns, &[u8])]) {
+        let _ = keys;
+    }
+
+    /// A mixed batch of operations over any namespaces, applied in order: exactly what
+    /// the single operations would do one after the other (a key that appears twice
+    /// sees its first update). `f(i, value, out)` serves `ops[i]` when it is a `Get`
+    /// (it sees the value where the store holds it, no copy; its answer is ignored) or
+    /// an `Rmw` (as in [`rmw`](Self::rmw)). On an error the operations before the
+    /// failing one have been applied. The default announces the keys to
+    /// [`prefetch`](Self::prefetch) and runs the operations one by one.
+    fn apply_batch(&mut self, ops: &[BatchOp<'_>], f: &mut MultiRmwFn<'_>) -> Result<()> {
+        if ops.len() > 1 {
+            self.prefetch(&ops.iter().map(|o| (o.ns, o.key)).collect::<Vec<_>>());
         }
-        match dir {
-            Direction::Forward => {
-                self.scan_range(ns, start, end, &mut |k, v| {
-                    n += 1;
-                    visit(k, v) && n < limit
-                })?;
-            }
-            Direction::Reverse => {
-                let mut all: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-                self.scan_range(ns, start, end, &mut |k, v| {
-                    all.push((k.to_vec(), v.to_vec()));
-                    true
-                })?;
-                let entries = all.iter().map(|(k, v)| (&k[..], &v[..]));
-                n = cursor::visit_ordered(entries, Direction::Reverse, limit, visit);
-            }
-        }
-        Ok(n)
+        apply_each(self, ops, f)
     }
 
     /// Deletes every key `k` of `ns` with `start <= k < end`; returns how many keys it
@@ -366,11 +349,11 @@ pub trait StateStore: Send {
         let mut from = start.to_vec();
         loop {
             let mut keys: Vec<Vec<u8>> = Vec::new();
-            self.scan_ordered(
+            self.range(
                 ns,
                 Bound::Included(&from),
                 Bound::Excluded(end),
-                Direction::Forward,
+                Order::Forward,
                 BATCH,
                 &mut |k, _| {
                     keys.push(k.to_vec());
@@ -418,26 +401,116 @@ pub trait StateStore: Send {
         let mut last: Option<Vec<u8>> = None;
         let mut stopped = false;
         let start = from.map_or(Bound::Unbounded, Bound::Excluded);
-        let n = self.scan_ordered(
-            ns,
-            start,
-            Bound::Unbounded,
-            Direction::Forward,
-            limit,
-            &mut |k, v| {
-                last = Some(k.to_vec());
-                stopped = !visit(k, v);
-                !stopped
-            },
-        )?;
+        let n = self.range(ns, start, Bound::Unbounded, Order::Forward, limit, &mut |k, v| {
+            last = Some(k.to_vec());
+            stopped = !visit(k, v);
+            !stopped
+        })?;
         Ok(if n < limit && !stopped { None } else { last })
     }
+}
 
-    /// Atomically publishes the current state in the store directory.
-    fn checkpoint(&mut self) -> Result<CheckpointInfo>;
+/// Keys a batched convenience ([`StateStoreExt::multi_get_with`],
+/// [`StateStoreExt::multi_rmw`]) hands to [`StateStore::apply_batch`] at a time, from a
+/// buffer on the stack.
+const EXT_BATCH: usize = 32;
 
-    /// Counters and resource use.
-    fn stats(&self) -> StoreStats;
+/// Conveniences every [`StateStore`] has, built from its required methods (a blanket
+/// implementation: a backend cannot and need not write them).
+pub trait StateStoreExt: StateStore {
+    /// Reads the value of `key`.
+    fn get(&mut self, ns: Ns, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        Ok(self.get_into(ns, key, &mut out)?.then_some(out))
+    }
+
+    /// Reads several keys of one namespace (see [`multi_get_with`](Self::multi_get_with),
+    /// which avoids the copies).
+    fn multi_get(&mut self, ns: Ns, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        self.multi_get_with(ns, keys, &mut |_, v| out.push(v.map(<[u8]>::to_vec)))?;
+        Ok(out)
+    }
+
+    /// Reads several keys of one namespace, calling `f(i, value)` for `keys[i]` in
+    /// order with the value where the store holds it: a batch of `Get` operations
+    /// ([`StateStore::apply_batch`]).
+    fn multi_get_with(&mut self, ns: Ns, keys: &[&[u8]], f: &mut MultiGetFn<'_>) -> Result<()> {
+        batched(self, ns, keys, BatchKind::Get, &mut |i, v, _| {
+            f(i, v);
+            Rmw::Keep
+        })
+    }
+
+    /// Read-modify-write of several keys of one namespace, in order, with `f(i, old,
+    /// out)` deciding for `keys[i]`: a batch of `Rmw` operations
+    /// ([`StateStore::apply_batch`]). On an error the operations before the failing one
+    /// have been applied.
+    fn multi_rmw(&mut self, ns: Ns, keys: &[&[u8]], f: &mut MultiRmwFn<'_>) -> Result<()> {
+        batched(self, ns, keys, BatchKind::Rmw, f)
+    }
+
+    /// Visits every key of `ns` that starts with `prefix`, in the store's own order (key
+    /// order in ordered namespaces).
+    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        let end = cursor::prefix_end(prefix);
+        let end = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.range(ns, Bound::Included(prefix), end, Order::Any, usize::MAX, visit).map(|_| ())
+    }
+
+    /// Visits the keys of `ns` within the bounds in increasing key order. Unordered
+    /// namespaces return [`Error::Unsupported`].
+    fn scan_range(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        visit: &mut Visitor<'_>,
+    ) -> Result<()> {
+        self.range(ns, start, end, Order::Forward, usize::MAX, visit).map(|_| ())
+    }
+
+    /// Visits at most `limit` entries of `ns` within the bounds in key order in
+    /// direction `dir`; returns how many it visited. The primitive under [`Cursor`].
+    fn scan_ordered(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        dir: Direction,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        self.range(ns, start, end, dir.into(), limit, visit)
+    }
+
+    /// Sequence number of the checkpoint the store was recovered from or last wrote
+    /// (0 for a fresh store).
+    fn checkpoint_seq(&self) -> u64 {
+        self.stats().checkpoint_seq
+    }
+}
+
+impl<S: StateStore + ?Sized> StateStoreExt for S {}
+
+/// `keys` of `ns`, each with operation `kind`, through `apply_batch` in slices of
+/// [`EXT_BATCH`] (no allocation), `f` seeing each key's position in `keys`.
+fn batched<S: StateStore + ?Sized>(
+    s: &mut S,
+    ns: Ns,
+    keys: &[&[u8]],
+    kind: BatchKind<'_>,
+    f: &mut MultiRmwFn<'_>,
+) -> Result<()> {
+    let mut ops = [BatchOp { ns, key: &[], kind }; EXT_BATCH];
+    for (c, chunk) in keys.chunks(EXT_BATCH).enumerate() {
+        for (op, key) in ops.iter_mut().zip(chunk) {
+            op.key = key;
+        }
+        let base = c * EXT_BATCH;
+        s.apply_batch(&ops[..chunk.len()], &mut |i, old, out| f(base + i, old, out))?;
+    }
+    Ok(())
 }
 
 /// Options every store is opened with.
@@ -467,9 +540,6 @@ pub struct StoreOptions {
     /// system without `O_DIRECT` fails the open with [`Error::DirectIoUnsupported`].
     /// Default: false.
     pub direct_io: bool,
-    /// The levels of a [`TieredStore`] opened through [`StoreKind::Tiered`] (other
-    /// stores ignore it). Default: [`TieredOptions::default`].
-    pub tiered: TieredOptions,
 }
 
 impl StoreOptions {
@@ -482,15 +552,7 @@ impl StoreOptions {
             expected_keys: None,
             recover_at: None,
             direct_io: false,
-            tiered: TieredOptions::default(),
         }
-    }
-
-    /// Sets the levels a [`StoreKind::Tiered`] store opens with (default:
-    /// [`TieredOptions::default`]).
-    pub fn tiered(mut self, t: TieredOptions) -> Self {
-        self.tiered = t;
-        self
     }
 
     /// Bypasses the OS page cache for the store's data files (default false; see
@@ -670,36 +732,93 @@ impl StoreKind {
         self != StoreKind::Rocks || cfg!(feature = "rocksdb")
     }
 
-    /// Opens (or recovers) a store of this kind with default backend-specific settings.
+    /// Opens (or recovers) a store of this kind with its default backend options
+    /// ([`StoreConfig::from`] the kind).
     pub fn open(self, opts: StoreOptions) -> Result<Box<dyn StateStore>> {
-        Ok(match self {
-            StoreKind::Mem => Box::new(MemStore::open(opts)?),
-            StoreKind::TimeLog => Box::new(TimeLogStore::open(opts, TimeLogOptions::default())?),
-            StoreKind::AppendLog => {
-                let mut h = HashLogOptions::for_budget(opts.memory_budget);
-                if let Some(k) = opts.expected_keys {
-                    h = h.expected_keys(k.min(opts.memory_budget / 64));
-                }
-                Box::new(AppendLogStore::open(opts, AppendLogOptions::default().hashlog(h))?)
+        StoreConfig::from(self).open(opts)
+    }
+}
+
+/// A backend and its own options: what a tool opens when it picks a store at run time.
+/// What every backend takes (directory, budget, namespaces) is in [`StoreOptions`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum StoreConfig {
+    /// [`MemStore`].
+    Mem,
+    /// [`HashLogStore`]; `None`: sized from the memory budget
+    /// ([`HashLogOptions::for_budget`]) and [`StoreOptions::expected_keys`].
+    HashLog(Option<HashLogOptions>),
+    /// [`AppendLogStore`]; `None`: its hybrid log sized as hashlog's is.
+    AppendLog(Option<AppendLogOptions>),
+    /// [`TimeLogStore`].
+    TimeLog(TimeLogOptions),
+    /// `RocksStore` (needs the `rocksdb` feature).
+    Rocks,
+    /// [`AdaptiveStore`].
+    Adaptive(AdaptiveOptions),
+    /// [`TieredStore`] with its levels.
+    Tiered(TieredOptions),
+}
+
+impl From<StoreKind> for StoreConfig {
+    /// The kind with its default options.
+    fn from(kind: StoreKind) -> StoreConfig {
+        match kind {
+            StoreKind::Mem => StoreConfig::Mem,
+            StoreKind::HashLog => StoreConfig::HashLog(None),
+            StoreKind::AppendLog => StoreConfig::AppendLog(None),
+            StoreKind::TimeLog => StoreConfig::TimeLog(TimeLogOptions::default()),
+            StoreKind::Rocks => StoreConfig::Rocks,
+            StoreKind::Adaptive => StoreConfig::Adaptive(AdaptiveOptions::default()),
+            StoreKind::Tiered => StoreConfig::Tiered(TieredOptions::default()),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The backend this opens.
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            StoreConfig::Mem => StoreKind::Mem,
+            StoreConfig::HashLog(_) => StoreKind::HashLog,
+            StoreConfig::AppendLog(_) => StoreKind::AppendLog,
+            StoreConfig::TimeLog(_) => StoreKind::TimeLog,
+            StoreConfig::Rocks => StoreKind::Rocks,
+            StoreConfig::Adaptive(_) => StoreKind::Adaptive,
+            StoreConfig::Tiered(_) => StoreKind::Tiered,
+        }
+    }
+
+    /// Opens (or recovers) the store in `opts.dir`.
+    pub fn open(self, opts: StoreOptions) -> Result<Box<dyn StateStore>> {
+        // Hashlog's default sizing: a hint, not a demand: presize the index (64-byte
+        // buckets of about 4 keys) to at most a quarter of the budget; it doubles from
+        // there.
+        let sized = |opts: &StoreOptions| {
+            let h = HashLogOptions::for_budget(opts.memory_budget);
+            match opts.expected_keys {
+                Some(k) => h.expected_keys(k.min(opts.memory_budget / 64)),
+                None => h,
             }
-            StoreKind::HashLog => {
-                let mut h = HashLogOptions::for_budget(opts.memory_budget);
-                if let Some(k) = opts.expected_keys {
-                    // A hint, not a demand: presize the index (64-byte buckets of about
-                    // 4 keys) to at most a quarter of the budget; it doubles from there.
-                    h = h.expected_keys(k.min(opts.memory_budget / 64));
-                }
+        };
+        Ok(match self {
+            StoreConfig::Mem => Box::new(MemStore::open(opts)?),
+            StoreConfig::TimeLog(t) => Box::new(TimeLogStore::open(opts, t)?),
+            StoreConfig::AppendLog(a) => {
+                let a = a.unwrap_or_else(|| AppendLogOptions::default().hashlog(sized(&opts)));
+                Box::new(AppendLogStore::open(opts, a)?)
+            }
+            StoreConfig::HashLog(h) => {
+                let h = h.unwrap_or_else(|| sized(&opts));
                 Box::new(HashLogStore::open(opts, h)?)
             }
-            StoreKind::Adaptive => Box::new(AdaptiveStore::open(opts, AdaptiveOptions::default())?),
-            StoreKind::Tiered => {
-                let t = opts.tiered.clone();
-                Box::new(TieredStore::open(opts, t)?)
-            }
+            StoreConfig::Adaptive(a) => Box::new(AdaptiveStore::open(opts, a)?),
+            StoreConfig::Tiered(t) => Box::new(TieredStore::open(opts, t)?),
             #[cfg(feature = "rocksdb")]
-            StoreKind::Rocks => Box::new(RocksStore::open(opts)?),
+            StoreConfig::Rocks => Box::new(RocksStore::open(opts)?),
             #[cfg(not(feature = "rocksdb"))]
-            StoreKind::Rocks => {
+            StoreConfig::Rocks => {
                 return Err(Error::Unsupported {
                     store: "rocksdb",
                     op: "open",

@@ -21,17 +21,17 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
-use std::time::Instant;
 
 use hashbrown::HashMap;
 
+use crate::backend::StoreCore;
 use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor, MAX_FRAME};
 use crate::error::{Error, Result};
 use crate::io::{join, Fs, StdFs};
 use crate::manifest::{self, Manifest};
 use crate::{
-    check_key, check_value, Capabilities, CheckpointInfo, Direction, MultiRmwFn, Ns, Rmw, RmwFn,
-    StateStore, StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
+    check_key, check_value, CheckpointInfo, Ns, Order, Rmw, RmwFn, StateStore, StoreOptions,
+    StoreStats, Visitor, MAX_VALUE_LEN,
 };
 
 const SNAP_MAGIC: [u8; 8] = *b"SWMEMSNP";
@@ -177,9 +177,7 @@ pub struct MemStore {
     fs: Arc<dyn Fs>,
     maps: Vec<NsMap>,
     bytes: u64,
-    seq: u64,
-    poisoned: Option<String>,
-    stats: StoreStats,
+    core: StoreCore,
     scratch: Vec<u8>,
 }
 
@@ -217,9 +215,7 @@ impl MemStore {
                 .collect(),
             fs,
             bytes: 0,
-            seq: 0,
-            poisoned: None,
-            stats: StoreStats { memory_budget: opts.memory_budget, ..Default::default() },
+            core: StoreCore::new(opts.memory_budget),
             scratch: Vec::new(),
             opts,
         };
@@ -227,7 +223,7 @@ impl MemStore {
         if let Some(seq) = store.opts.checkpoint_to_recover(&retained)? {
             store.recover(seq)?;
         }
-        manifest::discard_newer(&*store.fs, &store.opts.dir, &retained, store.seq)?;
+        manifest::discard_newer(&*store.fs, &store.opts.dir, &retained, store.core.seq)?;
         Ok(store)
     }
 
@@ -270,12 +266,12 @@ impl MemStore {
                 self.maps[ns].insert(key.into(), value.to_vec());
             }
         }
-        self.seq = seq;
+        self.core.seq = seq;
         Ok(())
     }
 
     fn check_writable(&self) -> Result<()> {
-        crate::error::writable(&self.poisoned)
+        self.core.writable()
     }
 
     fn check_budget(&self, extra: u64) -> Result<()> {
@@ -307,7 +303,7 @@ impl MemStore {
                 self.bytes = self.bytes + value.len() as u64 - v.len() as u64;
                 v.clear();
                 v.extend_from_slice(value);
-                self.stats.in_place_updates += 1;
+                self.core.stats.in_place_updates += 1;
             }
             None => {
                 self.check_budget(entry_cost(key.len(), value.len()))?;
@@ -341,7 +337,7 @@ impl MemStore {
                         // becomes scratch.
                         self.bytes = self.bytes + out.len() as u64 - v.len() as u64;
                         std::mem::swap(v, &mut out);
-                        self.stats.in_place_updates += 1;
+                        self.core.stats.in_place_updates += 1;
                         Ok(())
                     }
                 }
@@ -408,7 +404,7 @@ impl MemStore {
         if !frame.is_empty() {
             w.frame(&frame)?;
         }
-        self.stats.bytes_written += w.finish()?;
+        self.core.stats.bytes_written += w.finish()?;
         publish(&*self.fs, &dir, &tmp, &join(&dir, &name))?;
         let mut m = Manifest::new(seq, "mem", &self.opts);
         m.set("snapshot", &name);
@@ -424,22 +420,14 @@ impl StateStore for MemStore {
         "mem"
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { ordered: false, in_place_updates: true }
-    }
-
     fn namespace(&self, name: &str) -> Result<Ns> {
         self.opts.lookup(name)
     }
 
-    fn checkpoint_seq(&self) -> u64 {
-        self.seq
-    }
-
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         self.ns_ok(ns)?;
-        self.stats.gets += 1;
+        self.core.stats.gets += 1;
         out.clear();
         match self.maps[ns.index()].get(key) {
             Some(v) => {
@@ -454,7 +442,7 @@ impl StateStore for MemStore {
         self.check_writable()?;
         self.ns_ok(ns)?;
         check_key(key)?;
-        self.stats.puts += 1;
+        self.core.stats.puts += 1;
         self.set(ns, key, value)
     }
 
@@ -462,7 +450,7 @@ impl StateStore for MemStore {
         self.check_writable()?;
         self.ns_ok(ns)?;
         check_key(key)?;
-        self.stats.merges += 1;
+        self.core.stats.merges += 1;
         let op = self.opts.namespaces[ns.index()].merge.clone();
         if let crate::MergeOp::ListAppend = op {
             if let Some(v) = self.maps[ns.index()].get_mut(key) {
@@ -478,7 +466,7 @@ impl StateStore for MemStore {
                 }
                 crate::list::push(v, operand);
                 self.bytes += add as u64;
-                self.stats.in_place_updates += 1;
+                self.core.stats.in_place_updates += 1;
                 return Ok(());
             }
         }
@@ -493,7 +481,7 @@ impl StateStore for MemStore {
     fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
         self.check_writable()?;
         self.ns_ok(ns)?;
-        self.stats.deletes += 1;
+        self.core.stats.deletes += 1;
         self.remove(ns, key);
         Ok(())
     }
@@ -502,85 +490,53 @@ impl StateStore for MemStore {
         self.check_writable()?;
         self.ns_ok(ns)?;
         check_key(key)?;
-        self.stats.rmws += 1;
+        self.core.stats.rmws += 1;
         self.rmw_checked(ns, key, f)
-    }
-
-    /// The batch checks the store and namespace once, then runs each key's
-    /// read-modify-write in order (exactly what one `rmw` per key does).
-    fn multi_rmw(&mut self, ns: Ns, keys: &[&[u8]], f: &mut MultiRmwFn<'_>) -> Result<()> {
-        self.check_writable()?;
-        self.ns_ok(ns)?;
-        for (i, k) in keys.iter().enumerate() {
-            check_key(k)?;
-            self.stats.rmws += 1;
-            self.rmw_checked(ns, k, &mut |old, out| f(i, old, out))?;
-        }
-        Ok(())
-    }
-
-    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
-        crate::error::readable(&self.poisoned)?;
-        self.ns_ok(ns)?;
-        self.stats.scans += 1;
-        match &self.maps[ns.index()] {
-            NsMap::Hash(m) => {
-                for (k, v) in m {
-                    if k.starts_with(prefix) && !visit(k, v) {
-                        break;
-                    }
-                }
-            }
-            NsMap::Tree(m) => {
-                for (k, v) in m.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
-                    if !k.starts_with(prefix) || !visit(k, v) {
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     fn is_ordered(&self, ns: Ns) -> bool {
         matches!(self.maps.get(ns.index()), Some(NsMap::Tree(_)))
     }
 
-    fn scan_range(
+    fn range(
         &mut self,
         ns: Ns,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
-        visit: &mut Visitor<'_>,
-    ) -> Result<()> {
-        self.scan_ordered(ns, start, end, Direction::Forward, usize::MAX, visit).map(|_| ())
-    }
-
-    fn scan_ordered(
-        &mut self,
-        ns: Ns,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        dir: Direction,
+        order: Order,
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         self.ns_ok(ns)?;
-        let NsMap::Tree(m) = &self.maps[ns.index()] else {
-            return Err(Error::Unsupported {
-                store: "mem",
-                op: "ordered range scan",
-                hint: "this namespace is a hash map; declare it with AccessHint::Range to \
-                       keep it ordered",
-            });
-        };
-        self.stats.scans += 1;
-        if !crate::bounds_nonempty(start, end) {
-            return Ok(0);
+        let hint = "this namespace is a hash map; declare it with AccessHint::Range to keep it \
+                    ordered";
+        self.core.stats.scans += 1;
+        match &self.maps[ns.index()] {
+            NsMap::Hash(m) => {
+                order.unordered("mem", hint)?;
+                let mut n = 0;
+                for (k, v) in m {
+                    if n == limit {
+                        break;
+                    }
+                    if crate::in_bounds(k, start, end) {
+                        n += 1;
+                        if !visit(k, v) {
+                            break;
+                        }
+                    }
+                }
+                Ok(n)
+            }
+            NsMap::Tree(m) => {
+                if !crate::bounds_nonempty(start, end) {
+                    return Ok(0);
+                }
+                let range = m.range::<[u8], _>((start, end)).map(|(k, v)| (&k[..], &v[..]));
+                Ok(crate::cursor::visit_ordered(range, order.direction(), limit, visit))
+            }
         }
-        let range = m.range::<[u8], _>((start, end)).map(|(k, v)| (&k[..], &v[..]));
-        Ok(crate::cursor::visit_ordered(range, dir, limit, visit))
     }
 
     fn delete_range(&mut self, ns: Ns, start: &[u8], end: &[u8]) -> Result<u64> {
@@ -604,24 +560,16 @@ impl StateStore for MemStore {
         for k in &keys {
             self.remove(ns, k);
         }
-        self.stats.deletes += keys.len() as u64;
+        self.core.stats.deletes += keys.len() as u64;
         Ok(keys.len() as u64)
     }
 
     fn checkpoint(&mut self) -> Result<CheckpointInfo> {
-        self.check_writable()?;
-        let start = Instant::now();
-        let seq = self.seq + 1;
-        if let Err(e) = self.write_checkpoint(seq) {
-            self.poisoned = Some(e.to_string());
-            return Err(e);
-        }
-        self.seq = seq;
-        Ok(self.stats.checkpoint_done(seq, start))
+        crate::backend::checkpoint(self, |s| &mut s.core, MemStore::write_checkpoint)
     }
 
     fn stats(&self) -> StoreStats {
-        let mut s = self.stats.clone();
+        let mut s = self.core.stats();
         s.bytes_in_memory = self.bytes;
         s.index_bytes = self.maps.iter().map(NsMap::structure_bytes).sum();
         s.live_keys = Some(self.maps.iter().map(|m| m.len() as u64).sum());

@@ -62,7 +62,6 @@
 use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::Path;
-use std::time::Instant;
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
@@ -70,13 +69,14 @@ use rocksdb::{
     MergeOperands, Options, ReadOptions, WriteOptions, DB,
 };
 
-use crate::cursor::{half_open, prefix_end};
+use crate::backend::StoreCore;
+use crate::cursor::half_open;
 use crate::error::{Error, Result};
 use crate::io::{join, Fs, StdFs};
 use crate::manifest::{self, Manifest};
 use crate::{
-    check_key, check_value, Capabilities, CheckpointInfo, Direction, MergeOp, Ns, Rmw, RmwFn,
-    StateStore, StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
+    check_key, check_value, BatchKind, BatchOp, CheckpointInfo, Direction, MergeOp, MultiRmwFn, Ns,
+    Order, Rmw, RmwFn, StateStore, StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
 };
 
 const STORE_NAME: &str = "rocksdb";
@@ -100,9 +100,7 @@ pub struct RocksStore {
     write_opts: WriteOptions,
     read_opts: ReadOptions,
     opts: StoreOptions,
-    seq: u64,
-    poisoned: Option<String>,
-    stats: StoreStats,
+    core: StoreCore,
     scratch: Vec<u8>,
 }
 
@@ -334,10 +332,8 @@ impl RocksStore {
             cf_names: opts.namespaces.iter().map(|n| n.name.clone()).collect(),
             write_opts,
             read_opts: ReadOptions::default(),
-            stats: StoreStats { memory_budget: budget, ..Default::default() },
+            core: StoreCore { seq, ..StoreCore::new(budget) },
             opts,
-            seq,
-            poisoned: None,
             scratch: Vec::new(),
         })
     }
@@ -377,7 +373,7 @@ impl RocksStore {
     }
 
     fn check_writable(&self) -> Result<()> {
-        crate::error::writable(&self.poisoned)
+        self.core.writable()
     }
 
     fn ns_ok(&self, ns: Ns) -> Result<()> {
@@ -411,8 +407,8 @@ impl RocksStore {
                 (backend(e), p)
             }
         };
-        if poisons && self.poisoned.is_none() {
-            self.poisoned = Some(err.to_string());
+        if poisons && self.core.poisoned.is_none() {
+            self.core.poisoned = Some(err.to_string());
         }
         Err(err)
     }
@@ -430,7 +426,7 @@ impl RocksStore {
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
         self.ns_ok(ns)?;
-        self.stats.scans += 1;
+        self.core.stats.scans += 1;
         if let (Some(l), Some(u)) = (&lower, &upper) {
             if l >= u {
                 return Ok(0);
@@ -534,21 +530,17 @@ impl StateStore for RocksStore {
         STORE_NAME
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { ordered: true, in_place_updates: false }
-    }
-
     fn namespace(&self, name: &str) -> Result<Ns> {
         self.opts.lookup(name)
     }
 
-    fn checkpoint_seq(&self) -> u64 {
-        self.seq
+    fn is_ordered(&self, _: Ns) -> bool {
+        true
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.ns_ok(ns)?;
-        self.stats.gets += 1;
+        self.core.stats.gets += 1;
         out.clear();
         let r = {
             let cf = self.cf(ns)?;
@@ -564,28 +556,48 @@ impl StateStore for RocksStore {
         self.finish(r)
     }
 
-    /// RocksDB's own batched `MultiGet` (one call for the batch, values pinned, not
-    /// copied).
-    fn multi_get_with(
-        &mut self,
-        ns: Ns,
-        keys: &[&[u8]],
-        f: &mut crate::MultiGetFn<'_>,
-    ) -> Result<()> {
-        self.ns_ok(ns)?;
-        self.stats.gets += keys.len() as u64;
-        let r = {
-            let cf = self.cf(ns)?;
-            self.db
-                .batched_multi_get_cf_opt(cf, keys, false, &self.read_opts)
-                .into_iter()
-                .enumerate()
-                .try_for_each(|(i, v)| {
-                    f(i, v.map_err(Fail::Read)?.as_deref());
-                    Ok(())
-                })
-        };
-        self.finish(r)
+    /// A run of consecutive `Get`s of one namespace goes to RocksDB's own batched
+    /// `MultiGet` (one call for the run, values pinned, not copied); the other
+    /// operations run one by one.
+    fn apply_batch(&mut self, ops: &[BatchOp<'_>], f: &mut MultiRmwFn<'_>) -> Result<()> {
+        let mut unused = Vec::new();
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut i = 0;
+        while i < ops.len() {
+            let op = ops[i];
+            match op.kind {
+                BatchKind::Get => {
+                    let run = ops[i..]
+                        .iter()
+                        .take_while(|o| o.kind == BatchKind::Get && o.ns == op.ns)
+                        .count();
+                    keys.clear();
+                    keys.extend(ops[i..i + run].iter().map(|o| o.key));
+                    self.ns_ok(op.ns)?;
+                    self.core.stats.gets += run as u64;
+                    let r = {
+                        let cf = self.cf(op.ns)?;
+                        self.db
+                            .batched_multi_get_cf_opt(cf, &keys, false, &self.read_opts)
+                            .into_iter()
+                            .enumerate()
+                            .try_for_each(|(j, v)| {
+                                f(i + j, v.map_err(Fail::Read)?.as_deref(), &mut unused);
+                                Ok(())
+                            })
+                    };
+                    self.finish(r)?;
+                    i += run;
+                    continue;
+                }
+                BatchKind::Put(v) => self.put(op.ns, op.key, v)?,
+                BatchKind::Merge(v) => self.merge(op.ns, op.key, v)?,
+                BatchKind::Delete => self.delete(op.ns, op.key)?,
+                BatchKind::Rmw => self.rmw(op.ns, op.key, &mut |old, out| f(i, old, out))?,
+            }
+            i += 1;
+        }
+        Ok(())
     }
 
     fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
@@ -593,7 +605,7 @@ impl StateStore for RocksStore {
         self.ns_ok(ns)?;
         check_key(key)?;
         check_value(value.len(), MAX_VALUE_LEN)?;
-        self.stats.puts += 1;
+        self.core.stats.puts += 1;
         let r = {
             let cf = self.cf(ns)?;
             self.db.put_cf_opt(cf, key, value, &self.write_opts).map_err(Fail::Write)
@@ -608,7 +620,7 @@ impl StateStore for RocksStore {
         let list = matches!(self.opts.namespaces[ns.index()].merge, MergeOp::ListAppend);
         let len = if list { crate::list::framed_len(operand) } else { operand.len() };
         check_value(len, MAX_VALUE_LEN)?;
-        self.stats.merges += 1;
+        self.core.stats.merges += 1;
         let mut buf = std::mem::take(&mut self.scratch);
         let r = {
             let cf = self.cf(ns)?;
@@ -628,7 +640,7 @@ impl StateStore for RocksStore {
     fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
         self.check_writable()?;
         self.ns_ok(ns)?;
-        self.stats.deletes += 1;
+        self.core.stats.deletes += 1;
         let r = {
             let cf = self.cf(ns)?;
             self.db.delete_cf_opt(cf, key, &self.write_opts).map_err(Fail::Write)
@@ -640,7 +652,7 @@ impl StateStore for RocksStore {
         self.check_writable()?;
         self.ns_ok(ns)?;
         check_key(key)?;
-        self.stats.rmws += 1;
+        self.core.stats.rmws += 1;
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
         let r = self.rmw_steps(ns, key, f, &mut out);
@@ -648,33 +660,17 @@ impl StateStore for RocksStore {
         self.finish(r)
     }
 
-    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
-        let lower = (!prefix.is_empty()).then(|| prefix.to_vec());
-        self.scan(ns, lower, prefix_end(prefix), Direction::Forward, usize::MAX, visit).map(|_| ())
-    }
-
-    fn scan_range(
+    fn range(
         &mut self,
         ns: Ns,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
-        visit: &mut Visitor<'_>,
-    ) -> Result<()> {
-        let (lower, upper) = half_open(start, end);
-        self.scan(ns, lower, upper, Direction::Forward, usize::MAX, visit).map(|_| ())
-    }
-
-    fn scan_ordered(
-        &mut self,
-        ns: Ns,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        dir: Direction,
+        order: Order,
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
         let (lower, upper) = half_open(start, end);
-        self.scan(ns, lower, upper, dir, limit, visit)
+        self.scan(ns, lower, upper, order.direction(), limit, visit)
     }
 
     fn delete_range(&mut self, ns: Ns, start: &[u8], end: &[u8]) -> Result<u64> {
@@ -690,24 +686,16 @@ impl StateStore for RocksStore {
             self.db.write_opt(batch, &self.write_opts).map_err(Fail::Write)
         };
         self.finish(r)?;
-        self.stats.deletes += 1;
+        self.core.stats.deletes += 1;
         Ok(0)
     }
 
     fn checkpoint(&mut self) -> Result<CheckpointInfo> {
-        self.check_writable()?;
-        let start = Instant::now();
-        let seq = self.seq + 1;
-        if let Err(e) = self.write_checkpoint(seq) {
-            self.poisoned = Some(e.to_string());
-            return Err(e);
-        }
-        self.seq = seq;
-        Ok(self.stats.checkpoint_done(seq, start))
+        crate::backend::checkpoint(self, |s| &mut s.core, RocksStore::write_checkpoint)
     }
 
     fn stats(&self) -> StoreStats {
-        let mut s = self.stats.clone();
+        let mut s = self.core.stats();
         let (mut memtables, mut readers) = (0, 0);
         for name in &self.cf_names {
             if let Some(cf) = self.db.cf_handle(name) {
@@ -725,6 +713,7 @@ impl StateStore for RocksStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::StateStoreExt;
     use std::collections::BTreeMap;
 
     use super::*;
@@ -770,8 +759,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path());
         assert_eq!(s.name(), "rocksdb");
-        assert_eq!(s.capabilities(), Capabilities { ordered: true, in_place_updates: false });
         let ns = s.namespace("plain").unwrap();
+        assert!(s.is_ordered(ns));
         let other = s.namespace("lists").unwrap();
         assert!(s.get(ns, b"k").unwrap().is_none());
         s.put(ns, b"k", b"v1").unwrap();

@@ -40,10 +40,27 @@ pub struct StoreStats {
     pub checkpoints: u64,
     /// Wall time of the last checkpoint in microseconds.
     pub last_checkpoint_micros: u64,
-    /// Stores with several layouts (adaptive): where each namespace lives now.
-    pub layouts: Vec<NamespaceLayout>,
+    /// Sequence number of the checkpoint the store was recovered from or last wrote
+    /// (0 for a fresh store).
+    pub checkpoint_seq: u64,
+    /// What only one backend reports.
+    pub backend: BackendStats,
+}
+
+/// Figures only one backend has ([`StoreStats::backend`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendStats {
+    /// Nothing beyond the common figures.
+    #[default]
+    None,
+    /// The adaptive store: where each namespace lives now.
+    Adaptive {
+        /// One entry per namespace, in declaration order.
+        layouts: Vec<NamespaceLayout>,
+    },
     /// The tiered store: per-level hits, misses and migrations.
-    pub tiers: Option<crate::tiered::TierStats>,
+    Tiered(crate::tiered::TierStats),
 }
 
 /// Where a namespace's state lives in a store with several layouts (adaptive).
@@ -69,6 +86,22 @@ pub struct NamespaceLayout {
 }
 
 impl StoreStats {
+    /// Where each namespace lives (the adaptive store; empty for the others).
+    pub fn layouts(&self) -> &[NamespaceLayout] {
+        match &self.backend {
+            BackendStats::Adaptive { layouts } => layouts,
+            _ => &[],
+        }
+    }
+
+    /// The tiered store's per-level figures (`None` for the others).
+    pub fn tiers(&self) -> Option<&crate::tiered::TierStats> {
+        match &self.backend {
+            BackendStats::Tiered(t) => Some(t),
+            _ => None,
+        }
+    }
+
     /// Counts a completed checkpoint `seq` begun at `start` and describes it.
     pub(crate) fn checkpoint_done(
         &mut self,

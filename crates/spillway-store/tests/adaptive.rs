@@ -3,6 +3,7 @@
 //! migrations every few operations) check that moving memory between the parts changes
 //! no value.
 
+use spillway_store::StateStoreExt;
 use spillway_store::{
     merges, AdaptiveOptions, AdaptiveStore, Layout, NamespaceSpec, StateStore, StoreOptions,
 };

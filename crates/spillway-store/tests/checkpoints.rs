@@ -19,7 +19,8 @@ use std::path::Path;
 use common::{check_all, options, step, Kind, Model, Op, KV, LIST};
 use proptest::prelude::*;
 use spillway_store::{
-    HashLogOptions, HashLogStore, NamespaceSpec, StateStore, StoreOptions, StoreStats,
+    HashLogOptions, HashLogStore, NamespaceSpec, StateStore, StateStoreExt, StoreOptions,
+    StoreStats,
 };
 
 /// Kind whose checks `check_all` applies (an unordered hashlog under 1 MiB).

@@ -11,6 +11,7 @@ use common::{check_all, open, step, BOp, Kind, Model, Op, KV, LIST, ORD};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use spillway_store::StateStoreExt;
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
@@ -84,6 +85,8 @@ fn op(max: usize) -> impl Strategy<Value = Op> {
         2 => (ns(), bound(), bound()).prop_map(|(i, lo, hi)| Op::ScanRange(i, lo, hi)),
         3 => (ns(), bound(), bound(), any::<bool>(), prop_oneof![Just(usize::MAX), 0usize..4])
             .prop_map(|(i, lo, hi, rev, limit)| Op::ScanOrdered(i, lo, hi, rev, limit)),
+        2 => (ns(), bound(), bound(), prop_oneof![Just(usize::MAX), 0usize..4])
+            .prop_map(|(i, lo, hi, limit)| Op::RangeAny(i, lo, hi, limit)),
         2 => (ns(), key(), key()).prop_map(|(i, a, b)| Op::DeleteRange(i, a, b)),
         2 => (ns(), 1usize..5, prop_oneof![Just(None), (1usize..3).prop_map(Some)])
             .prop_map(|(i, step, stop)| Op::Walk(i, step, stop)),

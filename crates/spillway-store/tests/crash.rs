@@ -11,6 +11,7 @@
 
 mod common;
 
+use spillway_store::StateStoreExt;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -11,6 +11,7 @@
 
 mod common;
 
+use spillway_store::StateStoreExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -504,7 +505,7 @@ fn chunk_key(key: &[u8], no: u32) -> Vec<u8> {
 /// a panic or a wrong value; other lists still read correctly.
 #[test]
 fn appendlog_damaged_head_or_missing_chunk_is_corrupt() {
-    use spillway_store::StateStore;
+    use spillway_store::{StateStore, StateStoreExt};
     let base = tempfile::tempdir().expect("tempdir");
     let pristine = base.path().join("pristine");
     let mut elems = Vec::new();
@@ -1140,7 +1141,7 @@ fn adaptive_migration_its_target_refuses_is_abandoned() {
     s.migrate(ns, Layout::Hash).expect("start migrating to the hash layout");
     // Each merge is followed by a step that moves one entry; one of them meets "big".
     let mut n = 0;
-    while s.stats().layouts[0].failed_migrations == 0 {
+    while s.stats().layouts()[0].failed_migrations == 0 {
         let k = format!("m{n}").into_bytes();
         s.merge(ns, &k, b"op").unwrap_or_else(|e| {
             panic!("merge m{n} was applied, then the migration step after it failed: {e}")
@@ -1149,7 +1150,7 @@ fn adaptive_migration_its_target_refuses_is_abandoned() {
         n += 1;
         assert!(n < 10, "no step met the list the hash part cannot hold");
     }
-    let why = s.stats().layouts[0].migration_error.clone().expect("why it was abandoned");
+    let why = s.stats().layouts()[0].migration_error.clone().expect("why it was abandoned");
     let big_hex = "626967";
     assert!(why.contains("\"lists\"") && why.contains(big_hex) && why.contains("hashlog"), "{why}");
     assert_eq!(s.migration(), Some((ns, Layout::Hash, Layout::List)), "moving back");

@@ -21,7 +21,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use spillway_store::io::{create_dir_durable, CrashFs, CrashMode, Fs};
 use spillway_store::tiered::{L2Config, RedisServer};
-use spillway_store::StateStore;
+use spillway_store::{StateStore, StateStoreExt};
 
 /// Empties the test binary's Redis server (one per binary; only
 /// `tiered_l123_recovers_last_checkpoint_after_power_loss` uses it).

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 
 use spillway_store::tiered::{L2Config, L3Kind, RedisServer, TieredOptions, TieredStore};
-use spillway_store::{Error, HashLogOptions, NamespaceSpec, StateStore, StoreOptions};
+use spillway_store::{
+    Error, HashLogOptions, NamespaceSpec, StateStore, StateStoreExt, StoreOptions,
+};
 
 fn opts(dir: &std::path::Path) -> StoreOptions {
     StoreOptions::new(dir).memory_budget(16 << 20).namespace(NamespaceSpec::list("kv"))

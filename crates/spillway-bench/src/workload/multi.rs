@@ -48,6 +48,7 @@
 //! firings (where it peaks). It is the same formula for every backend, so the modes
 //! compare on what they keep, not on one store's overheads.
 
+use spillway_store::StateStoreExt;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;

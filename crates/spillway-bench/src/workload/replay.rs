@@ -83,6 +83,7 @@
 //! only touches the op), so a harness can report the replayer's own cost (clock reads,
 //! histogram records, pulling ops) next to a store's time.
 
+use spillway_store::StateStoreExt;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fmt;
@@ -351,7 +352,7 @@ pub struct ReplayReport {
 
 /// How a store with several layouts reports where [`NAMESPACE`] lives.
 fn layout_of(stats: &spillway_store::StoreStats) -> Option<String> {
-    let l = stats.layouts.iter().find(|l| l.namespace == NAMESPACE)?;
+    let l = stats.layouts().iter().find(|l| l.namespace == NAMESPACE)?;
     let mut s = l.layout.clone();
     if let Some(to) = &l.migrating_to {
         s.push_str(&format!(" migrating to {to}"));
@@ -1201,7 +1202,7 @@ pub fn replay_shared(
 ) -> Result<Vec<ReplayReport>, ReplayError> {
     cfg.validate()?;
     let ns = lookup_ns(store)?;
-    let (name, ordered) = (store.name(), store.capabilities().ordered);
+    let (name, ordered) = (store.name(), store.is_ordered(ns));
     let shared: Mutex<&mut dyn StateStore> = Mutex::new(store);
     let shared = &shared;
     std::thread::scope(|s| {
@@ -1227,8 +1228,7 @@ mod tests {
 
     use proptest::prelude::*;
     use spillway_store::{
-        Capabilities, CheckpointInfo, HashLogOptions, HashLogStore, MemStore, RmwFn, StoreStats,
-        Visitor,
+        CheckpointInfo, HashLogOptions, HashLogStore, MemStore, Order, RmwFn, StoreStats, Visitor,
     };
 
     use super::*;
@@ -1308,14 +1308,11 @@ mod tests {
         fn name(&self) -> &'static str {
             "wrap"
         }
-        fn capabilities(&self) -> Capabilities {
-            Capabilities { ordered: self.ordered, in_place_updates: false }
-        }
         fn namespace(&self, name: &str) -> spillway_store::Result<Ns> {
             self.inner.namespace(name)
         }
-        fn checkpoint_seq(&self) -> u64 {
-            0
+        fn is_ordered(&self, _: Ns) -> bool {
+            self.ordered
         }
         fn get_into(
             &mut self,
@@ -1342,41 +1339,43 @@ mod tests {
             self.tick();
             self.inner.rmw(ns, key, f)
         }
-        fn scan_prefix(
-            &mut self,
-            ns: Ns,
-            prefix: &[u8],
-            visit: &mut Visitor<'_>,
-        ) -> spillway_store::Result<()> {
-            self.tick();
-            if !self.ordered {
-                return self.inner.scan_prefix(ns, prefix, visit);
-            }
-            for (k, v) in &self.sorted(ns, prefix)? {
-                if !visit(k, v) {
-                    break;
-                }
-            }
-            Ok(())
-        }
-        fn scan_range(
+        /// An ordered wrapper sorts what the unordered store under it holds.
+        fn range(
             &mut self,
             ns: Ns,
             start: Bound<&[u8]>,
             end: Bound<&[u8]>,
+            order: Order,
+            limit: usize,
             visit: &mut Visitor<'_>,
-        ) -> spillway_store::Result<()> {
+        ) -> spillway_store::Result<usize> {
             self.tick();
             if !self.ordered {
-                return self.inner.scan_range(ns, start, end, visit);
+                return self.inner.range(ns, start, end, order, limit, visit);
             }
             let all = self.sorted(ns, b"")?;
-            for (k, v) in all.range::<[u8], _>((start, end)) {
-                if !visit(k, v) {
-                    break;
+            let mut n = 0;
+            let mut visit_one = |k: &[u8], v: &[u8]| {
+                n += 1;
+                visit(k, v) && n < limit
+            };
+            let range = all.range::<[u8], _>((start, end));
+            if limit > 0 {
+                if order == Order::Reverse {
+                    for (k, v) in range.rev() {
+                        if !visit_one(k, v) {
+                            break;
+                        }
+                    }
+                } else {
+                    for (k, v) in range {
+                        if !visit_one(k, v) {
+                            break;
+                        }
+                    }
                 }
             }
-            Ok(())
+            Ok(n)
         }
         fn checkpoint(&mut self) -> spillway_store::Result<CheckpointInfo> {
             self.inner.checkpoint()

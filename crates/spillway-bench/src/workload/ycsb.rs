@@ -730,7 +730,7 @@ mod tests {
             }
             let ns = spillway_store::StateStore::namespace(&store, "state").unwrap();
             for (k, v) in &last {
-                let got = spillway_store::StateStore::get(&mut store, ns, k).unwrap();
+                let got = spillway_store::StateStoreExt::get(&mut store, ns, k).unwrap();
                 assert_eq!(got.as_ref(), Some(v));
             }
         }

@@ -128,6 +128,7 @@
 //! ```
 
 use crate::value::EventKey;
+use spillway_store::StateStoreExt;
 use spillway_store::{BatchKind, BatchOp, Ns, Rmw, StateStore};
 use std::fmt;
 

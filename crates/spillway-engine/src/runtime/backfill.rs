@@ -46,6 +46,7 @@
 //!   long is covered.
 
 use spillway_store::StateStore;
+use spillway_store::StateStoreExt;
 
 use super::{encode_partition, Action, Runtime, RuntimeSnapshot};
 use crate::error::{Error, Result};

@@ -120,16 +120,16 @@ const BUDGET_STEP: u64 = 1 << 20;
 
 use std::ops::Bound;
 use std::sync::Arc;
-use std::time::Instant;
 
 use self::observer::{Observer, Seen};
+use crate::backend::StoreCore;
 use crate::error::{Error, Result};
 use crate::io::{join, Fs, StdFs};
 use crate::manifest::{self, Manifest};
 use crate::stats::NamespaceLayout;
 use crate::{
-    AccessHint, Capabilities, CheckpointInfo, Direction, HashLogOptions, HashLogStore, MergeOp, Ns,
-    RmwFn, StateStore, StoreOptions, StoreStats, ValueCap, Visitor,
+    AccessHint, CheckpointInfo, HashLogOptions, HashLogStore, MergeOp, Ns, Order, RmwFn,
+    StateStore, StateStoreExt, StoreOptions, StoreStats, ValueCap, Visitor,
 };
 
 const FORMAT_VERSION: u32 = 1;
@@ -407,12 +407,11 @@ pub struct AdaptiveStore {
     ns: Vec<NsState>,
     /// The namespace migrating now, if any.
     migrating: Option<usize>,
-    seq: u64,
     ops: u64,
     rng: u64,
-    poisoned: Option<String>,
-    checkpoints: u64,
-    last_checkpoint_micros: u64,
+    /// The sequence number, the poison flag and the checkpoint counters (the operation
+    /// counters are the parts').
+    core: StoreCore,
     move_buf: Vec<(Vec<u8>, Vec<u8>)>,
     scratch: Vec<u8>,
     /// Decisions that looked at list merges (see [`Self::decide`]).
@@ -538,12 +537,9 @@ impl AdaptiveStore {
             rebalancing: false,
             ns,
             migrating,
-            seq: recovered.unwrap_or(0),
+            core: StoreCore { seq: recovered.unwrap_or(0), ..StoreCore::default() },
             ops: 0,
             rng: seed ^ 0x9E37_79B9_7F4A_7C15,
-            poisoned: None,
-            checkpoints: 0,
-            last_checkpoint_micros: 0,
             move_buf: Vec::new(),
             scratch: Vec::new(),
             decisions: 0,
@@ -808,7 +804,7 @@ impl AdaptiveStore {
     }
 
     fn check_writable(&self) -> Result<()> {
-        crate::error::writable(&self.poisoned)
+        self.core.writable()
     }
 
     /// Keys of a list namespace are bounded by the list layout's (a chunk's key adds
@@ -824,7 +820,7 @@ impl AdaptiveStore {
 
     #[inline(always)]
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        crate::error::poison_on(&mut self.poisoned, r)
+        self.core.poison_on(r)
     }
 
     fn part(&mut self, l: Layout) -> &mut dyn StateStore {
@@ -969,7 +965,7 @@ impl AdaptiveStore {
     /// Whether `e` is a refusal that leaves the store whole (it does not poison, and
     /// the store is not poisoned).
     fn is_refusal(&self, e: &Error) -> bool {
-        !e.poisons() && !matches!(e, Error::Poisoned { .. }) && self.poisoned.is_none()
+        !e.poisons() && !matches!(e, Error::Poisoned { .. }) && self.core.poisoned.is_none()
     }
 
     /// The step itself; an error comes with the key of the entry that failed to move
@@ -1064,7 +1060,7 @@ impl AdaptiveStore {
                 from.name(),
                 to.name()
             );
-            self.poisoned.get_or_insert(cause.clone());
+            self.core.poisoned.get_or_insert(cause.clone());
             return Err(Error::Poisoned { cause });
         }
         st.refused[to.index()] = true;
@@ -1104,7 +1100,7 @@ impl AdaptiveStore {
                     from.name(),
                     to.name()
                 );
-                self.poisoned.get_or_insert(cause.clone());
+                self.core.poisoned.get_or_insert(cause.clone());
                 Err(Error::Poisoned { cause })
             }
         }
@@ -1233,20 +1229,12 @@ impl StateStore for AdaptiveStore {
         STORE_NAME
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { ordered: true, in_place_updates: true }
-    }
-
     fn namespace(&self, name: &str) -> Result<Ns> {
         self.opts.lookup(name)
     }
 
-    fn checkpoint_seq(&self) -> u64 {
-        self.seq
-    }
-
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         let i = self.ns_index(ns)?;
         let found = match self.route(i) {
             (l, None) => self.part(l).get_into(ns, key, out)?,
@@ -1299,60 +1287,6 @@ impl StateStore for AdaptiveStore {
         }
     }
 
-    /// A namespace that is not migrating goes to its part's batched path (one dispatch,
-    /// hashlog's prefetching pipeline); the observer and the steps after each
-    /// operation follow the batch, as they would follow the single operations.
-    fn multi_rmw(&mut self, ns: Ns, keys: &[&[u8]], f: &mut crate::MultiRmwFn<'_>) -> Result<()> {
-        let i = self.ns_index(ns)?;
-        let (l, None) = self.route(i) else {
-            for (n, k) in keys.iter().enumerate() {
-                self.rmw(ns, k, &mut |old, out| f(n, old, out))?;
-            }
-            return Ok(());
-        };
-        self.check_writable()?;
-        for k in keys {
-            self.check_key(i, k)?;
-        }
-        let r = self.part(l).multi_rmw(ns, keys, f);
-        self.poison(r)?;
-        for _ in keys {
-            self.ns[i].observer.see(Seen::Rmw);
-            self.after_op(i)?;
-        }
-        Ok(())
-    }
-
-    fn multi_get_with(
-        &mut self,
-        ns: Ns,
-        keys: &[&[u8]],
-        f: &mut crate::MultiGetFn<'_>,
-    ) -> Result<()> {
-        crate::error::readable(&self.poisoned)?;
-        let i = self.ns_index(ns)?;
-        let (l, None) = self.route(i) else {
-            let mut buf = Vec::new();
-            for (n, k) in keys.iter().enumerate() {
-                let found = self.get_into(ns, k, &mut buf)?;
-                f(n, found.then_some(&buf[..]));
-            }
-            return Ok(());
-        };
-        let mut sizes = std::mem::take(&mut self.batch_sizes);
-        sizes.clear();
-        self.part(l).multi_get_with(ns, keys, &mut |n, v| {
-            sizes.push(v.map_or(0, <[u8]>::len));
-            f(n, v);
-        })?;
-        for &len in &sizes {
-            self.ns[i].observer.see(Seen::Get(len));
-            self.after_op(i)?;
-        }
-        self.batch_sizes = sizes;
-        Ok(())
-    }
-
     /// A batch whose namespaces all sit, not migrating, in one part goes to that part
     /// whole (the engine's tree updates); any other batch runs one operation at a time.
     fn apply_batch(
@@ -1382,7 +1316,7 @@ impl StateStore for AdaptiveStore {
         if ops.iter().any(|o| !matches!(o.kind, BatchKind::Get)) {
             self.check_writable()?;
         } else {
-            crate::error::readable(&self.poisoned)?;
+            self.core.readable()?;
         }
         for op in ops {
             if !matches!(op.kind, BatchKind::Get) {
@@ -1460,48 +1394,34 @@ impl StateStore for AdaptiveStore {
         self.after_op(i)
     }
 
-    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
-        let end = crate::cursor::prefix_end(prefix);
-        let end = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        self.scan_ordered(ns, Bound::Included(prefix), end, Direction::Forward, usize::MAX, visit)
-            .map(|_| ())
-    }
-
     fn is_ordered(&self, _: Ns) -> bool {
         true
     }
 
-    fn scan_range(
+    /// Every namespace is ordered: a part that keeps it in key order scans natively;
+    /// otherwise (a hash layout, or a migration under way) the range is walked and
+    /// sorted, and the walk counts towards moving the namespace to an ordered layout.
+    fn range(
         &mut self,
         ns: Ns,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
-        visit: &mut Visitor<'_>,
-    ) -> Result<()> {
-        self.scan_ordered(ns, start, end, Direction::Forward, usize::MAX, visit).map(|_| ())
-    }
-
-    fn scan_ordered(
-        &mut self,
-        ns: Ns,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        dir: Direction,
+        order: Order,
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         let i = self.ns_index(ns)?;
         let mut walked = false;
         let n = match self.route(i) {
             (l, None) if self.part(l).is_ordered(ns) => {
-                self.part(l).scan_ordered(ns, start, end, dir, limit, visit)?
+                self.part(l).range(ns, start, end, order, limit, visit)?
             }
             _ => {
                 walked = true;
                 let all = self.collect_sorted(i, start, end)?;
                 let entries = all.iter().map(|(k, v)| (&k[..], &v[..]));
-                crate::cursor::visit_ordered(entries, dir, limit, visit)
+                crate::cursor::visit_ordered(entries, order.direction(), limit, visit)
             }
         };
         self.ns[i].observer.see(Seen::Range(n));
@@ -1552,7 +1472,7 @@ impl StateStore for AdaptiveStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<Option<Vec<u8>>> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         let i = self.ns_index(ns)?;
         match self.route(i) {
             (l, None) => self.part(l).scan_step(ns, from, limit, visit),
@@ -1565,23 +1485,12 @@ impl StateStore for AdaptiveStore {
     }
 
     fn checkpoint(&mut self) -> Result<CheckpointInfo> {
-        self.check_writable()?;
-        let start = Instant::now();
-        let seq = self.seq + 1;
-        let r = self.write_checkpoint(seq);
-        if let Err(e) = r {
-            self.poisoned = Some(e.to_string());
-            return Err(e);
-        }
-        self.seq = seq;
-        let micros = start.elapsed().as_micros() as u64;
-        self.checkpoints += 1;
-        self.last_checkpoint_micros = micros;
-        Ok(CheckpointInfo { seq, micros })
+        crate::backend::checkpoint(self, |s| &mut s.core, AdaptiveStore::write_checkpoint)
     }
 
     fn stats(&self) -> StoreStats {
-        let mut s = StoreStats { memory_budget: self.opts.memory_budget, ..Default::default() };
+        let mut s = self.core.stats();
+        s.memory_budget = self.opts.memory_budget;
         let mut keys = Some(0u64);
         for p in self.parts.iter().flatten() {
             let t = p.store_ref().stats();
@@ -1602,9 +1511,7 @@ impl StateStore for AdaptiveStore {
             keys = keys.zip(t.live_keys).map(|(a, b)| a + b);
         }
         s.live_keys = keys;
-        s.checkpoints = self.checkpoints;
-        s.last_checkpoint_micros = self.last_checkpoint_micros;
-        s.layouts = self
+        let layouts = self
             .ns
             .iter()
             .zip(&self.opts.namespaces)
@@ -1618,6 +1525,7 @@ impl StateStore for AdaptiveStore {
                 migration_error: st.last_failure.as_ref().map(|f| f.error(&spec.name).to_string()),
             })
             .collect();
+        s.backend = crate::BackendStats::Adaptive { layouts };
         s
     }
 }

@@ -117,8 +117,8 @@ use crate::error::{Error, Result};
 use crate::io::{Fs, StdFs};
 use crate::list;
 use crate::{
-    Capabilities, CheckpointInfo, HashLogOptions, HashLogStore, MergeOp, NamespaceSpec, Ns, Rmw,
-    RmwFn, StateStore, StoreOptions, StoreStats, Visitor, MAX_KEY_LEN,
+    CheckpointInfo, HashLogOptions, HashLogStore, MergeOp, NamespaceSpec, Ns, Order, Rmw, RmwFn,
+    StateStore, StoreOptions, StoreStats, Visitor, MAX_KEY_LEN,
 };
 
 /// Suffix of the internal chunk namespace of a list namespace.
@@ -222,7 +222,7 @@ pub struct AppendLogCounters {
 /// format.
 ///
 /// ```
-/// use spillway_store::{AppendLogOptions, AppendLogStore, NamespaceSpec, StateStore, StoreOptions};
+/// use spillway_store::{AppendLogOptions, AppendLogStore, NamespaceSpec, StateStore, StateStoreExt, StoreOptions};
 /// let dir = tempfile::tempdir().unwrap();
 /// let opts = StoreOptions::new(dir.path()).namespace(NamespaceSpec::list("window"));
 /// let mut store = AppendLogStore::open(opts, AppendLogOptions::default()).unwrap();
@@ -433,7 +433,7 @@ impl AppendLogStore {
     /// number of elements evicted.
     ///
     /// ```
-    /// # use spillway_store::{AppendLogOptions, AppendLogStore, NamespaceSpec, StateStore, StoreOptions};
+    /// # use spillway_store::{AppendLogOptions, AppendLogStore, NamespaceSpec, StateStore, StateStoreExt, StoreOptions};
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let opts = StoreOptions::new(dir.path()).namespace(NamespaceSpec::list("w"));
     /// let mut store = AppendLogStore::open(opts, AppendLogOptions::default()).unwrap();
@@ -988,10 +988,6 @@ impl StateStore for AppendLogStore {
         "appendlog"
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { ordered: false, in_place_updates: true }
-    }
-
     fn namespace(&self, name: &str) -> Result<Ns> {
         self.names
             .iter()
@@ -1000,8 +996,8 @@ impl StateStore for AppendLogStore {
             .ok_or_else(|| Error::UnknownNamespace { name: name.to_string() })
     }
 
-    fn checkpoint_seq(&self) -> u64 {
-        self.inner.checkpoint_seq()
+    fn is_ordered(&self, _: Ns) -> bool {
+        false
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
@@ -1067,15 +1063,33 @@ impl StateStore for AppendLogStore {
         }
     }
 
-    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+    /// A list namespace is scanned over its heads (hashlog's walk), each list read
+    /// whole; other namespaces are hashlog's.
+    fn range(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        order: Order,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        order.unordered(
+            "appendlog",
+            "its heads are found through a hash index: it scans in log order (Order::Any); use \
+             an ordered store for key order",
+        )?;
         self.ops.scans += 1;
-        let Some(cns) = self.route(ns)? else { return self.inner.scan_prefix(ns, prefix, visit) };
+        let Some(cns) = self.route(ns)? else {
+            return self.inner.range(ns, start, end, order, limit, visit);
+        };
         let mut heads: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        self.inner.scan_prefix(ns, prefix, &mut |k, v| {
+        self.inner.range(ns, start, end, Order::Any, limit, &mut |k, v| {
             heads.push((k.to_vec(), v.to_vec()));
             true
         })?;
         let mut value = Vec::new();
+        let mut n = 0;
         for (k, v) in heads {
             let h = match Head::decode(&v) {
                 Ok(h) => h,
@@ -1083,11 +1097,12 @@ impl StateStore for AppendLogStore {
             };
             value.clear();
             self.read_list(ns, cns, &k, &h, &mut value)?;
+            n += 1;
             if !visit(&k, &value) {
                 break;
             }
         }
-        Ok(())
+        Ok(n)
     }
 
     /// A resumable walk: over the heads of a list namespace in hashlog's log order (the
@@ -1130,21 +1145,6 @@ impl StateStore for AppendLogStore {
             }
         }
         Ok(token)
-    }
-
-    fn scan_range(
-        &mut self,
-        _: Ns,
-        _: Bound<&[u8]>,
-        _: Bound<&[u8]>,
-        _: &mut Visitor<'_>,
-    ) -> Result<()> {
-        Err(Error::Unsupported {
-            store: "appendlog",
-            op: "ordered range scan",
-            hint: "its heads are found through a hash index; use scan_prefix (unordered) or \
-                   an ordered store",
-        })
     }
 
     fn checkpoint(&mut self) -> Result<CheckpointInfo> {

@@ -469,6 +469,7 @@ fn push_varint(out: &mut Vec<u8>, mut n: u64) {
 
 #[cfg(test)]
 mod tests {
+    use crate::StateStoreExt;
     use std::collections::VecDeque;
 
     use proptest::prelude::*;

@@ -1,5 +1,6 @@
 //! [`CachedMap`]: a typed map whose entries are each one store key.
 
+use crate::StateStoreExt;
 use std::fmt;
 use std::marker::PhantomData;
 

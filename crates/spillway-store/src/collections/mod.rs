@@ -315,6 +315,7 @@ pub(crate) mod testutil {
 mod tests {
     use super::*;
     use crate::StateStore;
+    use crate::StateStoreExt;
 
     #[test]
     fn prefixes_of_different_ids_do_not_nest() {

@@ -573,6 +573,7 @@ impl CachedQuadTree {
 
 #[cfg(test)]
 mod tests {
+    use crate::StateStoreExt;
     use proptest::prelude::*;
 
     use super::*;

@@ -246,7 +246,6 @@ mod snapshot;
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -254,12 +253,13 @@ use self::index::{HashIndex, Slot, BUCKET_BYTES};
 use self::log::Log;
 use self::record::{record_size, write_record, write_tombstone, Rec, PAGE_HDR, REC_HDR};
 use self::snapshot::{read_index, LogRange, SnapshotWriter};
+use crate::backend::StoreCore;
 use crate::error::{Error, Result};
 use crate::io::{join, Fs, StdFs};
 use crate::manifest::{self, Manifest};
 use crate::{
-    check_key, Capabilities, CheckpointInfo, MergeOp, Ns, Rmw, RmwFn, StateStore, StoreOptions,
-    StoreStats, Visitor,
+    check_key, BatchKind, BatchOp, CheckpointInfo, MergeOp, MultiRmwFn, Ns, Order, Rmw, RmwFn,
+    StateStore, StoreOptions, StoreStats, Visitor,
 };
 
 const FORMAT_VERSION: u32 = 1;
@@ -433,10 +433,8 @@ pub struct HashLogStore {
     index: HashIndex,
     log: Log,
     merges: Vec<MergeOp>,
-    seq: u64,
     garbage: u64,
-    poisoned: Option<String>,
-    stats: StoreStats,
+    core: StoreCore,
     scratch: Vec<u8>,
     compaction: Option<Compaction>,
     scan_buf: Vec<u8>,
@@ -603,15 +601,13 @@ impl HashLogStore {
         };
         let mut store = HashLogStore {
             merges: opts.namespaces.iter().map(|n| n.merge.clone()).collect(),
-            stats: StoreStats { memory_budget: opts.memory_budget, ..Default::default() },
+            core: StoreCore { seq, ..StoreCore::new(opts.memory_budget) },
             opts,
             hopts,
             fs,
             index,
             log,
-            seq,
             garbage,
-            poisoned: None,
             scratch: Vec::new(),
             compaction: None,
             scan_buf: Vec::new(),
@@ -671,13 +667,13 @@ impl HashLogStore {
         let fs = self.fs.clone();
         let retained: Vec<u64> = manifest::list_manifests(&*fs, &dir)?
             .into_iter()
-            .filter(|s| *s + 1 >= self.seq && *s <= self.seq)
+            .filter(|s| *s + 1 >= self.core.seq && *s <= self.core.seq)
             .collect();
         let mut min_begin = self.log.begin;
         // The current checkpoint names `index_snap`; the previous one names its own.
         let mut snaps: Vec<String> = self.index_snap.iter().map(|(n, _)| n.clone()).collect();
         for &s in &retained {
-            if s != self.seq {
+            if s != self.core.seq {
                 if let Some(m) = manifest::read_previous_manifest(&*fs, &dir, s)? {
                     let path = join(&dir, &manifest::manifest_name(s));
                     min_begin = min_begin.min(m.get_u64(&path, "begin")?);
@@ -688,7 +684,7 @@ impl HashLogStore {
         let writing = self.snapshot.as_ref().map(|w| w.tmp_name.clone());
         let first_seg = self.log.segment_of(min_begin);
         let last_seg = self.log.segment_of(self.log.tail.max(1) - 1);
-        let keep_last = if self.seq == 0 { None } else { Some(last_seg) };
+        let keep_last = if self.core.seq == 0 { None } else { Some(last_seg) };
         for name in fs.list_dir(&dir).map_err(|e| Error::io("list directory", &dir, e))? {
             let remove = if name.ends_with(".tmp") {
                 writing.as_ref() != Some(&name)
@@ -712,7 +708,7 @@ impl HashLogStore {
             }
         }
         self.log.forget_segments_below(min_begin);
-        self.checkpoint_begin = if self.seq == 0 { u64::MAX } else { min_begin };
+        self.checkpoint_begin = if self.core.seq == 0 { u64::MAX } else { min_begin };
         self.lowest_segment = first_seg;
         Ok(())
     }
@@ -733,12 +729,12 @@ impl HashLogStore {
     }
 
     fn check_writable(&self) -> Result<()> {
-        crate::error::writable(&self.poisoned)
+        self.core.writable()
     }
 
     #[inline(always)]
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        crate::error::poison_on(&mut self.poisoned, r)
+        self.core.poison_on(r)
     }
 
     fn ns_id(&self, ns: Ns) -> Result<u16> {
@@ -771,7 +767,7 @@ impl HashLogStore {
     /// not yet written); one below [`min_budget`](Self::min_budget) is refused with
     /// [`Error::BudgetTooSmall`] and changes nothing.
     pub(crate) fn set_memory_budget(&mut self, budget: u64) -> Result<()> {
-        crate::error::writable(&self.poisoned)?;
+        self.core.writable()?;
         let old = self.opts.memory_budget;
         self.opts.memory_budget = budget;
         if let Err(e) = self.size_frames() {
@@ -779,7 +775,7 @@ impl HashLogStore {
             self.opts.memory_budget = old;
             return Err(e);
         }
-        self.stats.memory_budget = budget;
+        self.core.stats.memory_budget = budget;
         if budget >= old {
             // Growing: keep the spare frame (a new one costs its first-touch page faults,
             // ~5 ms for 4 MiB here; dropping it at every step of a growing budget put
@@ -877,7 +873,7 @@ impl HashLogStore {
     #[inline]
     fn rmw_hashed(&mut self, nsid: u16, key: &[u8], h: u64, f: &mut RmwFn<'_>) -> Result<()> {
         check_key(key)?;
-        self.stats.rmws += 1;
+        self.core.stats.rmws += 1;
         let max = self.limit(nsid, key.len());
         let r = (|| {
             let found = self.find(nsid, key, h)?;
@@ -970,7 +966,7 @@ impl HashLogStore {
                         ValueSrc::Scratch => rec[v..v + vlen].copy_from_slice(&self.scratch),
                     }
                     record::put_u32(rec, 12, vlen as u32);
-                    self.stats.in_place_updates += 1;
+                    self.core.stats.in_place_updates += 1;
                     return Ok(());
                 }
             }
@@ -1031,7 +1027,7 @@ impl HashLogStore {
         }
         if let Some(s) = &mut self.snapshot {
             s.step(&self.index, self.hopts.snapshot_step)?;
-            self.stats.bytes_written += s.new_bytes();
+            self.core.stats.bytes_written += s.new_bytes();
         }
         if self.compaction.is_none() {
             let size = self.log.tail - self.log.begin;
@@ -1091,7 +1087,7 @@ impl HashLogStore {
                 self.index.set(slot, a);
             } else {
                 self.garbage = self.garbage.saturating_sub(size as u64);
-                self.stats.compacted_bytes += size as u64;
+                self.core.stats.compacted_bytes += size as u64;
             }
             c.cursor += size as u64;
             done += size;
@@ -1099,7 +1095,7 @@ impl HashLogStore {
         self.log.begin = c.cursor.min(c.until);
         if c.cursor >= c.until {
             self.log.begin = c.until;
-            self.stats.compactions += 1;
+            self.core.stats.compactions += 1;
             self.drop_dead_segments()?;
         } else {
             self.compaction = Some(c);
@@ -1116,14 +1112,14 @@ impl HashLogStore {
         let fs = self.fs.clone();
         if let Some(s) = &mut self.snapshot {
             s.step(&self.index, self.hopts.snapshot_step)?;
-            self.stats.bytes_written += s.new_bytes();
+            self.core.stats.bytes_written += s.new_bytes();
         }
         self.log.fold_over()?;
         self.log.sync()?;
         if self.snapshot.as_ref().is_some_and(SnapshotWriter::is_done) {
             let s = self.snapshot.take().expect("a snapshot under way");
             let (done, mark) = ((s.name.clone(), s.from), s.mark);
-            self.stats.bytes_written += s.finish(&*fs)?;
+            self.core.stats.bytes_written += s.finish(&*fs)?;
             self.index_snap = Some(done);
             (self.replay_carry, self.replay_base) = (0, mark);
         }
@@ -1141,7 +1137,7 @@ impl HashLogStore {
                 self.size_frames()?;
             }
             let name = format!("index-{seq:016}.snap");
-            self.stats.bytes_written +=
+            self.core.stats.bytes_written +=
                 snapshot::write_whole(&*fs, &dir, name.clone(), &self.index, tail)?;
             self.index_snap = Some((name, tail));
             (self.replay_carry, self.replay_base) = (0, self.log.bytes_written);
@@ -1165,7 +1161,7 @@ impl HashLogStore {
         }
         m.set("keys", self.index.count);
         manifest::write_manifest(&*fs, &dir, &m)?;
-        self.seq = seq;
+        self.core.seq = seq;
         if due && !whole {
             if self.index.growing() {
                 self.snapshot_wanted = true;
@@ -1180,7 +1176,7 @@ impl HashLogStore {
     /// checkpoint, so its name is newer than every snapshot a manifest names).
     fn start_snapshot(&mut self) -> Result<()> {
         self.snapshot_wanted = false;
-        let name = format!("index-{:016}.snap", self.seq + 1);
+        let name = format!("index-{:016}.snap", self.core.seq + 1);
         let buffer = self.log.page_size / 4;
         let mut w = SnapshotWriter::start(
             &*self.fs,
@@ -1195,16 +1191,25 @@ impl HashLogStore {
         Ok(())
     }
 
-    /// Walks the live records of `ns` from the log's beginning to its tail.
-    fn walk(&mut self, ns: u16, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+    /// Walks the live records of `ns` within the bounds from the log's beginning to its
+    /// tail, visiting at most `limit`; returns how many it visited.
+    fn walk(
+        &mut self,
+        ns: u16,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
         let page_bits = self.log.page_bits;
         let mut buf = std::mem::take(&mut self.scan_buf);
         self.scan_buf_page = None;
         let mut p = self.log.begin >> page_bits;
         let last = self.log.tail_page();
         let begin = self.log.begin;
+        let mut n = 0;
         let result = (|| {
-            while p <= last {
+            while p <= last && n < limit {
                 let used = self.log.read_page(p, &mut buf)?;
                 let mut off = PAGE_HDR;
                 while off < used {
@@ -1217,11 +1222,13 @@ impl HashLogStore {
                     }
                     if addr >= begin
                         && r.ns() == ns
-                        && r.key().starts_with(prefix)
+                        && crate::in_bounds(r.key(), start, end)
                         && self.index.find_addr(hash(ns, r.key()), addr).is_some()
-                        && !visit(r.key(), r.value())
                     {
-                        return Ok(());
+                        n += 1;
+                        if !visit(r.key(), r.value()) || n == limit {
+                            return Ok(());
+                        }
                     }
                     off += size;
                 }
@@ -1232,7 +1239,7 @@ impl HashLogStore {
         if buf.capacity() <= self.log.page_size {
             self.scan_buf = buf;
         }
-        result
+        result.map(|()| n)
     }
 }
 
@@ -1324,22 +1331,18 @@ impl StateStore for HashLogStore {
         "hashlog"
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { ordered: false, in_place_updates: true }
-    }
-
     fn namespace(&self, name: &str) -> Result<Ns> {
         self.opts.lookup(name)
     }
 
-    fn checkpoint_seq(&self) -> u64 {
-        self.seq
+    fn is_ordered(&self, _: Ns) -> bool {
+        false
     }
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         let ns = self.ns_id(ns)?;
-        self.stats.gets += 1;
+        self.core.stats.gets += 1;
         out.clear();
         let r = self.find(ns, key, hash(ns, key));
         match self.poison(r)? {
@@ -1359,7 +1362,7 @@ impl StateStore for HashLogStore {
         self.check_writable()?;
         let nsid = self.ns_id(ns)?;
         check_key(key)?;
-        self.stats.merges += 1;
+        self.core.stats.merges += 1;
         let h = hash(nsid, key);
         let max = self.limit(nsid, key.len());
         let r = (|| {
@@ -1380,7 +1383,7 @@ impl StateStore for HashLogStore {
                             if vlen + add <= cap {
                                 crate::list::put(&mut rec[REC_HDR + klen + vlen..], operand);
                                 record::put_u32(rec, 12, (vlen + add) as u32);
-                                self.stats.in_place_updates += 1;
+                                self.core.stats.in_place_updates += 1;
                                 return self.maintain();
                             }
                         }
@@ -1414,7 +1417,7 @@ impl StateStore for HashLogStore {
     fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
         self.check_writable()?;
         let ns = self.ns_id(ns)?;
-        self.stats.deletes += 1;
+        self.core.stats.deletes += 1;
         let r = (|| {
             let found = self.find(ns, key, hash(ns, key))?;
             self.remove_found(ns, key, found)?;
@@ -1439,54 +1442,60 @@ impl StateStore for HashLogStore {
         }
     }
 
-    fn multi_get_with(
-        &mut self,
-        ns: Ns,
-        keys: &[&[u8]],
-        f: &mut crate::MultiGetFn<'_>,
-    ) -> Result<()> {
-        crate::error::readable(&self.poisoned)?;
-        let nsid = self.ns_id(ns)?;
-        for (c, chunk) in keys.chunks(BATCH).enumerate() {
+    /// The batch hashes and prefetches [`BATCH`] operations at a time, so that their
+    /// index and record misses overlap, then applies them in order; a `Get` hands the
+    /// closure the value where it lies in the log (no copy).
+    fn apply_batch(&mut self, ops: &[BatchOp<'_>], f: &mut MultiRmwFn<'_>) -> Result<()> {
+        self.core.readable()?;
+        let mut unused = Vec::new();
+        for (c, chunk) in ops.chunks(BATCH).enumerate() {
             let mut hashes = [0u64; BATCH];
-            for (h, key) in hashes.iter_mut().zip(chunk) {
-                *h = hash(nsid, key);
+            for (h, op) in hashes.iter_mut().zip(chunk) {
+                *h = hash(op.ns.0, op.key);
             }
             self.prefetch_hashes(&hashes[..chunk.len()]);
-            for (j, key) in chunk.iter().enumerate() {
-                self.stats.gets += 1;
-                let r = self.find(nsid, key, hashes[j]);
-                match self.poison(r)? {
-                    Some((_, addr)) => f(c * BATCH + j, Some(self.log.view(addr).value())),
-                    None => f(c * BATCH + j, None),
+            for (j, op) in chunk.iter().enumerate() {
+                let i = c * BATCH + j;
+                match op.kind {
+                    BatchKind::Get => {
+                        let nsid = self.ns_id(op.ns)?;
+                        self.core.stats.gets += 1;
+                        let r = self.find(nsid, op.key, hashes[j]);
+                        let value = self.poison(r)?.map(|(_, addr)| self.log.view(addr).value());
+                        f(i, value, &mut unused);
+                    }
+                    BatchKind::Rmw => {
+                        self.check_writable()?;
+                        let nsid = self.ns_id(op.ns)?;
+                        self.rmw_hashed(nsid, op.key, hashes[j], &mut |old, out| f(i, old, out))?;
+                    }
+                    BatchKind::Put(v) => self.put(op.ns, op.key, v)?,
+                    BatchKind::Merge(v) => self.merge(op.ns, op.key, v)?,
+                    BatchKind::Delete => self.delete(op.ns, op.key)?,
                 }
             }
         }
         Ok(())
     }
 
-    fn multi_rmw(&mut self, ns: Ns, keys: &[&[u8]], f: &mut crate::MultiRmwFn<'_>) -> Result<()> {
-        self.check_writable()?;
-        let nsid = self.ns_id(ns)?;
-        for (c, chunk) in keys.chunks(BATCH).enumerate() {
-            let mut hashes = [0u64; BATCH];
-            for (h, key) in hashes.iter_mut().zip(chunk) {
-                *h = hash(nsid, key);
-            }
-            self.prefetch_hashes(&hashes[..chunk.len()]);
-            for (j, key) in chunk.iter().enumerate() {
-                let i = c * BATCH + j;
-                self.rmw_hashed(nsid, key, hashes[j], &mut |old, out| f(i, old, out))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
-        crate::error::readable(&self.poisoned)?;
+    fn range(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        order: Order,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        order.unordered(
+            "hashlog",
+            "its index is a hash table: it scans in log order (Order::Any); use an ordered \
+             store (rocksdb, timelog) for key order",
+        )?;
+        self.core.readable()?;
         let ns = self.ns_id(ns)?;
-        self.stats.scans += 1;
-        let r = self.walk(ns, prefix, visit);
+        self.core.stats.scans += 1;
+        let r = self.walk(ns, start, end, limit, visit);
         self.poison(r)
     }
 
@@ -1497,7 +1506,7 @@ impl StateStore for HashLogStore {
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<Option<Vec<u8>>> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         let ns = self.ns_id(ns)?;
         let from = match from {
             None => 0,
@@ -1506,40 +1515,17 @@ impl StateStore for HashLogStore {
                 detail: format!("a hashlog walk token is 8 bytes, got {}", t.len()),
             })?),
         };
-        self.stats.scans += 1;
+        self.core.stats.scans += 1;
         let r = self.walk_step(ns, from, limit, visit);
         self.poison(r).map(|next| next.map(|a| a.to_le_bytes().to_vec()))
     }
 
-    fn scan_range(
-        &mut self,
-        _: Ns,
-        _: Bound<&[u8]>,
-        _: Bound<&[u8]>,
-        _: &mut Visitor<'_>,
-    ) -> Result<()> {
-        Err(Error::Unsupported {
-            store: "hashlog",
-            op: "ordered range scan",
-            hint: "its index is a hash table; use scan_prefix (unordered, walks the log) or an \
-                   ordered store (rocksdb)",
-        })
-    }
-
     fn checkpoint(&mut self) -> Result<CheckpointInfo> {
-        self.check_writable()?;
-        let start = Instant::now();
-        let seq = self.seq + 1;
-        let r = self.write_checkpoint(seq);
-        if let Err(e) = r {
-            self.poisoned = Some(e.to_string());
-            return Err(e);
-        }
-        Ok(self.stats.checkpoint_done(seq, start))
+        crate::backend::checkpoint(self, |s| &mut s.core, HashLogStore::write_checkpoint)
     }
 
     fn stats(&self) -> StoreStats {
-        let mut s = self.stats.clone();
+        let mut s = self.core.stats();
         s.index_bytes = self.index.bytes();
         s.bytes_in_memory = s.index_bytes
             + (self.log.frames_in_memory() * self.log.page_size) as u64
@@ -1570,7 +1556,7 @@ impl HashLogStore {
         self.check_writable()?;
         let ns = self.ns_id(ns)?;
         self.check_sizes(ns, key, value.len().max(capacity))?;
-        self.stats.puts += 1;
+        self.core.stats.puts += 1;
         let h = hash(ns, key);
         let r = (|| {
             let found = self.find(ns, key, h)?;
@@ -1606,8 +1592,8 @@ impl HashLogStore {
             }
             crate::list::put(&mut rec[REC_HDR + klen + vlen..], elem);
             record::put_u32(rec, 12, (vlen + add) as u32);
-            self.stats.merges += 1;
-            self.stats.in_place_updates += 1;
+            self.core.stats.merges += 1;
+            self.core.stats.in_place_updates += 1;
             return Ok(true);
         }
         Ok(false)
@@ -1627,7 +1613,7 @@ impl HashLogStore {
         self.check_writable()?;
         let nsid = self.ns_id(ns)?;
         check_key(key)?;
-        self.stats.merges += 1;
+        self.core.stats.merges += 1;
         let h = hash(nsid, key);
         let max = self.limit(nsid, key.len());
         let r = (|| {
@@ -1653,9 +1639,9 @@ impl HashLogStore {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         let ns = self.ns_id(ns)?;
-        self.stats.gets += 1;
+        self.core.stats.gets += 1;
         let r = self.find(ns, key, hash(ns, key));
         Ok(self.poison(r)?.map(|(_, addr)| f(self.log.view(addr).value())))
     }
@@ -1667,7 +1653,7 @@ impl HashLogStore {
 
     /// Whether an earlier failure poisoned the store.
     pub(crate) fn is_poisoned(&self) -> bool {
-        self.poisoned.is_some()
+        self.core.poisoned.is_some()
     }
 }
 
@@ -1712,7 +1698,7 @@ impl HashLogStore {
             }
             if let Some(s) = &mut self.snapshot {
                 s.step(&self.index, usize::MAX)?;
-                self.stats.bytes_written += s.new_bytes();
+                self.core.stats.bytes_written += s.new_bytes();
             }
             Ok(())
         })();

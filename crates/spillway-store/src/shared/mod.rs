@@ -44,6 +44,7 @@ pub mod redis;
 pub use self::redis::{RedisLists, RedisSharedLists};
 
 use crate::error::{Error, Result};
+use crate::StateStoreExt;
 use crate::{Ns, Rmw, StateStore};
 
 /// A content reference: where an event is stored in the event namespace.
@@ -503,14 +504,11 @@ mod tests {
         fn name(&self) -> &'static str {
             "flaky"
         }
-        fn capabilities(&self) -> crate::Capabilities {
-            self.inner.capabilities()
-        }
         fn namespace(&self, name: &str) -> Result<Ns> {
             self.inner.namespace(name)
         }
-        fn checkpoint_seq(&self) -> u64 {
-            self.inner.checkpoint_seq()
+        fn is_ordered(&self, ns: Ns) -> bool {
+            self.inner.is_ordered(ns)
         }
         fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
             self.tick()?;
@@ -532,24 +530,17 @@ mod tests {
             self.tick()?;
             self.inner.rmw(ns, key, f)
         }
-        fn scan_prefix(
-            &mut self,
-            ns: Ns,
-            prefix: &[u8],
-            visit: &mut crate::Visitor<'_>,
-        ) -> Result<()> {
-            self.tick()?;
-            self.inner.scan_prefix(ns, prefix, visit)
-        }
-        fn scan_range(
+        fn range(
             &mut self,
             ns: Ns,
             start: std::ops::Bound<&[u8]>,
             end: std::ops::Bound<&[u8]>,
+            order: crate::Order,
+            limit: usize,
             visit: &mut crate::Visitor<'_>,
-        ) -> Result<()> {
+        ) -> Result<usize> {
             self.tick()?;
-            self.inner.scan_range(ns, start, end, visit)
+            self.inner.range(ns, start, end, order, limit, visit)
         }
         fn checkpoint(&mut self) -> Result<crate::CheckpointInfo> {
             self.inner.checkpoint()

@@ -92,12 +92,13 @@ pub use server::RedisServer;
 
 use hashbrown::HashMap;
 
+use crate::backend::StoreCore;
 use crate::cache::{CacheConfig, WTinyLfu};
 use crate::error::{Error, Result};
 use crate::io::Fs;
 use crate::{
-    Capabilities, CheckpointInfo, HashLogOptions, HashLogStore, Ns, Rmw, RmwFn, StateStore,
-    StoreOptions, StoreStats, Visitor,
+    CheckpointInfo, HashLogOptions, HashLogStore, Ns, Order, Rmw, RmwFn, StateStore, StoreOptions,
+    StoreStats, Visitor,
 };
 use l2::{Lookup, RedisLevel};
 
@@ -348,10 +349,8 @@ pub struct TieredStore {
     kbuf: Vec<u8>,
     /// The buffer the next in-L1 read-modify-write builds its value in.
     scratch: Vec<u8>,
-    poisoned: Option<String>,
     tiers: TierStats,
-    stats: StoreStats,
-    seq: u64,
+    core: StoreCore,
 }
 
 impl std::fmt::Debug for TieredStore {
@@ -419,7 +418,7 @@ impl TieredStore {
                 (Some(store), ns)
             }
         };
-        let seq = l3.as_ref().map_or(0, StateStore::checkpoint_seq);
+        let seq = l3.as_ref().map_or(0, |l3| l3.stats().checkpoint_seq);
         let l2 = match &t.l2 {
             L2Config::None => None,
             cfg => {
@@ -442,7 +441,7 @@ impl TieredStore {
             }
         };
         let l1 = (l1_cap > 0).then(|| WTinyLfu::new(CacheConfig::new(l1_cap)));
-        let stats = StoreStats { memory_budget: opts.memory_budget, ..StoreStats::default() };
+        let opts_budget = opts.memory_budget;
         let tiers = TierStats::default();
         Ok(TieredStore {
             opts,
@@ -454,10 +453,8 @@ impl TieredStore {
             held: HashMap::new(),
             kbuf: Vec::new(),
             scratch: Vec::new(),
-            poisoned: None,
             tiers,
-            stats,
-            seq,
+            core: StoreCore { seq, ..StoreCore::new(opts_budget) },
         })
     }
 
@@ -482,15 +479,15 @@ impl TieredStore {
     }
 
     fn check(&self) -> Result<()> {
-        crate::error::readable(&self.poisoned)
+        self.core.readable()
     }
 
     /// Passes `r` through, poisoning the store on an error that leaves a level's
     /// contents unknown.
     fn guard<T>(&mut self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
-            if e.poisons() && self.poisoned.is_none() {
-                self.poisoned = Some(e.to_string());
+            if e.poisons() && self.core.poisoned.is_none() {
+                self.core.poisoned = Some(e.to_string());
             }
         }
         r
@@ -967,19 +964,53 @@ impl TieredStore {
         }
     }
 
-    fn scan_impl(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+    fn scan_impl(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
         self.flush_down(true)?;
         if let Some(l3) = &mut self.l3 {
-            return l3.scan_prefix(self.l3_ns[ns.index()], prefix, visit);
+            return l3.range(self.l3_ns[ns.index()], start, end, Order::Any, limit, visit);
         }
         let l2 = self.l2.as_mut().expect("a level below L1 exists");
+        // Redis matches a key prefix: the one every key within the bounds shares.
         let mut p = ns.0.to_le_bytes().to_vec();
-        p.extend_from_slice(prefix);
-        l2.scan(&p, &mut |k, v| match v {
-            Some(v) => visit(&k[2..], v),
-            None => true,
-        })
+        p.extend_from_slice(shared_prefix(start, end));
+        let mut n = 0;
+        if limit > 0 {
+            l2.scan(&p, &mut |k, v| match v {
+                Some(v) if crate::in_bounds(&k[2..], start, end) => {
+                    n += 1;
+                    visit(&k[2..], v) && n < limit
+                }
+                _ => true,
+            })?;
+        }
+        Ok(n)
     }
+}
+
+/// The longest prefix every key within the bounds starts with: the prefix itself for
+/// a prefix range (from `p` to [`crate::cursor::prefix_end`]`(p)`), else the common
+/// prefix of the two bounds.
+fn shared_prefix<'a>(start: Bound<&'a [u8]>, end: Bound<&'a [u8]>) -> &'a [u8] {
+    let (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) =
+        (start, end)
+    else {
+        return &[];
+    };
+    if matches!(start, Bound::Included(_))
+        && matches!(end, Bound::Excluded(_))
+        && crate::cursor::prefix_end(s).as_deref() == Some(e)
+    {
+        return s;
+    }
+    let n = s.iter().zip(e).take_while(|(a, b)| a == b).count();
+    &s[..n]
 }
 
 impl Drop for TieredStore {
@@ -998,16 +1029,12 @@ impl StateStore for TieredStore {
         "tiered"
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { ordered: false, in_place_updates: self.l1.is_some() }
-    }
-
     fn namespace(&self, name: &str) -> Result<Ns> {
         self.opts.lookup(name)
     }
 
-    fn checkpoint_seq(&self) -> u64 {
-        self.seq
+    fn is_ordered(&self, _: Ns) -> bool {
+        false
     }
 
     /// Promotes into L1, in one Redis pipeline, the keys of the batch that L1 lacks
@@ -1015,7 +1042,7 @@ impl StateStore for TieredStore {
     /// between levels, never changes a value, and leaves an error to the operation that
     /// meets it.
     fn prefetch(&mut self, keys: &[(Ns, &[u8])]) {
-        if self.poisoned.is_some()
+        if self.core.poisoned.is_some()
             || self.l1.is_none()
             || self.l2.is_none()
             || !self.held.is_empty()
@@ -1066,21 +1093,21 @@ impl StateStore for TieredStore {
 
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.check()?;
-        self.stats.gets += 1;
+        self.core.stats.gets += 1;
         let r = self.get_impl(ns, key, out);
         self.guard(r)
     }
 
     fn put(&mut self, ns: Ns, key: &[u8], value: &[u8]) -> Result<()> {
         self.check()?;
-        self.stats.puts += 1;
+        self.core.stats.puts += 1;
         let r = self.retry_held().and_then(|()| self.write_impl(ns, key, Some(value)));
         self.guard(r)
     }
 
     fn merge(&mut self, ns: Ns, key: &[u8], operand: &[u8]) -> Result<()> {
         self.check()?;
-        self.stats.merges += 1;
+        self.core.stats.merges += 1;
         let op = self
             .opts
             .namespaces
@@ -1098,7 +1125,7 @@ impl StateStore for TieredStore {
 
     fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
         self.check()?;
-        self.stats.deletes += 1;
+        self.core.stats.deletes += 1;
         let r = match self.retry_held() {
             Ok(()) => self.write_impl(ns, key, None),
             Err(e) if !e.poisons() => self.delete_through(ns, key),
@@ -1109,33 +1136,31 @@ impl StateStore for TieredStore {
 
     fn rmw(&mut self, ns: Ns, key: &[u8], f: &mut RmwFn<'_>) -> Result<()> {
         self.check()?;
-        self.stats.rmws += 1;
+        self.core.stats.rmws += 1;
         let r = self.retry_held().and_then(|()| self.rmw_impl(ns, key, f));
         self.guard(r)
     }
 
-    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+    fn range(
+        &mut self,
+        ns: Ns,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        order: Order,
+        limit: usize,
+        visit: &mut Visitor<'_>,
+    ) -> Result<usize> {
+        order.unordered(
+            "tiered",
+            "the tiered store is unordered: it scans in its lowest level's order (Order::Any)",
+        )?;
         self.check()?;
-        self.stats.scans += 1;
+        self.core.stats.scans += 1;
         if ns.index() >= self.opts.namespaces.len() {
             return Err(Error::UnknownNamespace { name: format!("#{}", ns.index()) });
         }
-        let r = self.scan_impl(ns, prefix, visit);
+        let r = self.scan_impl(ns, start, end, limit, visit);
         self.guard(r)
-    }
-
-    fn scan_range(
-        &mut self,
-        _ns: Ns,
-        _start: Bound<&[u8]>,
-        _end: Bound<&[u8]>,
-        _visit: &mut Visitor<'_>,
-    ) -> Result<()> {
-        Err(Error::Unsupported {
-            store: "tiered",
-            op: "scan_range",
-            hint: "the tiered store is unordered; use scan_prefix",
-        })
     }
 
     fn scan_step(
@@ -1176,13 +1201,13 @@ impl StateStore for TieredStore {
         let l3 = self.l3.as_mut().expect("checked");
         let r = l3.checkpoint();
         let info = self.guard(r)?;
-        self.seq = info.seq;
-        Ok(self.stats.checkpoint_done(info.seq, start))
+        self.core.seq = info.seq;
+        Ok(self.core.stats.checkpoint_done(info.seq, start))
     }
 
     fn stats(&self) -> StoreStats {
         let mut s = self.l3.as_ref().map(StateStore::stats).unwrap_or_default();
-        let own = &self.stats;
+        let own = &self.core.stats;
         s.gets = own.gets;
         s.puts = own.puts;
         s.merges = own.merges;
@@ -1197,7 +1222,8 @@ impl StateStore for TieredStore {
             + self.held.iter().map(|(k, v)| u64::from(weight(k, v))).sum::<u64>();
         // L3 does not hold what the levels above have not flushed yet.
         s.live_keys = None;
-        s.tiers = Some(self.tier_stats());
+        s.checkpoint_seq = self.core.seq;
+        s.backend = crate::BackendStats::Tiered(self.tier_stats());
         s
     }
 }

@@ -70,7 +70,7 @@ impl TimeLogStore {
             self.mem_bytes = (self.mem_bytes as i64 + part.mem.set(k, v)) as u64;
             Ok(())
         })?;
-        self.seq = seq;
+        self.core.seq = seq;
         // The previous checkpoint's files stay until the next checkpoint replaces it:
         // its manifest must be read (only a manifest that is gone counts as absent), or
         // cleanup would delete the segments only it names.
@@ -98,10 +98,10 @@ impl TimeLogStore {
                 self.next_id = self.next_id.max(id + 1);
                 !live.contains(&id) && !self.prev_live.contains(&id)
             } else if let Some(s) = memtable::parse_image_name(&name) {
-                s + 1 < self.seq || s > self.seq
+                s + 1 < self.core.seq || s > self.core.seq
             } else if let Some(s) = name.strip_prefix("MANIFEST-") {
                 // Newer than the recovered one: discarded (StoreOptions::recover_at).
-                s.parse::<u64>().is_ok_and(|s| s + 1 < self.seq || s > self.seq)
+                s.parse::<u64>().is_ok_and(|s| s + 1 < self.core.seq || s > self.core.seq)
             } else {
                 false
             };
@@ -139,7 +139,7 @@ impl TimeLogStore {
                 p.mem.map.iter().map(move |(k, v)| (ns as u16, &k[..], v.as_deref()))
             })
         });
-        self.stats.bytes_written += memtable::write_image(&*self.fs, &tmp, entries)?;
+        self.core.stats.bytes_written += memtable::write_image(&*self.fs, &tmp, entries)?;
         crate::blockfile::publish(&*self.fs, &dir, &tmp, &join(&dir, &image))?;
         // 3. Publish the manifest.
         let mut m = Manifest::new(seq, STORE_NAME, &self.opts);
@@ -158,7 +158,7 @@ impl TimeLogStore {
         m.set("segments", segs.join(" "));
         m.set("memtables", &image);
         manifest::write_manifest(&*self.fs, &dir, &m)?;
-        self.seq = seq;
+        self.core.seq = seq;
         self.unpublished.clear();
         // 4. Keep this checkpoint and the previous one.
         let r = self.clean_dir();

@@ -86,7 +86,7 @@ impl TimeLogStore {
         let path = w.path().to_path_buf();
         match w.finish() {
             Ok((seg, bytes)) => {
-                self.stats.bytes_written += bytes;
+                self.core.stats.bytes_written += bytes;
                 self.unpublished.insert(seg.id);
                 Ok(seg)
             }
@@ -125,7 +125,7 @@ impl TimeLogStore {
             reads = m.reads();
             r
         })();
-        self.stats.disk_reads += reads;
+        self.core.stats.disk_reads += reads;
         let seg = match written {
             Ok(()) if w.records() > 0 => Some(self.finish_segment(w)?),
             Ok(()) => {
@@ -148,8 +148,8 @@ impl TimeLogStore {
         if part.is_empty() {
             self.parts[ns].remove(&pid);
         }
-        self.stats.compactions += 1;
-        self.stats.compacted_bytes += old_bytes.saturating_sub(new_bytes);
+        self.core.stats.compactions += 1;
+        self.core.stats.compacted_bytes += old_bytes.saturating_sub(new_bytes);
         for s in old {
             self.retire(s)?;
         }

@@ -154,18 +154,18 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use self::merge::{MergeIter, Source};
 pub use self::options::TimeLogOptions;
 use self::partition::Partition;
+use crate::backend::StoreCore;
 use crate::cursor::half_open;
 use crate::error::{Error, Result};
 use crate::io::{Fs, StdFs};
 use crate::manifest;
 use crate::{
-    check_key, check_value, Capabilities, CheckpointInfo, Direction, MergeOp, Ns, Rmw, RmwFn,
-    StateStore, StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
+    check_key, check_value, CheckpointInfo, Direction, MergeOp, Ns, Order, Rmw, RmwFn, StateStore,
+    StoreOptions, StoreStats, Visitor, MAX_VALUE_LEN,
 };
 
 const FORMAT_VERSION: u32 = 1;
@@ -184,15 +184,13 @@ pub struct TimeLogStore {
     mem_bytes: u64,
     index_bytes: u64,
     next_id: u64,
-    seq: u64,
     max_time: Option<u64>,
     cache: cache::BlockCache,
     /// Segments written since the last checkpoint (no manifest names them).
     unpublished: HashSet<u64>,
     /// Segments the previous retained checkpoint names.
     prev_live: HashSet<u64>,
-    poisoned: Option<String>,
-    stats: StoreStats,
+    core: StoreCore,
     /// A bound on values tighter than [`MAX_VALUE_LEN`] ([`Self::set_value_cap`]).
     value_cap: Option<crate::ValueCap>,
 }
@@ -218,19 +216,17 @@ impl TimeLogStore {
         let mut store = TimeLogStore {
             merges: opts.namespaces.iter().map(|n| n.merge.clone()).collect(),
             parts: opts.namespaces.iter().map(|_| BTreeMap::new()).collect(),
-            stats: StoreStats { memory_budget: opts.memory_budget, ..Default::default() },
+            core: StoreCore::new(opts.memory_budget),
             opts,
             topts,
             fs,
             mem_bytes: 0,
             index_bytes: 0,
             next_id: 1,
-            seq: 0,
             max_time: None,
             cache: Default::default(),
             unpublished: HashSet::new(),
             prev_live: HashSet::new(),
-            poisoned: None,
             value_cap: None,
         };
         if let Some(seq) = store.opts.checkpoint_to_recover(&seqs)? {
@@ -244,7 +240,7 @@ impl TimeLogStore {
     }
 
     fn check_writable(&self) -> Result<()> {
-        crate::error::writable(&self.poisoned)
+        self.core.writable()
     }
 
     /// The smallest memory budget [`set_memory_budget`](Self::set_memory_budget) accepts
@@ -267,7 +263,7 @@ impl TimeLogStore {
             });
         }
         self.opts.memory_budget = budget;
-        self.stats.memory_budget = budget;
+        self.core.stats.memory_budget = budget;
         let limit = self.memtable_limit();
         if self.mem_bytes > limit {
             let r = self.flush_down(limit / 2);
@@ -290,7 +286,7 @@ impl TimeLogStore {
     }
 
     fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
-        crate::error::poison_on(&mut self.poisoned, r)
+        self.core.poison_on(r)
     }
 
     fn ns_ok(&self, ns: Ns) -> Result<usize> {
@@ -315,7 +311,7 @@ impl TimeLogStore {
         let Some(part) = self.parts[ns].get(&pid) else { return Ok(None) };
         let mut reads = 0;
         let r = part.get(key, &mut self.cache, cap, &mut reads);
-        self.stats.disk_reads += reads;
+        self.core.stats.disk_reads += reads;
         Ok(r?.flatten())
     }
 
@@ -436,7 +432,7 @@ impl TimeLogStore {
             reads = m.reads();
             r
         })();
-        self.stats.disk_reads += reads;
+        self.core.stats.disk_reads += reads;
         r.map(|()| n)
     }
 }
@@ -446,22 +442,14 @@ impl StateStore for TimeLogStore {
         STORE_NAME
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { ordered: true, in_place_updates: false }
-    }
-
     fn namespace(&self, name: &str) -> Result<Ns> {
         self.opts.lookup(name)
     }
 
-    fn checkpoint_seq(&self) -> u64 {
-        self.seq
-    }
-
     fn get_into(&mut self, ns: Ns, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         let ns = self.ns_ok(ns)?;
-        self.stats.gets += 1;
+        self.core.stats.gets += 1;
         out.clear();
         let r = self.lookup(ns, key);
         match self.poison(r)? {
@@ -479,7 +467,7 @@ impl StateStore for TimeLogStore {
         check_key(key)?;
         check_value(value.len(), self.max_value(key.len()))?;
         self.check_budget()?;
-        self.stats.puts += 1;
+        self.core.stats.puts += 1;
         let r = self.set_entry(ns, key, Some(value));
         self.poison(r)
     }
@@ -489,7 +477,7 @@ impl StateStore for TimeLogStore {
         let ns = self.ns_ok(ns)?;
         check_key(key)?;
         self.check_budget()?;
-        self.stats.merges += 1;
+        self.core.stats.merges += 1;
         let max = self.max_value(key.len());
         let r = (|| {
             let old = self.lookup(ns, key)?;
@@ -516,7 +504,7 @@ impl StateStore for TimeLogStore {
     fn delete(&mut self, ns: Ns, key: &[u8]) -> Result<()> {
         self.check_writable()?;
         let ns = self.ns_ok(ns)?;
-        self.stats.deletes += 1;
+        self.core.stats.deletes += 1;
         let r = self.set_entry(ns, key, None);
         self.poison(r)
     }
@@ -526,7 +514,7 @@ impl StateStore for TimeLogStore {
         let ns = self.ns_ok(ns)?;
         check_key(key)?;
         self.check_budget()?;
-        self.stats.rmws += 1;
+        self.core.stats.rmws += 1;
         let max = self.max_value(key.len());
         let r = (|| {
             let old = self.lookup(ns, key)?;
@@ -543,44 +531,24 @@ impl StateStore for TimeLogStore {
         self.poison(r)
     }
 
-    fn scan_prefix(&mut self, ns: Ns, prefix: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
-        crate::error::readable(&self.poisoned)?;
-        let ns = self.ns_ok(ns)?;
-        self.stats.scans += 1;
-        let end = crate::cursor::prefix_end(prefix);
-        let lo = (!prefix.is_empty()).then_some(prefix);
-        let r = self.scan(ns, lo, end.as_deref(), false, usize::MAX, visit);
-        self.poison(r).map(|_| ())
-    }
-
     fn is_ordered(&self, _: Ns) -> bool {
         true
     }
 
-    fn scan_range(
+    fn range(
         &mut self,
         ns: Ns,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
-        visit: &mut Visitor<'_>,
-    ) -> Result<()> {
-        self.scan_ordered(ns, start, end, Direction::Forward, usize::MAX, visit).map(|_| ())
-    }
-
-    fn scan_ordered(
-        &mut self,
-        ns: Ns,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        dir: Direction,
+        order: Order,
         limit: usize,
         visit: &mut Visitor<'_>,
     ) -> Result<usize> {
-        crate::error::readable(&self.poisoned)?;
+        self.core.readable()?;
         let ns = self.ns_ok(ns)?;
-        self.stats.scans += 1;
+        self.core.stats.scans += 1;
         let (lo, hi) = half_open(start, end);
-        let reverse = dir == Direction::Reverse;
+        let reverse = order.direction() == Direction::Reverse;
         let r = self.scan(ns, lo.as_deref(), hi.as_deref(), reverse, limit, visit);
         self.poison(r)
     }
@@ -611,7 +579,7 @@ impl StateStore for TimeLogStore {
                 }
                 let reads = m.reads();
                 drop(m);
-                self.stats.disk_reads += reads;
+                self.core.stats.disk_reads += reads;
                 self.drop_partition(ns, pid)?;
             }
             // Tombstones for the keys of the other partitions, a batch at a time.
@@ -635,24 +603,17 @@ impl StateStore for TimeLogStore {
             }
         })();
         if let Ok(n) = &r {
-            self.stats.deletes += n;
+            self.core.stats.deletes += n;
         }
         self.poison(r)
     }
 
     fn checkpoint(&mut self) -> Result<CheckpointInfo> {
-        self.check_writable()?;
-        let start = Instant::now();
-        let seq = self.seq + 1;
-        if let Err(e) = self.write_checkpoint(seq) {
-            self.poisoned = Some(e.to_string());
-            return Err(e);
-        }
-        Ok(self.stats.checkpoint_done(seq, start))
+        crate::backend::checkpoint(self, |s| &mut s.core, TimeLogStore::write_checkpoint)
     }
 
     fn stats(&self) -> StoreStats {
-        let mut s = self.stats.clone();
+        let mut s = self.core.stats();
         s.index_bytes = self.index_bytes;
         s.bytes_in_memory = self.mem_bytes + self.index_bytes + self.cache.bytes();
         s.bytes_on_disk = crate::io::dir_bytes(&self.opts.dir);

@@ -1,6 +1,7 @@
 //! Unit tests of the segment codec, the block read-ahead, expiry and range deletes.
 //! The conformance suite (tests/) checks the store against the model.
 
+use crate::StateStoreExt;
 use std::ops::Bound;
 use std::sync::Arc;
 
