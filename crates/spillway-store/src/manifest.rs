@@ -202,9 +202,18 @@ impl Manifest {
     }
 }
 
-/// After checkpoint `seq` was published: keeps it and the one before it, deleting every
-/// older manifest and then, through `also`, the store's files of that checkpoint. The
-/// one policy of every store ("keep the last two checkpoints").
+/// Checkpoints every store keeps: the newest and the one before it (so that a
+/// store built of several, adaptive, can recover its parts at the previous one).
+pub(crate) const RETAINED: u64 = 2;
+
+/// Whether checkpoint `s` is among those retained when `newest` is the newest (0:
+/// none): the one policy of every store, which each store's cleanup asks.
+pub(crate) fn is_retained(s: u64, newest: u64) -> bool {
+    newest > 0 && s <= newest && s + RETAINED > newest
+}
+
+/// After checkpoint `seq` was published: keeps the [`RETAINED`] newest, deleting every
+/// older manifest and then, through `also`, the store's files of that checkpoint.
 pub(crate) fn drop_older_checkpoints(
     fs: &dyn Fs,
     dir: &Path,
@@ -212,7 +221,7 @@ pub(crate) fn drop_older_checkpoints(
     mut also: impl FnMut(u64) -> Result<()>,
 ) -> Result<()> {
     for old in list_manifests(fs, dir)? {
-        if old + 1 < seq {
+        if old < seq && !is_retained(old, seq) {
             remove_quiet(fs, dir, &manifest_name(old))?;
             also(old)?;
         }
@@ -361,6 +370,15 @@ pub(crate) fn remove_quiet(fs: &dyn Fs, dir: &Path, name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_two_newest_checkpoints_are_retained() {
+        assert!(!is_retained(0, 0), "no checkpoint yet: nothing is retained");
+        assert!(is_retained(1, 1));
+        assert!(is_retained(4, 5) && is_retained(5, 5));
+        assert!(!is_retained(3, 5), "older than the previous one");
+        assert!(!is_retained(6, 5), "newer than the newest (a discarded one)");
+    }
 
     #[test]
     fn escapes_round_trip_and_only_where_needed() {

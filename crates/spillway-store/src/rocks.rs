@@ -341,7 +341,7 @@ impl RocksStore {
     /// Removes `*.tmp` leftovers, manifests older than the two retained ones and
     /// checkpoint directories no retained manifest names.
     fn clean_dir(fs: &dyn Fs, dir: &Path, seq: u64, mut keep: HashSet<String>) -> Result<()> {
-        let retained = |s: u64| seq > 0 && s + 1 >= seq && s <= seq;
+        let retained = |s: u64| manifest::is_retained(s, seq);
         for s in manifest::list_manifests(fs, dir)? {
             if retained(s) && s != seq {
                 keep.insert(ckpt_name(s));

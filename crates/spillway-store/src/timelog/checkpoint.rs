@@ -98,10 +98,10 @@ impl TimeLogStore {
                 self.next_id = self.next_id.max(id + 1);
                 !live.contains(&id) && !self.prev_live.contains(&id)
             } else if let Some(s) = memtable::parse_image_name(&name) {
-                s + 1 < self.core.seq || s > self.core.seq
+                !manifest::is_retained(s, self.core.seq)
             } else if let Some(s) = name.strip_prefix("MANIFEST-") {
                 // Newer than the recovered one: discarded (StoreOptions::recover_at).
-                s.parse::<u64>().is_ok_and(|s| s + 1 < self.core.seq || s > self.core.seq)
+                s.parse::<u64>().is_ok_and(|s| !manifest::is_retained(s, self.core.seq))
             } else {
                 false
             };
