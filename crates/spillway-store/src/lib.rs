@@ -697,8 +697,8 @@ pub enum StoreKind {
     AppendLog,
     /// [`AdaptiveStore`]: a layout per namespace, chosen by hint and at run time.
     Adaptive,
-    /// [`TieredStore`]: L1 in process over Redis over hashlog, levels from
-    /// [`StoreOptions::tiered`].
+    /// [`TieredStore`]: L1 in process over Redis over hashlog (default levels; other
+    /// levels through [`StoreConfig::Tiered`]).
     Tiered,
 }
 

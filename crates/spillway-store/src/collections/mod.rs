@@ -16,7 +16,7 @@
 //!   [Errors](#errors)), never a panic.
 //! - Single-entry updates are one [`rmw`](crate::StateStore::rmw): no get+put pair.
 //! - Nothing needs an ordered store: maps and sets are walked with
-//!   [`scan_prefix`](crate::StateStore::scan_prefix) (in the store's order, which is
+//!   [`scan_prefix`](crate::StateStoreExt::scan_prefix) (in the store's order, which is
 //!   no order on a hash store); lists and quadtrees compute the keys they read. A scan
 //!   visits the whole namespace on a hash store, and the tiered store first writes
 //!   every level down to run one, so iterating a map or set (and `len`, `clear`) is

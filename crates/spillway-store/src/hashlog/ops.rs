@@ -119,7 +119,7 @@ impl StateStore for HashLogStore {
         }
     }
 
-    /// The batch hashes and prefetches [`BATCH`] operations at a time, so that their
+    /// The batch hashes and prefetches `BATCH` (32) operations at a time, so that their
     /// index and record misses overlap, then applies them in order; a `Get` hands the
     /// closure the value where it lies in the log (no copy).
     fn apply_batch(&mut self, ops: &[BatchOp<'_>], f: &mut MultiRmwFn<'_>) -> Result<()> {

@@ -42,7 +42,7 @@ impl TimeField {
     }
 }
 
-/// Tuning of a [`TimeLogStore`]. Every setter documents its default.
+/// Tuning of a [`TimeLogStore`](crate::TimeLogStore). Every setter documents its default.
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct TimeLogOptions {
@@ -124,7 +124,7 @@ impl TimeLogOptions {
     }
 
     /// Expire automatically: after each write, partitions wholly older than the largest
-    /// time written minus `units` are dropped, as [`TimeLogStore::expire_before`] does.
+    /// time written minus `units` are dropped, as [`TimeLogStore::expire_before`](crate::TimeLogStore::expire_before) does.
     /// Keys older than the bound disappear (a deliberate deviation from the store
     /// contract). Default: none (nothing expires on its own).
     pub fn retention(mut self, units: u64) -> Self {
