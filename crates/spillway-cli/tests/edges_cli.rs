@@ -194,3 +194,52 @@ fn output_dev_null_stays_a_char_device() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!Path::new("/dev/null.partial").exists(), "/dev/null.partial was left behind");
 }
+
+/// `rows` payments (as [`payments`]) with the amount of row `bad` (0-based) unparseable.
+fn payments_with_bad_row(dir: &Path, rows: usize, bad: Option<usize>) -> PathBuf {
+    let p = dir.join("payments.csv");
+    let mut text = String::from("card,amount,ts\n");
+    for i in 0..rows {
+        let amount = if Some(i) == bad { "oops".to_string() } else { (i % 13 + 1).to_string() };
+        text.push_str(&format!("c{},{amount},{}\n", i % 7, 1000 + i * 10));
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A checkpoint directory holding the checkpoint at event 3000 of a run over 5000 rows
+/// that stopped on a malformed row 4000; the input is then fixed. Returns the input.
+fn checkpointed_then_failed(dir: &Path, out: &Path, ckpt: &Path) -> PathBuf {
+    let input = payments_with_bad_row(dir, 5000, Some(4000));
+    let err = run_err(&[
+        "run",
+        "--query",
+        Q,
+        "--input",
+        s(&input),
+        "--output",
+        s(out),
+        "--checkpoint-dir",
+        s(ckpt),
+        "--checkpoint-every",
+        "1500",
+    ]);
+    assert!(err.contains("first 3000 input events"), "{err}");
+    payments_with_bad_row(dir, 5000, None)
+}
+
+#[test]
+fn a_resume_whose_output_is_gone_says_so_once() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let input = checkpointed_then_failed(d.path(), &out, &ckpt);
+    std::fs::remove_file(&out).unwrap();
+    let args =
+        ["run", "--query", Q, "--input", s(&input), "--output", s(&out), "--checkpoint-dir"];
+    let err = run_err(&[&args[..], &[s(&ckpt), "--resume"]].concat());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("out.csv") && err.contains("gone"), "{err}");
+    let os = std::io::Error::from(std::io::ErrorKind::NotFound).to_string();
+    assert!(err.matches(&os).count() <= 1, "the same error is printed twice: {err}");
+}
