@@ -243,3 +243,95 @@ fn a_resume_whose_output_is_gone_says_so_once() {
     let os = std::io::Error::from(std::io::ErrorKind::NotFound).to_string();
     assert!(err.matches(&os).count() <= 1, "the same error is printed twice: {err}");
 }
+
+fn ckpt_args<'a>(input: &'a Path, out: &'a Path, ckpt: &'a Path) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--query",
+        Q,
+        "--input",
+        s(input),
+        "--output",
+        s(out),
+        "--checkpoint-dir",
+        s(ckpt),
+        "--resume",
+    ]
+}
+
+#[test]
+fn resume_without_a_checkpoint_says_so_and_starts_from_the_beginning() {
+    let d = tempfile::tempdir().unwrap();
+    let input = payments(d.path(), 300);
+    let fresh = d.path().join("fresh.csv");
+    run_ok(&["run", "--query", Q, "--input", s(&input), "--output", s(&fresh), "-q"]);
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for ckpt in [d.path().join("missing"), empty] {
+        let out = d.path().join("out.csv");
+        let o = run_ok(&ckpt_args(&input, &out, &ckpt));
+        let want = format!("no checkpoint in {}: starting from the beginning", ckpt.display());
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+        assert!(std::fs::read(&out).unwrap() == std::fs::read(&fresh).unwrap());
+    }
+}
+
+#[test]
+fn resume_and_backfill_keep_the_checkpoint_interval() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let input = checkpointed_then_failed(d.path(), &out, &ckpt);
+    // From event 3000 to 5000 with the checkpoint's interval, 1500: one at 4500.
+    let o = run_ok(&ckpt_args(&input, &out, &ckpt));
+    assert!(stderr(&o).contains("1 checkpoints (every 1500 events)"), "{}", stderr(&o));
+
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let input = checkpointed_then_failed(d.path(), &out, &ckpt);
+    let q2 = Q.replace("AS total", "AS total, COUNT(*) OVER w AS n");
+    let out2 = d.path().join("out2.csv");
+    let mut args = ckpt_args(&input, &out2, &ckpt);
+    args[2] = &q2;
+    args.push("--backfill");
+    // The backfill's own checkpoint, then the one at 4500.
+    let o = run_ok(&args);
+    assert!(stderr(&o).contains("2 checkpoints (every 1500 events)"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_store_that_cannot_checkpoint_is_refused_before_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let input = payments(d.path(), 3000);
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let mut args = ckpt_args(&input, &out, &ckpt);
+    args.pop();
+    args.extend(["--store", "tiered", "--l3", "none", "--checkpoint-every", "1000"]);
+    let err = run_err(&args);
+    assert!(err.contains("--l3 none") && err.contains("cannot checkpoint"), "{err}");
+    assert!(!err.contains("cut back"), "{err}");
+    assert!(!out.exists() && !ckpt.exists(), "the refused run wrote files");
+}
+
+#[test]
+fn quiet_hides_the_progress_but_keeps_the_summary() {
+    let d = tempfile::tempdir().unwrap();
+    let input = payments(d.path(), 300);
+    let out = d.path().join("out.csv");
+    let o = run_ok(&["run", "--query", Q, "--input", s(&input), "--output", s(&out), "-q"]);
+    assert!(stderr(&o).contains("300 events in"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_resumed_runs_summary_counts_its_own_events_and_rows() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let input = checkpointed_then_failed(d.path(), &out, &ckpt);
+    let o = run_ok(&ckpt_args(&input, &out, &ckpt));
+    let e = stderr(&o);
+    assert!(e.contains("2000 events in") && e.contains("2000 rows emitted"), "{e}");
+    assert!(e.contains("5000 events, 5000 rows emitted"), "{e}");
+}

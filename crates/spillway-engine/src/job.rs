@@ -92,8 +92,12 @@ const META_CHUNK: usize = 32 * 1024;
 /// Events read ahead and announced to the store at a time ([`Runtime::prefetch`]).
 pub const BATCH_EVENTS: usize = 64;
 /// Version of the checkpoint metadata layout (2: the operator snapshot is per query
-/// shape; 3: the query, output paths and reservoir retention apart from the identity).
-const META_VERSION: u32 = 3;
+/// shape; 3: the query, output paths and reservoir retention apart from the identity;
+/// 4: the checkpoint interval, at the end; version 3 is still read).
+const META_VERSION: u32 = 4;
+/// Events between checkpoints when [`JobConfig::checkpoint_every`] is `None` and no
+/// checkpoint recorded an interval.
+pub const DEFAULT_CHECKPOINT_EVERY: u64 = 1_000_000;
 /// The file naming the state store's directory (see the module docs).
 const LAYOUT_FILE: &str = "store.json";
 /// The state store's directory until a backfill moves it.
@@ -131,8 +135,9 @@ pub struct JobConfig {
     /// Events between checkpoints (0: none; the directory then holds only this run's
     /// state, and reservoir segments are released as the windows pass them, as in a run
     /// without a checkpoint directory; after a resume from a checkpoint, whose events must
-    /// stay, none are released).
-    pub checkpoint_every: u64,
+    /// stay, none are released). `None`: the interval the checkpoint recorded on a resume
+    /// or backfill, else [`DEFAULT_CHECKPOINT_EVERY`].
+    pub checkpoint_every: Option<u64>,
     /// Continue from the last checkpoint in `checkpoint_dir`.
     pub resume: bool,
     /// Reservoir chunk compression.
@@ -171,13 +176,19 @@ pub struct Progress<'a> {
     pub warnings: &'a [String],
 }
 
-/// What a finished job reports.
+/// What a finished job reports. The counters of this run and of the whole job differ
+/// after a resume or backfill: the whole job's include the runs before the checkpoint
+/// (for a backfill, those of the checkpointed query).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct JobSummary {
     /// Runtime counters (over the whole job, across resumes).
     pub counters: Counters,
-    /// Malformed input rows skipped to the dead-letter file.
+    /// Runtime counters of this run alone (after a resume: since the checkpoint).
+    pub counters_this_run: Counters,
+    /// Malformed input rows skipped to the dead-letter file (over the whole job).
     pub skipped_rows: u64,
+    /// Malformed input rows this run skipped.
+    pub skipped_rows_this_run: u64,
     /// Events processed by this run (after a resume: since the checkpoint).
     pub events_this_run: u64,
     /// Wall seconds of this run.
@@ -188,6 +199,8 @@ pub struct JobSummary {
     pub latency_us: LatencySummary,
     /// Checkpoints written (a backfill's checkpoint of the new query included).
     pub checkpoints: u64,
+    /// Input events between checkpoints in this run (0: none were due).
+    pub checkpoint_every: u64,
     /// How long this run's checkpoints paused processing, in microseconds. Each pause is
     /// also in the latency of the event read after it (see [`run_job`]).
     pub checkpoint_pause_us: PauseSummary,
@@ -323,6 +336,10 @@ struct CheckpointMeta {
     /// The reservoir retention span (0: none) and its pseudo-cursor's index.
     retain: i64,
     retain_index: u64,
+    /// Events between checkpoints of the run that wrote it, which a resume keeps unless
+    /// given another (`None`: written by version 3, which did not record it). Last, so a
+    /// version 3 record reads as version 4 with one byte added (see [`read_meta`]).
+    checkpoint_every: Option<u64>,
 }
 
 /// What every checkpoint records of the job's arguments.
@@ -438,6 +455,32 @@ impl Operator {
             _ => (0, 0),
         }
     }
+}
+
+/// Refuses, before anything is opened or written, a job that would checkpoint (or
+/// resume) a store that keeps nothing durable: the tiered store without an L3 level.
+/// Otherwise it would run until its first checkpoint and fail there.
+fn check_durable(cfg: &JobConfig) -> Result<()> {
+    let durable =
+        !(cfg.store == StoreKind::Tiered && cfg.tiered.l3 == spillway_store::tiered::L3Kind::None);
+    let Some(dir) = cfg.checkpoint_dir.as_deref() else { return Ok(()) };
+    if durable || (cfg.checkpoint_every == Some(0) && !cfg.resume) {
+        return Ok(());
+    }
+    let asks = if cfg.resume {
+        format!("--resume continues a checkpoint in {}", dir.display())
+    } else {
+        format!(
+            "--checkpoint-dir {} makes a checkpoint every {} events",
+            dir.display(),
+            cfg.checkpoint_every.unwrap_or(DEFAULT_CHECKPOINT_EVERY)
+        )
+    };
+    Err(Error::Config(format!(
+        "the tiered store without a durable level (--l3 none) cannot checkpoint, but {asks}: \
+         add --l3 hashlog, or run without checkpoints (--checkpoint-every 0, or no \
+         --checkpoint-dir)"
+    )))
 }
 
 /// What a resume must match, as (what, value) pairs (the query apart: a backfill
@@ -633,12 +676,20 @@ fn write_meta(store: &mut dyn StateStore, meta: &CheckpointMeta) -> Result<()> {
 }
 
 fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
-    let Some(bytes) = read_meta_blob(store, JOB_META_KEY)? else { return Ok(None) };
-    let meta: CheckpointMeta = postcard::from_bytes(&bytes)
+    let Some(mut bytes) = read_meta_blob(store, JOB_META_KEY)? else { return Ok(None) };
+    // Version 3 is version 4 without the trailing `checkpoint_every`; postcard writes an
+    // absent Option as one 0 byte, so adding that byte reads it as `None`.
+    if let Ok((3u32, _)) = postcard::take_from_bytes::<u32>(&bytes) {
+        bytes.push(0);
+    }
+    let mut meta: CheckpointMeta = postcard::from_bytes(&bytes)
         .map_err(|e| Error::Checkpoint(format!("cannot decode checkpoint metadata: {e}")))?;
+    if meta.version == 3 {
+        meta.version = META_VERSION;
+    }
     if meta.version != META_VERSION {
         return Err(Error::Checkpoint(format!(
-            "metadata version {} is not supported (this build reads {META_VERSION})",
+            "metadata version {} is not supported (this build reads 3 and {META_VERSION})",
             meta.version
         )));
     }
@@ -801,6 +852,7 @@ pub fn run_job(
         }
         _ => {}
     }
+    check_durable(cfg)?;
     let layout = match &cfg.checkpoint_dir {
         Some(_) => StoreLayout::read(&base)?,
         None => None,
@@ -820,7 +872,6 @@ pub fn run_job(
         layout.remove_leftovers(&base)?;
     }
     let mut state_dir = base.join(&layout.dir);
-    let checkpointing = cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_some();
 
     // Parse the query against the source's schema (opening the source infers it). A
     // resume only learns the schema here: opening the source for the run would create
@@ -905,6 +956,12 @@ pub fn run_job(
     let mut store = cfg.store.open(store_options(&state_dir, open_specs))?;
     let meta = if cfg.resume { read_meta(store.as_mut())? } else { None };
     let resumed = meta.is_some();
+    // The interval given, else the checkpoint's (a resume keeps it), else the default.
+    let checkpoint_every = cfg
+        .checkpoint_every
+        .or(meta.as_ref().and_then(|m| m.checkpoint_every))
+        .unwrap_or(DEFAULT_CHECKPOINT_EVERY);
+    let checkpointing = checkpoint_every > 0 && cfg.checkpoint_dir.is_some();
     let mut warnings: Vec<String> = Vec::new();
     let mut backfill_summary: Option<BackfillSummary> = None;
     let mut retention: Option<Retention> = None;
@@ -1012,6 +1069,7 @@ pub fn run_job(
                     &record,
                     retention.as_ref(),
                     &mut cut,
+                    checkpoint_every,
                 )?;
                 next.write(&base)?;
                 // The old directory is a leftover now: a failure to remove it here is
@@ -1075,7 +1133,12 @@ pub fn run_job(
         }
         None => {
             if cfg.resume {
-                // Killed before the first checkpoint: start over from scratch.
+                // No checkpoint (the directory is new or empty, or the run before was
+                // killed before its first checkpoint): start over from scratch, and say so.
+                warnings.push(format!(
+                    "no checkpoint in {}: starting from the beginning",
+                    base.display()
+                ));
                 drop(store);
                 clear_dirs(&[&state_dir, &base.join(STATE_DIR), &res_dir])?;
                 state_dir = base.join(STATE_DIR);
@@ -1143,6 +1206,8 @@ pub fn run_job(
     let mut out = Vec::new();
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let mut events_this_run = 0u64;
+    let counters_at_start = runtime.counters();
+    let skipped_at_start = source.skipped();
     // A backfill made one checkpoint (its switch to the new query) before the run.
     let mut checkpoints = u64::from(backfill_summary.is_some());
     let mut next_progress = started + std::time::Duration::from_millis(100);
@@ -1171,8 +1236,8 @@ pub fn run_job(
         loop {
             let mut want = BATCH_EVENTS as u64;
             if checkpointing {
-                let done = (start_events + events_this_run) % cfg.checkpoint_every;
-                want = want.min(cfg.checkpoint_every - done);
+                let done = (start_events + events_this_run) % checkpoint_every;
+                want = want.min(checkpoint_every - done);
             }
             let mut input_error = None;
             let mut end = false;
@@ -1224,7 +1289,7 @@ pub fn run_job(
                 let total = start_events + events_this_run;
                 let p0 = clock.raw();
                 let mut paused = false;
-                if checkpointing && total.is_multiple_of(cfg.checkpoint_every) {
+                if checkpointing && total.is_multiple_of(checkpoint_every) {
                     checkpoint(
                         &mut runtime,
                         &mut *source,
@@ -1234,6 +1299,7 @@ pub fn run_job(
                         &record,
                         retention.as_ref(),
                         &mut last_cut,
+                        checkpoint_every,
                     )?;
                     checkpoints += 1;
                     let _ = pauses.record(clock.delta_as_nanos(p0, clock.raw()).max(1));
@@ -1318,14 +1384,18 @@ pub fn run_job(
         Operator::Windowed(w) => Some(w.stats()),
     };
     let sstats = runtime.store_mut().stats();
+    let counters = runtime.counters();
     Ok(JobSummary {
-        counters: runtime.counters(),
+        counters_this_run: counters.since(&counters_at_start),
+        counters,
         skipped_rows: source.skipped(),
+        skipped_rows_this_run: source.skipped().saturating_sub(skipped_at_start),
         events_this_run,
         seconds,
         events_per_sec: events_this_run as f64 / seconds.max(1e-9),
         latency_us: LatencySummary::from_hist(&hist),
         checkpoints,
+        checkpoint_every: if checkpointing { checkpoint_every } else { 0 },
         checkpoint_pause_us: PauseSummary::from_hist(&pauses),
         side_output: side.map(|_| side_path),
         store: runtime.store_mut().name().to_string(),
@@ -1499,15 +1569,16 @@ fn checkpoint(
     record: &JobRecord,
     retention: Option<&Retention>,
     cut: &mut Option<Cut>,
+    every: u64,
 ) -> Result<()> {
-    write_checkpoint(runtime, source, sink, side, schema, record, retention, cut)?;
+    write_checkpoint(runtime, source, sink, side, schema, record, retention, cut, every)?;
     runtime.release_reservoir(retention)
 }
 
 /// Makes one checkpoint (releasing nothing). `cut` is set to the output lengths it
 /// records as soon as they are durable, before the store commits: if the commit fails
 /// midway, a resume finds this checkpoint or the one before, and both cover at most
-/// those lengths.
+/// those lengths. `every` is the run's checkpoint interval, recorded for a resume.
 #[allow(clippy::too_many_arguments)]
 fn write_checkpoint(
     runtime: &mut Operator,
@@ -1518,6 +1589,7 @@ fn write_checkpoint(
     record: &JobRecord,
     retention: Option<&Retention>,
     cut: &mut Option<Cut>,
+    every: u64,
 ) -> Result<()> {
     let output_len = match sink.as_mut() {
         Some(s) => s.sync()?,
@@ -1541,6 +1613,7 @@ fn write_checkpoint(
         side_len,
         retain,
         retain_index,
+        checkpoint_every: Some(every),
     };
     write_meta(runtime.store_mut(), &meta)?;
     runtime.store_mut().checkpoint()?;
