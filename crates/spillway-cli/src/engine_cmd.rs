@@ -53,13 +53,16 @@ impl From<CompressionArg> for Compression {
 /// a given one against the topic's schema); [`source_options`] applies the defaults.
 #[derive(Debug, Args)]
 pub struct InputArgs {
-    /// Event-time column (integers in --time-unit) [default: ts; with a kafka:// input,
-    /// the topic's schema's, and another is refused]
+    /// Event-time column: integers in --time-unit, or RFC 3339 / ISO 8601 timestamps
+    /// (2023-11-14T22:13:20.663Z, an offset, or 2023-11-14 22:13:20.663 taken as UTC)
+    /// converted to them [default: ts; with a kafka:// input, the topic's schema's, and
+    /// another is refused]
     #[arg(long, value_name = "NAME")]
     pub(crate) time_column: Option<String>,
 
-    /// Unit of the event-time column: s, ms, us, ns [default: ms; with a kafka:// input,
-    /// the topic's schema's, and another is refused]
+    /// Unit of the event-time column (of its integers since 1970-01-01, and of the
+    /// engine's time): s, ms, us, ns [default: ms; with a kafka:// input, the topic's
+    /// schema's, and another is refused]
     #[arg(long, value_parser = parse_unit, value_name = "UNIT")]
     pub(crate) time_unit: Option<TimeUnit>,
 

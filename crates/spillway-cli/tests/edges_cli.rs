@@ -335,3 +335,59 @@ fn a_resumed_runs_summary_counts_its_own_events_and_rows() {
     assert!(e.contains("2000 events in") && e.contains("2000 rows emitted"), "{e}");
     assert!(e.contains("5000 events, 5000 rows emitted"), "{e}");
 }
+
+#[test]
+fn time_columns_take_rfc3339_timestamps() {
+    let d = tempfile::tempdir().unwrap();
+    let ints = payments(d.path(), 400);
+    let int_out = d.path().join("ints.csv");
+    run_ok(&["run", "--query", Q, "--input", s(&ints), "--output", s(&int_out), "-q"]);
+    // The same events with their times written as timestamps (1000 ms after the epoch
+    // and on), in the forms the engine accepts.
+    let text = std::fs::read_to_string(&ints).unwrap();
+    let mut stamped = String::from("card,amount,ts\n");
+    for (i, line) in text.lines().skip(1).enumerate() {
+        let (rest, ts) = line.rsplit_once(',').unwrap();
+        let ms: i64 = ts.parse().unwrap();
+        let (secs, frac) = (ms / 1000, ms % 1000);
+        let stamp = match i % 3 {
+            0 => format!("1970-01-01T00:{:02}:{:02}.{frac:03}Z", secs / 60, secs % 60),
+            1 => format!("1970-01-01 00:{:02}:{:02}.{frac:03}", secs / 60, secs % 60),
+            _ => format!("1970-01-01T01:{:02}:{:02}.{frac:03}+01:00", secs / 60, secs % 60),
+        };
+        stamped.push_str(&format!("{rest},{stamp}\n"));
+    }
+    let dir = d.path().join("stamped");
+    std::fs::create_dir(&dir).unwrap();
+    let input = dir.join("payments.csv");
+    std::fs::write(&input, stamped).unwrap();
+    let out = d.path().join("stamped.csv");
+    run_ok(&["run", "--query", Q, "--input", s(&input), "--output", s(&out), "-q"]);
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&int_out).unwrap());
+
+    // Anything else names the row and column and shows the expected forms.
+    std::fs::write(&input, "card,amount,ts\na,1,2023-11-14T22:13:20Z\nb,2,14/11/2023\n").unwrap();
+    let err = run_err(&["run", "--query", Q, "--input", s(&input), "--output", s(&out)]);
+    assert!(err.contains("line 3, column \"ts\""), "{err}");
+    assert!(err.contains("2023-11-14T22:13:20.663Z") && err.contains("\"14/11/2023\""), "{err}");
+}
+
+/// "The rows before the error are in X" only when rows were written there.
+#[test]
+fn a_failed_run_says_truly_whether_rows_were_written() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.csv");
+    let partial = d.path().join("out.partial.csv");
+    // The first row is bad: no row was written, and no header-only file is left.
+    let input = payments_with_bad_row(d.path(), 100, Some(0));
+    let err = run_err(&["run", "--query", Q, "--input", s(&input), "--output", s(&out)]);
+    assert!(err.contains("before any row was written"), "{err}");
+    assert!(!err.contains("rows before the error are in"), "{err}");
+    assert!(!partial.exists() && !out.exists());
+    // Row 50 is bad: the 50 rows before it are in the partial file, as it says.
+    let input = payments_with_bad_row(d.path(), 100, Some(50));
+    let err = run_err(&["run", "--query", Q, "--input", s(&input), "--output", s(&out)]);
+    let want = format!("the 50 rows before the error are in {}", partial.display());
+    assert!(err.contains(&want), "{err}");
+    assert_eq!(std::fs::read_to_string(&partial).unwrap().lines().count(), 51);
+}

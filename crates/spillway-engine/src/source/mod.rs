@@ -18,6 +18,9 @@
 //! A JSON Lines column is int, float or bool when all its non-null values are, else
 //! string; only-null columns are typed like empty CSV columns. `--schema` overrides
 //! replace inferred types, and are the way to type an empty file's columns.
+//! - event-time values (module `event_time`): integers in the time unit, or RFC 3339 / ISO
+//!   8601 timestamps (`2023-11-14T22:13:20.663Z`, `2023-11-14 22:13:20.663`) converted
+//!   to the same integers;
 //! - bad-input handling ([`OnError`]): stop with a [`SourceError`] that names the file,
 //!   line, column and expected type, or skip the row into a dead-letter file and count it;
 //! - exact resume: [`Source::position`] after `k` events, then [`resume`], yields exactly
@@ -40,6 +43,7 @@
 //! Blank lines (JSON Lines, and empty lines in CSV) are not data rows.
 
 mod delimited;
+mod event_time;
 mod generator;
 mod infer;
 pub(crate) mod jsonl;
@@ -73,7 +77,8 @@ pub enum OnError {
 /// How to read an input file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SourceOptions {
-    /// Name of the event-time column (must hold integers).
+    /// Name of the event-time column: integers in `time_unit`, or RFC 3339 / ISO 8601
+    /// timestamps converted to them (see the `event_time` module).
     pub time_column: String,
     /// Unit of the event-time column.
     pub time_unit: TimeUnit,
@@ -153,6 +158,15 @@ pub enum RowProblem {
         /// The offending text (a JSON value's text; strings without their quotes).
         found: String,
     },
+    /// An event-time value that is neither an integer nor a timestamp.
+    BadTime {
+        /// The time column's name.
+        column: String,
+        /// The time column's unit.
+        unit: TimeUnit,
+        /// The offending text (a JSON value's text; strings without their quotes).
+        found: String,
+    },
     /// The event-time value is NULL, empty or missing.
     NullTime {
         /// The time column's name.
@@ -208,6 +222,16 @@ impl fmt::Display for RowProblem {
             RowProblem::BadValue { column, expected, found } => {
                 write!(f, "column \"{column}\": expected {expected}, found {}", quote(found))
             }
+            RowProblem::BadTime { column, unit, found } => write!(
+                f,
+                "column \"{column}\": expected the event time, an integer ({} since \
+                 1970-01-01) or an RFC 3339 timestamp such as {} or {} (UTC unless an offset \
+                 is given), found {}",
+                unit.name(),
+                event_time::EXAMPLE,
+                event_time::EXAMPLE.replace('T', " ").trim_end_matches('Z'),
+                quote(found)
+            ),
             RowProblem::NullTime { column } => {
                 write!(f, "column \"{column}\": expected int (the event time), found NULL")
             }
