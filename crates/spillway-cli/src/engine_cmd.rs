@@ -558,14 +558,13 @@ pub fn run(a: RunArgs) -> Result<()> {
         bail!("a kafka:// output needs a kafka:// input (a worker of --group); write a file output and `spillway kafka produce` it instead");
     }
     // Not given: the checkpoint's interval on a resume, else the default (1M).
-    let checkpoint_every = match &a.checkpoint_every {
-        None => None,
-        Some(s) => Some(
-            parse_count(s).map_err(|e| {
+    let checkpoint_every =
+        match &a.checkpoint_every {
+            None => None,
+            Some(s) => Some(parse_count(s).map_err(|e| {
                 anyhow!("--checkpoint-every: {e} (a count of input events, e.g. 1M)")
-            })?,
-        ),
-    };
+            })?),
+        };
     let query = read_query(&a.query)?;
     check_from(&query, a.table.as_deref(), source::table_name(&a.input), FILE_TABLE)?;
     let on_error = match a.on_error.unwrap_or(OnErrorArg::Stop) {

@@ -114,8 +114,7 @@ fn side_output_and_dead_letters_to_fifos_are_written_in_place() {
     let d = tempfile::tempdir().unwrap();
     let input = d.path().join("payments.csv");
     // The row at ts 50 is late (lateness 0), the row `x` is malformed.
-    std::fs::write(&input, "card,amount,ts\na,1,100\nb,2,200\na,3,50\nb,x,300\na,4,400\n")
-        .unwrap();
+    std::fs::write(&input, "card,amount,ts\na,1,100\nb,2,200\na,3,50\nb,x,300\na,4,400\n").unwrap();
     let side = d.path().join("late.fifo");
     let dead = d.path().join("dead.fifo");
     mkfifo(&side);
@@ -235,8 +234,7 @@ fn a_resume_whose_output_is_gone_says_so_once() {
     let ckpt = d.path().join("ckpt");
     let input = checkpointed_then_failed(d.path(), &out, &ckpt);
     std::fs::remove_file(&out).unwrap();
-    let args =
-        ["run", "--query", Q, "--input", s(&input), "--output", s(&out), "--checkpoint-dir"];
+    let args = ["run", "--query", Q, "--input", s(&input), "--output", s(&out), "--checkpoint-dir"];
     let err = run_err(&[&args[..], &[s(&ckpt), "--resume"]].concat());
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("out.csv") && err.contains("gone"), "{err}");

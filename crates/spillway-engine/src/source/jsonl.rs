@@ -192,27 +192,26 @@ pub(crate) fn parse_row(
             let raw = &text[at..at + n];
             let ty = fields[col].ty;
             if col == schema.time_index() {
-                row[col] = time_value(&v, schema.time_unit()).ok_or_else(|| {
-                    RowProblem::BadTime {
+                row[col] =
+                    time_value(&v, schema.time_unit()).ok_or_else(|| RowProblem::BadTime {
                         column: fields[col].name.clone(),
                         unit: schema.time_unit(),
                         found: json_text(&v),
-                    }
-                })?;
+                    })?;
             } else {
                 row[col] = match (&v, ty) {
-                // Exact: serde_json's own float parsing may be off by one ulp.
-                (serde_json::Value::Number(_), DataType::Float) => {
-                    match std::str::from_utf8(raw).ok().and_then(|r| r.parse::<f64>().ok()) {
-                        Some(f) => Value::Float(f),
-                        None => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
+                    // Exact: serde_json's own float parsing may be off by one ulp.
+                    (serde_json::Value::Number(_), DataType::Float) => {
+                        match std::str::from_utf8(raw).ok().and_then(|r| r.parse::<f64>().ok()) {
+                            Some(f) => Value::Float(f),
+                            None => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
+                        }
                     }
-                }
-                // A number in a string column keeps its text as written.
-                (serde_json::Value::Number(_), DataType::Str) => {
-                    Value::Str(String::from_utf8_lossy(raw).into())
-                }
-                _ => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
+                    // A number in a string column keeps its text as written.
+                    (serde_json::Value::Number(_), DataType::Str) => {
+                        Value::Str(String::from_utf8_lossy(raw).into())
+                    }
+                    _ => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
                 };
             }
             p.ws();

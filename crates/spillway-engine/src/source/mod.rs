@@ -57,9 +57,9 @@ use std::path::{Path, PathBuf};
 use crate::value::{DataType, Event, Schema, TimeUnit, Value};
 
 pub use generator::{generate_events, PaymentGenerator, PaymentOptions};
+pub use sink::{is_stream, schema_columns, Sink, SinkFormat};
 #[cfg(feature = "kafka")]
 pub(crate) use sink::{json_prefixes, json_row};
-pub use sink::{is_stream, schema_columns, Sink, SinkFormat};
 
 /// What a source does with a malformed row.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -342,11 +342,7 @@ fn error_messages_name_file_line_column() {
             "line 3, column \"ts\": expected int (the event time), found NULL",
         ),
         // Line numbers count quoted line breaks, blank lines and CRLF terminators.
-        (
-            "d.csv",
-            "card,note,ts\r\n1,\"x\r\ny\nz\",10\r\n\r\n\n2,b,x9\r\n",
-            &x9,
-        ),
+        ("d.csv", "card,note,ts\r\n1,\"x\r\ny\nz\",10\r\n\r\n\n2,b,x9\r\n", &x9),
         (
             "e.jsonl",
             "{\"ts\":1,\"a\":1}\n\n{\"ts\":2,\"a\":\"x\"}\n",
