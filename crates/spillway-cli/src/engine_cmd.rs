@@ -497,14 +497,15 @@ fn print_summary(s: &JobSummary) {
         );
     }
     let p = &s.checkpoint_pause_us;
+    // The interval last: the line starts as it did before it was printed.
     let every = if s.checkpoint_every > 0 {
-        format!(" (every {} events)", s.checkpoint_every)
+        format!("; one every {} input events", s.checkpoint_every)
     } else {
         String::new()
     };
     if p.count > 0 {
         eprintln!(
-            "{} checkpoints{every}, pauses: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            "{} checkpoints, pauses: p50 {:.1} us, p99 {:.1} us, max {:.1} us{every}",
             s.checkpoints, p.p50, p.p99, p.max
         );
     } else {

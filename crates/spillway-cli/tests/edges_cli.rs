@@ -282,7 +282,8 @@ fn resume_and_backfill_keep_the_checkpoint_interval() {
     let input = checkpointed_then_failed(d.path(), &out, &ckpt);
     // From event 3000 to 5000 with the checkpoint's interval, 1500: one at 4500.
     let o = run_ok(&ckpt_args(&input, &out, &ckpt));
-    assert!(stderr(&o).contains("1 checkpoints (every 1500 events)"), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("\n1 checkpoints") && e.contains("one every 1500 input events"), "{e}");
 
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out.csv");
@@ -295,7 +296,8 @@ fn resume_and_backfill_keep_the_checkpoint_interval() {
     args.push("--backfill");
     // The backfill's own checkpoint, then the one at 4500.
     let o = run_ok(&args);
-    assert!(stderr(&o).contains("2 checkpoints (every 1500 events)"), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("\n2 checkpoints") && e.contains("one every 1500 input events"), "{e}");
 }
 
 #[test]
