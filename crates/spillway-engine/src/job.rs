@@ -676,7 +676,13 @@ fn write_meta(store: &mut dyn StateStore, meta: &CheckpointMeta) -> Result<()> {
 }
 
 fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
-    let Some(mut bytes) = read_meta_blob(store, JOB_META_KEY)? else { return Ok(None) };
+    let Some(bytes) = read_meta_blob(store, JOB_META_KEY)? else { return Ok(None) };
+    decode_meta(bytes).map(Some)
+}
+
+/// Decodes checkpoint metadata of version 4, or of version 3 (as version 4 without a
+/// recorded interval).
+fn decode_meta(mut bytes: Vec<u8>) -> Result<CheckpointMeta> {
     // Version 3 is version 4 without the trailing `checkpoint_every`; postcard writes an
     // absent Option as one 0 byte, so adding that byte reads it as `None`.
     if let Ok((3u32, _)) = postcard::take_from_bytes::<u32>(&bytes) {
@@ -693,7 +699,7 @@ fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
             meta.version
         )));
     }
-    Ok(Some(meta))
+    Ok(meta)
 }
 
 /// Key of a job's checkpoint metadata in the `meta` namespace.
@@ -1761,4 +1767,57 @@ pub(crate) fn clear_dirs(dirs: &[&std::path::Path]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{Field, TimeUnit};
+
+    fn meta(checkpoint_every: Option<u64>) -> CheckpointMeta {
+        let fields = vec![Field { name: "ts".into(), ty: crate::value::DataType::Int }];
+        CheckpointMeta {
+            version: META_VERSION,
+            job: JobRecord {
+                identity: vec![("input".into(), "x.csv".into())],
+                query: "SELECT ts FROM x".into(),
+                output: Some("/o.csv".into()),
+                side_output: "/o.late.csv".into(),
+            },
+            schema: Schema::new(fields, "ts", TimeUnit::Ms).unwrap(),
+            operator: OperatorSnapshot::Over {
+                runtime: RuntimeSnapshot {
+                    frontier: Some(300),
+                    buffer: Vec::new(),
+                    cursors: vec![(2, 0, Vec::new())],
+                    counters: Counters { events: 3, emitted: 3, ..Counters::default() },
+                },
+                reservoir: Position { events: 3, segment: 0, segment_len: 99 },
+            },
+            source: SourcePosition { byte_offset: 40, line: 4, next_seq: 3, ..Default::default() },
+            output_len: 50,
+            side_len: 0,
+            retain: 0,
+            retain_index: 0,
+            checkpoint_every,
+        }
+    }
+
+    /// A version 3 checkpoint (written before the interval was recorded) still reads,
+    /// with no interval; version 4 keeps it.
+    #[test]
+    fn checkpoint_metadata_of_version_3_reads_without_an_interval() {
+        let v4 = postcard::to_stdvec(&meta(Some(1500))).unwrap();
+        let got = decode_meta(v4).unwrap();
+        assert_eq!(got.checkpoint_every, Some(1500));
+        // Version 3's bytes: version 3, and no trailing interval.
+        let mut v3 = postcard::to_stdvec(&CheckpointMeta { version: 3, ..meta(None) }).unwrap();
+        assert_eq!(v3.pop(), Some(0), "an absent Option is one 0 byte at the end");
+        let got = decode_meta(v3).unwrap();
+        assert_eq!((got.version, got.checkpoint_every), (META_VERSION, None));
+        assert_eq!((got.output_len, got.source.byte_offset, got.operator.events()), (50, 40, 3));
+        let v2 = postcard::to_stdvec(&CheckpointMeta { version: 2, ..meta(None) }).unwrap();
+        let e = decode_meta(v2).err().unwrap().to_string();
+        assert!(e.contains("version 2 is not supported"), "{e}");
+    }
 }
