@@ -53,13 +53,16 @@ impl From<CompressionArg> for Compression {
 /// a given one against the topic's schema); [`source_options`] applies the defaults.
 #[derive(Debug, Args)]
 pub struct InputArgs {
-    /// Event-time column (integers in --time-unit) [default: ts; with a kafka:// input,
-    /// the topic's schema's, and another is refused]
+    /// Event-time column: integers in --time-unit, or RFC 3339 / ISO 8601 timestamps
+    /// (2023-11-14T22:13:20.663Z, an offset, or 2023-11-14 22:13:20.663 taken as UTC)
+    /// converted to them [default: ts; with a kafka:// input, the topic's schema's, and
+    /// another is refused]
     #[arg(long, value_name = "NAME")]
     pub(crate) time_column: Option<String>,
 
-    /// Unit of the event-time column: s, ms, us, ns [default: ms; with a kafka:// input,
-    /// the topic's schema's, and another is refused]
+    /// Unit of the event-time column (of its integers since 1970-01-01, and of the
+    /// engine's time): s, ms, us, ns [default: ms; with a kafka:// input, the topic's
+    /// schema's, and another is refused]
     #[arg(long, value_parser = parse_unit, value_name = "UNIT")]
     pub(crate) time_unit: Option<TimeUnit>,
 
@@ -139,9 +142,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) table: Option<String>,
 
-    /// Output file, CSV or JSON Lines by extension [default: CSV on stdout]; with a
-    /// Kafka input, the result topic `kafka://HOST:PORT/TOPIC`
-    #[arg(long, value_name = "FILE|kafka://B/T")]
+    /// Output file, CSV or JSON Lines by extension, written under a temporary name and
+    /// renamed when the run succeeds; `-` (CSV on stdout, the default), FIFOs and devices
+    /// such as /dev/null are written in place; with a Kafka input, the result topic
+    /// `kafka://HOST:PORT/TOPIC`. Messages and the summary go to stderr
+    #[arg(long, value_name = "FILE|-|kafka://B/T")]
     pub(crate) output: Option<PathBuf>,
 
     /// Kafka consumer group of the workers (with a kafka:// input)
@@ -203,7 +208,8 @@ pub struct RunArgs {
     pub(crate) watermark_delay: Option<String>,
 
     /// Where events later than the allowed lateness are written [default:
-    /// <output>.late.<ext>, or late-events.csv when writing to stdout]
+    /// <output>.late.<ext>, or late-events.csv when writing to stdout, a FIFO
+    /// or a device]
     #[arg(long, value_name = "FILE")]
     pub(crate) side_output: Option<PathBuf>,
 
@@ -220,14 +226,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) checkpoint_dir: Option<PathBuf>,
 
-    /// Checkpoint every N input events (with --checkpoint-dir) [default: 1M]; 0 makes no
-    /// checkpoints (the directory then holds only the run's state and a --resume starts
-    /// over); with a kafka:// input, a duration between checkpoints of the tasks' state
-    /// [default: 1s]
+    /// Checkpoint every N input events (with --checkpoint-dir) [default: 1M; a --resume
+    /// or --backfill keeps the checkpoint's]; 0 makes no checkpoints (the directory then
+    /// holds only the run's state and a --resume starts over); with a kafka:// input, a
+    /// duration between checkpoints of the tasks' state [default: 1s]
     #[arg(long, value_name = "N|DURATION")]
     pub(crate) checkpoint_every: Option<String>,
 
-    /// Continue a killed run from its last checkpoint (same arguments)
+    /// Continue a killed run from its last checkpoint in --checkpoint-dir (same
+    /// arguments). Without a checkpoint there (a new or empty directory, or a run killed
+    /// before its first checkpoint) it says so on stderr and starts from the beginning,
+    /// so a supervisor may pass --resume to every start
     #[arg(long)]
     pub(crate) resume: bool,
 
@@ -266,7 +275,7 @@ pub struct RunArgs {
     #[arg(long, hide = true, value_name = "FILE", requires = "halt_after")]
     pub(crate) halt_marker: Option<PathBuf>,
 
-    /// No progress line on stderr
+    /// No progress line on stderr (warnings, errors and the final summary still show)
     #[arg(long, short)]
     pub(crate) quiet: bool,
 }
@@ -322,7 +331,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
-    /// No progress line on stderr
+    /// No progress line on stderr (the banner and the final summary still show)
     #[arg(long, short)]
     quiet: bool,
 }
@@ -417,8 +426,10 @@ fn progress_message(p: &Progress<'_>) -> String {
     )
 }
 
+/// Prints the summary on stderr. Its first line counts this run's events and rows; after
+/// a resume or backfill a second line gives the whole job's since its first run.
 fn print_summary(s: &JobSummary) {
-    let c = &s.counters;
+    let c = &s.counters_this_run;
     eprintln!(
         "{} events in {:.2} s ({:.2}M events/s, store {}): {} rows emitted, {} filtered by WHERE, {} late beyond the allowed lateness{}, {} malformed rows skipped, {} late within it",
         s.events_this_run,
@@ -429,9 +440,21 @@ fn print_summary(s: &JobSummary) {
         c.filtered,
         c.too_late,
         s.side_output.as_ref().map_or(String::new(), |p| format!(" (written to {})", p.display())),
-        s.skipped_rows,
+        s.skipped_rows_this_run,
         c.late_in_bounds,
     );
+    let t = &s.counters;
+    if t.events != c.events {
+        eprintln!(
+            "whole job since its first run (this run continued a checkpoint{}): {} events, {} rows emitted, {} filtered, {} late beyond the lateness, {} malformed rows skipped",
+            if s.backfill.is_some() { " under a new query" } else { "" },
+            t.events,
+            t.emitted,
+            t.filtered,
+            t.too_late,
+            s.skipped_rows,
+        );
+    }
     eprintln!(
         "latency (ingest to emit, checkpoint pauses included): p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us, max {:.1} us; reservoir {} compressed of {} raw bytes, {} segments deleted",
         s.latency_us.p50,
@@ -444,8 +467,11 @@ fn print_summary(s: &JobSummary) {
     );
     if let Some(w) = &s.windows {
         eprintln!(
-            "windows: {} rows fired, {} late updates (a late event re-emitted its window), {} session merges",
-            w.fired, w.late_updates, w.session_merges
+            "windows{}: {} rows fired, {} late updates (a late event re-emitted its window), {} session merges",
+            if t.events != c.events { " (whole job)" } else { "" },
+            w.fired,
+            w.late_updates,
+            w.session_merges
         );
     }
     if let Some(b) = &s.backfill {
@@ -471,13 +497,19 @@ fn print_summary(s: &JobSummary) {
         );
     }
     let p = &s.checkpoint_pause_us;
+    // The interval last: the line starts as it did before it was printed.
+    let every = if s.checkpoint_every > 0 {
+        format!("; one every {} input events", s.checkpoint_every)
+    } else {
+        String::new()
+    };
     if p.count > 0 {
         eprintln!(
-            "{} checkpoints, pauses: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
-            p.count, p.p50, p.p99, p.max
+            "{} checkpoints, pauses: p50 {:.1} us, p99 {:.1} us, max {:.1} us{every}",
+            s.checkpoints, p.p50, p.p99, p.max
         );
     } else {
-        eprintln!("0 checkpoints");
+        eprintln!("{} checkpoints{every}", s.checkpoints);
     }
     eprintln!(
         "aggregation state: {} live keys, {} in the store's files, {} reads from disk",
@@ -526,11 +558,14 @@ pub fn run(a: RunArgs) -> Result<()> {
     if a.output.as_ref().and_then(|o| o.to_str()).is_some_and(|s| s.starts_with("kafka://")) {
         bail!("a kafka:// output needs a kafka:// input (a worker of --group); write a file output and `spillway kafka produce` it instead");
     }
-    let checkpoint_every = match &a.checkpoint_every {
-        None => 1_000_000,
-        Some(s) => parse_count(s)
-            .map_err(|e| anyhow!("--checkpoint-every: {e} (a count of input events, e.g. 1M)"))?,
-    };
+    // Not given: the checkpoint's interval on a resume, else the default (1M).
+    let checkpoint_every =
+        match &a.checkpoint_every {
+            None => None,
+            Some(s) => Some(parse_count(s).map_err(|e| {
+                anyhow!("--checkpoint-every: {e} (a count of input events, e.g. 1M)")
+            })?),
+        };
     let query = read_query(&a.query)?;
     check_from(&query, a.table.as_deref(), source::table_name(&a.input), FILE_TABLE)?;
     let on_error = match a.on_error.unwrap_or(OnErrorArg::Stop) {
@@ -567,7 +602,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     );
     let cfg = JobConfig {
         query,
-        output: a.output.clone(),
+        // `-` is stdout, as when no --output is given.
+        output: a.output.clone().filter(|p| p != Path::new("-")),
         discard_output: false,
         side_output: a.side_output.clone(),
         store: a.store,
@@ -611,9 +647,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         pb.set_message(progress_message(p))
     })?;
     pb.finish_and_clear();
-    if !a.quiet {
-        print_summary(&summary);
-    }
+    // --quiet hides the progress line only: the summary is what the run did.
+    print_summary(&summary);
     Ok(())
 }
 
@@ -654,7 +689,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         allowed_lateness: 0,
         watermark_delay: 0,
         checkpoint_dir: None,
-        checkpoint_every: 0,
+        checkpoint_every: Some(0),
         resume: false,
         compression: Compression::Lz4,
         input_identity: format!("{popts:?}"),
@@ -664,18 +699,16 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         backfill: false,
         retain: None,
     };
-    if !a.quiet {
-        eprintln!(
-            "spillway demo: {} payments over {} cards and {} merchants ({}), {} window, store {}\n{}",
-            a.events,
-            a.cards,
-            a.merchants,
-            if a.zipf > 0.0 { format!("zipf {}", a.zipf) } else { "uniform".to_string() },
-            a.window,
-            a.store.name(),
-            cfg.query.trim_end()
-        );
-    }
+    eprintln!(
+        "spillway demo: {} payments over {} cards and {} merchants ({}), {} window, store {}\n{}",
+        a.events,
+        a.cards,
+        a.merchants,
+        if a.zipf > 0.0 { format!("zipf {}", a.zipf) } else { "uniform".to_string() },
+        a.window,
+        a.store.name(),
+        cfg.query.trim_end()
+    );
     let mut open = |_at: OpenAt<'_>| -> spillway_engine::Result<Box<dyn Source>> {
         Ok(Box::new(PaymentGenerator::new(popts.clone())?))
     };
@@ -684,10 +717,9 @@ pub fn demo(a: DemoArgs) -> Result<()> {
     let s = run_job(&cfg, &mut open, &mut |p| pb.set_message(progress_message(p)))?;
     pb.finish_and_clear();
     let peak = spillway_bench::machine::peak_rss_bytes();
-    if !a.quiet {
-        print_summary(&s);
-        eprintln!("peak resident memory: {}", spillway_bench::units::format_bytes(peak));
-    }
+    // --quiet hides the progress line only, as for `run`.
+    print_summary(&s);
+    eprintln!("peak resident memory: {}", spillway_bench::units::format_bytes(peak));
     if let Some(path) = &a.json {
         let j = serde_json::json!({
             "events": s.events_this_run,

@@ -60,15 +60,20 @@ impl fmt::Display for Error {
 }
 
 /// `Display` already includes the wrapped error's message, so `source()` skips it and
-/// returns *its* source: error chains (`{:#}` in the CLI) print each message once.
+/// returns *its* source: error chains (`{:#}` in the CLI) print each message once. The
+/// source, reservoir and store errors' own messages include their I/O error's (`x.csv:
+/// cannot open: No such file or directory`), so that one is skipped too.
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        fn past_io(e: &dyn std::error::Error) -> Option<&(dyn std::error::Error + 'static)> {
+            e.source().and_then(std::error::Error::source)
+        }
         match self {
             Error::Sql(e) => e.source(),
             Error::Plan(e) => e.source(),
-            Error::Source(e) => e.source(),
-            Error::Reservoir(e) => e.source(),
-            Error::Store(e) => e.source(),
+            Error::Source(e) => past_io(e),
+            Error::Reservoir(e) => past_io(e),
+            Error::Store(e) => past_io(e),
             Error::Stopped { error, .. } => error.source(),
             Error::State(_) | Error::Checkpoint(_) | Error::Config(_) | Error::Kafka(_) => None,
         }
@@ -98,3 +103,34 @@ impl From<crate::aggregate::external::HolisticError> for Error {
 
 /// Result alias of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message of `e`'s chain, as `{:#}` prints them.
+    fn chain(e: &dyn std::error::Error) -> Vec<String> {
+        let mut out = vec![e.to_string()];
+        let mut s = e.source();
+        while let Some(x) = s {
+            out.push(x.to_string());
+            s = x.source();
+        }
+        out
+    }
+
+    #[test]
+    fn an_io_error_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let what = io.to_string();
+        let source = SourceError::Io { file: "out.csv".into(), action: "open", error: io };
+        let e = Error::Stopped { error: Box::new(Error::Source(source)), outputs: "none".into() };
+        let text = chain(&e).join(": ");
+        assert_eq!(text.matches(&what).count(), 1, "{text}");
+        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let what = io.to_string();
+        let reservoir = ReservoirError::Io { op: "open", path: "/d/res".into(), source: io };
+        let text = chain(&Error::Reservoir(reservoir)).join(": ");
+        assert_eq!(text.matches(&what).count(), 1, "{text}");
+    }
+}

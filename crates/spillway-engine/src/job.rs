@@ -17,10 +17,15 @@
 //!
 //! ## When a run fails
 //! Without checkpoints the output (and side output) is written to a `.partial` file
-//! ([`partial_path`]) renamed to its name only when the run succeeds. With checkpoints a
-//! failed run cuts the files back to the last checkpoint, exactly what `--resume`
-//! continues. Either way the error ([`Error::Stopped`]) names the files and what they
-//! hold.
+//! ([`partial_path`]) renamed to its name only when the run succeeds (a `.partial` file
+//! that got no row is removed). With checkpoints a failed run cuts the files back to the
+//! last checkpoint, exactly what `--resume` continues. Either way the error
+//! ([`Error::Stopped`]) names the files and what they hold.
+//!
+//! Stdout, FIFOs and devices (`/dev/null`; see [`is_stream`]) are always written in
+//! place: renaming a finished file over them would replace the device node or the FIFO
+//! with a regular file. They cannot be cut back either: a resume writes on after what
+//! the run before wrote.
 //!
 //! ## Reservoir segments
 //! Segments behind every window are deleted after each checkpoint, or every 65,536
@@ -78,7 +83,7 @@ use crate::runtime::backfill::{
     check_rebuildable, copy_kept_state, BackfillReport, GroupMap, NotCovered, Retention,
 };
 use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot, META_NAMESPACE};
-use crate::source::{schema_columns, Sink, Source, SourcePosition};
+use crate::source::{is_stream, schema_columns, Sink, Source, SourcePosition};
 use crate::sql::{parse, Query};
 use crate::value::{Event, Schema, Value};
 use crate::window_agg::{WindowAgg, WindowPlan, WindowSnapshot, WindowStats};
@@ -88,8 +93,12 @@ const META_CHUNK: usize = 32 * 1024;
 /// Events read ahead and announced to the store at a time ([`Runtime::prefetch`]).
 pub const BATCH_EVENTS: usize = 64;
 /// Version of the checkpoint metadata layout (2: the operator snapshot is per query
-/// shape; 3: the query, output paths and reservoir retention apart from the identity).
-const META_VERSION: u32 = 3;
+/// shape; 3: the query, output paths and reservoir retention apart from the identity;
+/// 4: the checkpoint interval, at the end; version 3 is still read).
+const META_VERSION: u32 = 4;
+/// Events between checkpoints when [`JobConfig::checkpoint_every`] is `None` and no
+/// checkpoint recorded an interval.
+pub const DEFAULT_CHECKPOINT_EVERY: u64 = 1_000_000;
 /// The file naming the state store's directory (see the module docs).
 const LAYOUT_FILE: &str = "store.json";
 /// The state store's directory until a backfill moves it.
@@ -105,7 +114,8 @@ pub struct JobConfig {
     /// Discard output rows instead of writing them (benchmarks and the demo).
     pub discard_output: bool,
     /// Side output for events later than the allowed lateness (default: next to the
-    /// output, `<output>.late.<ext>`, or `late-events.csv` when writing to stdout).
+    /// output, `<output>.late.<ext>`, or `late-events.csv` when writing to stdout, a
+    /// FIFO or a device).
     pub side_output: Option<PathBuf>,
     /// State store backend.
     pub store: StoreKind,
@@ -126,8 +136,9 @@ pub struct JobConfig {
     /// Events between checkpoints (0: none; the directory then holds only this run's
     /// state, and reservoir segments are released as the windows pass them, as in a run
     /// without a checkpoint directory; after a resume from a checkpoint, whose events must
-    /// stay, none are released).
-    pub checkpoint_every: u64,
+    /// stay, none are released). `None`: the interval the checkpoint recorded on a resume
+    /// or backfill, else [`DEFAULT_CHECKPOINT_EVERY`].
+    pub checkpoint_every: Option<u64>,
     /// Continue from the last checkpoint in `checkpoint_dir`.
     pub resume: bool,
     /// Reservoir chunk compression.
@@ -166,13 +177,19 @@ pub struct Progress<'a> {
     pub warnings: &'a [String],
 }
 
-/// What a finished job reports.
+/// What a finished job reports. The counters of this run and of the whole job differ
+/// after a resume or backfill: the whole job's include the runs before the checkpoint
+/// (for a backfill, those of the checkpointed query).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct JobSummary {
     /// Runtime counters (over the whole job, across resumes).
     pub counters: Counters,
-    /// Malformed input rows skipped to the dead-letter file.
+    /// Runtime counters of this run alone (after a resume: since the checkpoint).
+    pub counters_this_run: Counters,
+    /// Malformed input rows skipped to the dead-letter file (over the whole job).
     pub skipped_rows: u64,
+    /// Malformed input rows this run skipped.
+    pub skipped_rows_this_run: u64,
     /// Events processed by this run (after a resume: since the checkpoint).
     pub events_this_run: u64,
     /// Wall seconds of this run.
@@ -183,6 +200,8 @@ pub struct JobSummary {
     pub latency_us: LatencySummary,
     /// Checkpoints written (a backfill's checkpoint of the new query included).
     pub checkpoints: u64,
+    /// Input events between checkpoints in this run (0: none were due).
+    pub checkpoint_every: u64,
     /// How long this run's checkpoints paused processing, in microseconds. Each pause is
     /// also in the latency of the event read after it (see [`run_job`]).
     pub checkpoint_pause_us: PauseSummary,
@@ -318,6 +337,10 @@ struct CheckpointMeta {
     /// The reservoir retention span (0: none) and its pseudo-cursor's index.
     retain: i64,
     retain_index: u64,
+    /// Events between checkpoints of the run that wrote it, which a resume keeps unless
+    /// given another (`None`: written by version 3, which did not record it). Last, so a
+    /// version 3 record reads as version 4 with one byte added (see [`read_meta`]).
+    checkpoint_every: Option<u64>,
 }
 
 /// What every checkpoint records of the job's arguments.
@@ -433,6 +456,32 @@ impl Operator {
             _ => (0, 0),
         }
     }
+}
+
+/// Refuses, before anything is opened or written, a job that would checkpoint (or
+/// resume) a store that keeps nothing durable: the tiered store without an L3 level.
+/// Otherwise it would run until its first checkpoint and fail there.
+fn check_durable(cfg: &JobConfig) -> Result<()> {
+    let durable =
+        !(cfg.store == StoreKind::Tiered && cfg.tiered.l3 == spillway_store::tiered::L3Kind::None);
+    let Some(dir) = cfg.checkpoint_dir.as_deref() else { return Ok(()) };
+    if durable || (cfg.checkpoint_every == Some(0) && !cfg.resume) {
+        return Ok(());
+    }
+    let asks = if cfg.resume {
+        format!("--resume continues a checkpoint in {}", dir.display())
+    } else {
+        format!(
+            "--checkpoint-dir {} makes a checkpoint every {} events",
+            dir.display(),
+            cfg.checkpoint_every.unwrap_or(DEFAULT_CHECKPOINT_EVERY)
+        )
+    };
+    Err(Error::Config(format!(
+        "the tiered store without a durable level (--l3 none) cannot checkpoint, but {asks}: \
+         add --l3 hashlog, or run without checkpoints (--checkpoint-every 0, or no \
+         --checkpoint-dir)"
+    )))
 }
 
 /// What a resume must match, as (what, value) pairs (the query apart: a backfill
@@ -596,14 +645,28 @@ impl StoreLayout {
     }
 }
 
+/// The side output's path when `--side-output` is not given: `<output>.late.<ext>`
+/// next to an output file, `late-events.csv` for stdout or an output that is not a
+/// regular file (no `/dev/null.late.csv` next to a device).
 fn default_side_output(output: Option<&Path>) -> PathBuf {
     match output {
-        Some(p) => {
+        Some(p) if !is_stream(p) => {
             let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("csv");
             let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("output");
             p.with_file_name(format!("{stem}.late.{ext}"))
         }
-        None => PathBuf::from("late-events.csv"),
+        _ => PathBuf::from("late-events.csv"),
+    }
+}
+
+/// Where a run writes `path` before it is final: its [`partial_path`] when the run is
+/// [`Delivery::Staged`] and `path` is a regular file or does not exist yet; `path`
+/// itself with checkpoints, and for stdout, FIFOs and devices, which are written in
+/// place (a rename would replace the device node or FIFO with a regular file).
+fn write_path(delivery: Delivery, path: &Path) -> PathBuf {
+    match delivery {
+        Delivery::Staged if !is_stream(path) => partial_path(path),
+        _ => path.to_path_buf(),
     }
 }
 
@@ -615,15 +678,29 @@ fn write_meta(store: &mut dyn StateStore, meta: &CheckpointMeta) -> Result<()> {
 
 fn read_meta(store: &mut dyn StateStore) -> Result<Option<CheckpointMeta>> {
     let Some(bytes) = read_meta_blob(store, JOB_META_KEY)? else { return Ok(None) };
-    let meta: CheckpointMeta = postcard::from_bytes(&bytes)
+    decode_meta(bytes).map(Some)
+}
+
+/// Decodes checkpoint metadata of version 4, or of version 3 (as version 4 without a
+/// recorded interval).
+fn decode_meta(mut bytes: Vec<u8>) -> Result<CheckpointMeta> {
+    // Version 3 is version 4 without the trailing `checkpoint_every`; postcard writes an
+    // absent Option as one 0 byte, so adding that byte reads it as `None`.
+    if let Ok((3u32, _)) = postcard::take_from_bytes::<u32>(&bytes) {
+        bytes.push(0);
+    }
+    let mut meta: CheckpointMeta = postcard::from_bytes(&bytes)
         .map_err(|e| Error::Checkpoint(format!("cannot decode checkpoint metadata: {e}")))?;
+    if meta.version == 3 {
+        meta.version = META_VERSION;
+    }
     if meta.version != META_VERSION {
         return Err(Error::Checkpoint(format!(
-            "metadata version {} is not supported (this build reads {META_VERSION})",
+            "metadata version {} is not supported (this build reads 3 and {META_VERSION})",
             meta.version
         )));
     }
-    Ok(Some(meta))
+    Ok(meta)
 }
 
 /// Key of a job's checkpoint metadata in the `meta` namespace.
@@ -794,6 +871,7 @@ pub fn run_job(
         }
         _ => {}
     }
+    check_durable(cfg)?;
     let layout = match &cfg.checkpoint_dir {
         Some(_) => StoreLayout::read(&base)?,
         None => None,
@@ -813,7 +891,6 @@ pub fn run_job(
         layout.remove_leftovers(&base)?;
     }
     let mut state_dir = base.join(&layout.dir);
-    let checkpointing = cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_some();
 
     // Parse the query against the source's schema (opening the source infers it). A
     // resume only learns the schema here: opening the source for the run would create
@@ -898,6 +975,12 @@ pub fn run_job(
         store_config(cfg.store, &cfg.tiered).open(store_options(&state_dir, open_specs))?;
     let meta = if cfg.resume { read_meta(store.as_mut())? } else { None };
     let resumed = meta.is_some();
+    // The interval given, else the checkpoint's (a resume keeps it), else the default.
+    let checkpoint_every = cfg
+        .checkpoint_every
+        .or(meta.as_ref().and_then(|m| m.checkpoint_every))
+        .unwrap_or(DEFAULT_CHECKPOINT_EVERY);
+    let checkpointing = checkpoint_every > 0 && cfg.checkpoint_dir.is_some();
     let mut warnings: Vec<String> = Vec::new();
     let mut backfill_summary: Option<BackfillSummary> = None;
     let mut retention: Option<Retention> = None;
@@ -1005,6 +1088,7 @@ pub fn run_job(
                     &record,
                     retention.as_ref(),
                     &mut cut,
+                    checkpoint_every,
                 )?;
                 next.write(&base)?;
                 // The old directory is a leftover now: a failure to remove it here is
@@ -1068,7 +1152,12 @@ pub fn run_job(
         }
         None => {
             if cfg.resume {
-                // Killed before the first checkpoint: start over from scratch.
+                // No checkpoint (the directory is new or empty, or the run before was
+                // killed before its first checkpoint): start over from scratch, and say so.
+                warnings.push(format!(
+                    "no checkpoint in {}: starting from the beginning",
+                    base.display()
+                ));
                 drop(store);
                 clear_dirs(&[&state_dir, &base.join(STATE_DIR), &res_dir])?;
                 state_dir = base.join(STATE_DIR);
@@ -1105,19 +1194,14 @@ pub fn run_job(
             let sink = if cfg.discard_output {
                 None
             } else {
-                let path = match (delivery, &cfg.output) {
-                    (Delivery::Staged, Some(p)) => Some(partial_path(p)),
-                    (_, p) => p.clone(),
-                };
+                let path = cfg.output.as_deref().map(|p| write_path(delivery, p));
                 Some(Sink::create(path.as_deref(), &columns)?)
             };
             (rt, source, sink, None, 0, delivery)
         }
     };
-    let side_write_path = match delivery {
-        Delivery::Staged => partial_path(&side_path),
-        Delivery::InPlace(_) => side_path.clone(),
-    };
+    let side_write_path = write_path(delivery, &side_path);
+    let output_write_path = cfg.output.as_deref().map(|p| write_path(delivery, p));
     let mut last_cut = match delivery {
         Delivery::InPlace(c) => c,
         Delivery::Staged => None,
@@ -1142,6 +1226,8 @@ pub fn run_job(
     let mut out = Vec::new();
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let mut events_this_run = 0u64;
+    let counters_at_start = runtime.counters();
+    let skipped_at_start = source.skipped();
     // A backfill made one checkpoint (its switch to the new query) before the run.
     let mut checkpoints = u64::from(backfill_summary.is_some());
     let mut next_progress = started + std::time::Duration::from_millis(100);
@@ -1170,8 +1256,8 @@ pub fn run_job(
         loop {
             let mut want = BATCH_EVENTS as u64;
             if checkpointing {
-                let done = (start_events + events_this_run) % cfg.checkpoint_every;
-                want = want.min(cfg.checkpoint_every - done);
+                let done = (start_events + events_this_run) % checkpoint_every;
+                want = want.min(checkpoint_every - done);
             }
             let mut input_error = None;
             let mut end = false;
@@ -1223,7 +1309,7 @@ pub fn run_job(
                 let total = start_events + events_this_run;
                 let p0 = clock.raw();
                 let mut paused = false;
-                if checkpointing && total.is_multiple_of(cfg.checkpoint_every) {
+                if checkpointing && total.is_multiple_of(checkpoint_every) {
                     checkpoint(
                         &mut runtime,
                         &mut *source,
@@ -1233,6 +1319,7 @@ pub fn run_job(
                         &record,
                         retention.as_ref(),
                         &mut last_cut,
+                        checkpoint_every,
                     )?;
                     checkpoints += 1;
                     let _ = pauses.record(clock.delta_as_nanos(p0, clock.raw()).max(1));
@@ -1287,22 +1374,24 @@ pub fn run_job(
             Delivery::Staged => Delivery::Staged,
             Delivery::InPlace(_) => Delivery::InPlace(last_cut),
         };
-        let sink_written = sink.is_some();
-        let side_written = side.is_some();
+        let sink_rows = sink.as_ref().map(Sink::rows);
+        let side_rows = side.as_ref().map(Sink::rows);
         drop(sink);
         drop(side);
         let outputs = settle_failed_outputs(
             cfg,
             cut,
-            sink_written,
-            side_written.then_some(side_path.as_path()),
+            sink_rows,
+            side_rows.map(|rows| (side_path.as_path(), rows)),
         );
         return Err(Error::Stopped { error: Box::new(error), outputs });
     }
-    if let (Delivery::Staged, Some(p), true) = (delivery, &cfg.output, sink.is_some()) {
-        publish(&partial_path(p), p)?;
+    if let (Some(from), Some(to), true) = (&output_write_path, &cfg.output, sink.is_some()) {
+        if from != to {
+            publish(from, to)?;
+        }
     }
-    if let (Delivery::Staged, true) = (delivery, side.is_some()) {
+    if side.is_some() && side_write_path != side_path {
         publish(&side_write_path, &side_path)?;
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -1315,14 +1404,18 @@ pub fn run_job(
         Operator::Windowed(w) => Some(w.stats()),
     };
     let sstats = runtime.store_mut().stats();
+    let counters = runtime.counters();
     Ok(JobSummary {
-        counters: runtime.counters(),
+        counters_this_run: counters.since(&counters_at_start),
+        counters,
         skipped_rows: source.skipped(),
+        skipped_rows_this_run: source.skipped().saturating_sub(skipped_at_start),
         events_this_run,
         seconds,
         events_per_sec: events_this_run as f64 / seconds.max(1e-9),
         latency_us: LatencySummary::from_hist(&hist),
         checkpoints,
+        checkpoint_every: if checkpointing { checkpoint_every } else { 0 },
         checkpoint_pause_us: PauseSummary::from_hist(&pauses),
         side_output: side.map(|_| side_path),
         store: runtime.store_mut().name().to_string(),
@@ -1358,31 +1451,54 @@ fn publish(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// After a failed run (sinks dropped, so flushed): leaves the output files as
-/// [`Delivery`] promises and says what became of them, naming the paths.
+/// [`Delivery`] promises and says what became of them, naming the paths. `sink_rows`
+/// is the rows the output sink wrote (`None`: no sink), `side` the side output and its
+/// rows, if it was created. A staged file that got no row is removed rather than left
+/// holding only a header, and the message says that no rows were written.
 fn settle_failed_outputs(
     cfg: &JobConfig,
     delivery: Delivery,
-    sink_written: bool,
-    side: Option<&Path>,
+    sink_rows: Option<u64>,
+    side: Option<(&Path, u64)>,
 ) -> String {
-    let output = match (&cfg.output, cfg.discard_output, sink_written) {
-        (Some(p), false, true) => Some(p.as_path()),
+    let output = match (&cfg.output, cfg.discard_output, sink_rows) {
+        (Some(p), false, Some(rows)) => Some((p.as_path(), rows)),
         _ => None,
     };
     let mut notes = Vec::new();
     match delivery {
         Delivery::Staged => {
-            for p in output.into_iter().chain(side) {
-                let partial = partial_path(p);
+            for (p, rows) in output.into_iter().chain(side) {
+                let written = write_path(Delivery::Staged, p);
+                if written == p {
+                    notes.push(if rows == 0 {
+                        format!("no rows were written to {} before the error", p.display())
+                    } else {
+                        format!(
+                            "the {rows} rows before the error were written to {} (not a \
+                             regular file, so written in place)",
+                            p.display()
+                        )
+                    });
+                    continue;
+                }
                 let kept = if p.exists() { "left unchanged" } else { "not written" };
-                notes.push(format!(
-                    "{} was {kept}: the rows before the error are in {} (incomplete)",
-                    p.display(),
-                    partial.display()
-                ));
+                if rows == 0 {
+                    let _ = std::fs::remove_file(&written);
+                    notes.push(format!(
+                        "{} was {kept}: the error came before any row was written",
+                        p.display()
+                    ));
+                } else {
+                    notes.push(format!(
+                        "{} was {kept}: the {rows} rows before the error are in {} (incomplete)",
+                        p.display(),
+                        written.display()
+                    ));
+                }
             }
-            if output.is_none() && sink_written && !cfg.discard_output {
-                notes.push("the rows before the error were written to stdout".into());
+            if let (None, Some(rows), false) = (&cfg.output, sink_rows, cfg.discard_output) {
+                notes.push(format!("the {rows} rows before the error were written to stdout"));
             }
         }
         Delivery::InPlace(cut) => {
@@ -1394,9 +1510,19 @@ fn settle_failed_outputs(
                 }
                 None => "nothing (no checkpoint was completed)".to_string(),
             };
-            for (p, len) in
-                output.map(|p| (p, output_len)).into_iter().chain(side.map(|p| (p, side_len)))
+            for (p, len) in output
+                .map(|(p, _)| (p, output_len))
+                .into_iter()
+                .chain(side.map(|(p, _)| (p, side_len)))
             {
+                if is_stream(p) {
+                    notes.push(format!(
+                        "the rows before the error were written to {} (not a regular file, so \
+                         it cannot be cut back to the last checkpoint)",
+                        p.display()
+                    ));
+                    continue;
+                }
                 let res = std::fs::OpenOptions::new()
                     .write(true)
                     .open(p)
@@ -1414,8 +1540,8 @@ fn settle_failed_outputs(
                     )),
                 }
             }
-            if output.is_none() && sink_written && !cfg.discard_output {
-                notes.push("the rows before the error were written to stdout".into());
+            if let (None, Some(rows), false) = (&cfg.output, sink_rows, cfg.discard_output) {
+                notes.push(format!("the {rows} rows before the error were written to stdout"));
             }
         }
     }
@@ -1463,15 +1589,16 @@ fn checkpoint(
     record: &JobRecord,
     retention: Option<&Retention>,
     cut: &mut Option<Cut>,
+    every: u64,
 ) -> Result<()> {
-    write_checkpoint(runtime, source, sink, side, schema, record, retention, cut)?;
+    write_checkpoint(runtime, source, sink, side, schema, record, retention, cut, every)?;
     runtime.release_reservoir(retention)
 }
 
 /// Makes one checkpoint (releasing nothing). `cut` is set to the output lengths it
 /// records as soon as they are durable, before the store commits: if the commit fails
 /// midway, a resume finds this checkpoint or the one before, and both cover at most
-/// those lengths.
+/// those lengths. `every` is the run's checkpoint interval, recorded for a resume.
 #[allow(clippy::too_many_arguments)]
 fn write_checkpoint(
     runtime: &mut Operator,
@@ -1482,6 +1609,7 @@ fn write_checkpoint(
     record: &JobRecord,
     retention: Option<&Retention>,
     cut: &mut Option<Cut>,
+    every: u64,
 ) -> Result<()> {
     let output_len = match sink.as_mut() {
         Some(s) => s.sync()?,
@@ -1505,6 +1633,7 @@ fn write_checkpoint(
         side_len,
         retain,
         retain_index,
+        checkpoint_every: Some(every),
     };
     write_meta(runtime.store_mut(), &meta)?;
     runtime.store_mut().checkpoint()?;
@@ -1652,4 +1781,57 @@ pub(crate) fn clear_dirs(dirs: &[&std::path::Path]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{Field, TimeUnit};
+
+    fn meta(checkpoint_every: Option<u64>) -> CheckpointMeta {
+        let fields = vec![Field { name: "ts".into(), ty: crate::value::DataType::Int }];
+        CheckpointMeta {
+            version: META_VERSION,
+            job: JobRecord {
+                identity: vec![("input".into(), "x.csv".into())],
+                query: "SELECT ts FROM x".into(),
+                output: Some("/o.csv".into()),
+                side_output: "/o.late.csv".into(),
+            },
+            schema: Schema::new(fields, "ts", TimeUnit::Ms).unwrap(),
+            operator: OperatorSnapshot::Over {
+                runtime: RuntimeSnapshot {
+                    frontier: Some(300),
+                    buffer: Vec::new(),
+                    cursors: vec![(2, 0, Vec::new())],
+                    counters: Counters { events: 3, emitted: 3, ..Counters::default() },
+                },
+                reservoir: Position { events: 3, segment: 0, segment_len: 99 },
+            },
+            source: SourcePosition { byte_offset: 40, line: 4, next_seq: 3, ..Default::default() },
+            output_len: 50,
+            side_len: 0,
+            retain: 0,
+            retain_index: 0,
+            checkpoint_every,
+        }
+    }
+
+    /// A version 3 checkpoint (written before the interval was recorded) still reads,
+    /// with no interval; version 4 keeps it.
+    #[test]
+    fn checkpoint_metadata_of_version_3_reads_without_an_interval() {
+        let v4 = postcard::to_stdvec(&meta(Some(1500))).unwrap();
+        let got = decode_meta(v4).unwrap();
+        assert_eq!(got.checkpoint_every, Some(1500));
+        // Version 3's bytes: version 3, and no trailing interval.
+        let mut v3 = postcard::to_stdvec(&CheckpointMeta { version: 3, ..meta(None) }).unwrap();
+        assert_eq!(v3.pop(), Some(0), "an absent Option is one 0 byte at the end");
+        let got = decode_meta(v3).unwrap();
+        assert_eq!((got.version, got.checkpoint_every), (META_VERSION, None));
+        assert_eq!((got.output_len, got.source.byte_offset, got.operator.events()), (50, 40, 3));
+        let v2 = postcard::to_stdvec(&CheckpointMeta { version: 2, ..meta(None) }).unwrap();
+        let e = decode_meta(v2).err().unwrap().to_string();
+        assert!(e.contains("version 2 is not supported"), "{e}");
+    }
 }

@@ -108,6 +108,20 @@ pub struct Counters {
     pub state_updates: u64,
 }
 
+impl Counters {
+    /// What was counted after `start` (counters taken earlier from the same job).
+    pub fn since(&self, start: &Counters) -> Counters {
+        Counters {
+            events: self.events.saturating_sub(start.events),
+            emitted: self.emitted.saturating_sub(start.emitted),
+            filtered: self.filtered.saturating_sub(start.filtered),
+            too_late: self.too_late.saturating_sub(start.too_late),
+            late_in_bounds: self.late_in_bounds.saturating_sub(start.late_in_bounds),
+            state_updates: self.state_updates.saturating_sub(start.state_updates),
+        }
+    }
+}
+
 /// A cursor over one boundary (not the arrival boundary).
 #[derive(Debug)]
 struct Cursor {

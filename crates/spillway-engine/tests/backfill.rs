@@ -90,7 +90,7 @@ fn config(query: &str, output: &Path, ckpt: Option<&Path>, lateness: i64) -> Job
         allowed_lateness: lateness,
         watermark_delay: 0,
         checkpoint_dir: ckpt.map(Path::to_path_buf),
-        checkpoint_every: if ckpt.is_some() { 1000 } else { 0 },
+        checkpoint_every: Some(if ckpt.is_some() { 1000 } else { 0 }),
         resume: false,
         compression: Default::default(),
         // The same for the prefix and the whole input: the resume reads on in the latter.

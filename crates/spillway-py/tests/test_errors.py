@@ -103,7 +103,7 @@ def test_file_input_matches_frame_and_reports_lines(tmp_path):
 
 def test_explain():
     text = spillway.explain(OK)
-    assert "Source (time column `ts`, unit s)" in text and "customer" in text
+    assert "Source (time column `ts`, unit ms)" in text and "customer" in text
     text2 = spillway.explain(OK, data=transactions(10))
     assert "customer" in text2
     with pytest.raises(spillway.QueryError):

@@ -78,3 +78,18 @@ def test_datetime_time_column_and_index_labels():
     assert b["ts"].dtype.kind == "M"
     assert (b["ts"].to_numpy() == df2["ts"].to_numpy()).all()
     np.testing.assert_array_equal(a["n"].to_numpy(), b["n"].to_numpy())
+
+
+def test_time_unit_defaults_to_ms_as_on_the_command_line():
+    """`spillway run --time-unit` defaults to ms; so do run, Stream and explain (the same
+    millisecond data gave 5x smaller counts in Python, silently)."""
+    df = transactions(3000, seed=3, customers=20, max_gap=2000)  # times in ms
+    q = """SELECT tx_id, COUNT(*) OVER w AS n FROM tx
+WINDOW w AS (PARTITION BY customer ORDER BY ts
+             RANGE BETWEEN INTERVAL '5' SECOND PRECEDING AND CURRENT ROW)"""
+    ms = spillway.run(q, df, time_unit="ms")
+    pd.testing.assert_frame_equal(spillway.run(q, df), ms)
+    assert not ms["n"].equals(spillway.run(q, df, time_unit="s")["n"])
+    s = spillway.Stream(q)
+    pd.testing.assert_frame_equal(s.push(df), ms)
+    assert spillway.explain(q) == spillway.explain(q, time_unit="ms")

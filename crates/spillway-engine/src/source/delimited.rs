@@ -9,7 +9,7 @@ use std::io::{self, Read};
 use csv::ByteRecord;
 
 use super::infer::{build_schema, empty_input_schema, parse_cell, CellTypes};
-use super::{Core, DeadLetter, RowProblem, Source, SourceError, SourceOptions};
+use super::{event_time, Core, DeadLetter, RowProblem, Source, SourceError, SourceOptions};
 use super::{SourcePosition, Value};
 use crate::value::{DataType, Event, Schema};
 
@@ -204,7 +204,7 @@ impl CsvSource {
         Ok(Some((start_byte, start_line, end_byte)))
     }
 
-    /// Parses `self.record` into a row.
+    /// Parses `self.record` into a row (the time column as [`event_time`] reads it).
     fn parse(&self) -> Result<Vec<Value>, RowProblem> {
         if self.record.len() != self.types.len() {
             return Err(RowProblem::FieldCount {
@@ -212,8 +212,24 @@ impl CsvSource {
                 found: self.record.len(),
             });
         }
+        let schema = &self.core.schema;
+        let ti = schema.time_index();
         let mut row = Vec::with_capacity(self.types.len());
         for (i, (cell, &ty)) in self.record.iter().zip(&self.types).enumerate() {
+            if i == ti && !cell.is_empty() {
+                let text = String::from_utf8_lossy(cell);
+                match event_time::parse_time(&text, schema.time_unit()) {
+                    Some(t) => row.push(Value::Int(t)),
+                    None => {
+                        return Err(RowProblem::BadTime {
+                            column: schema.fields()[i].name.clone(),
+                            unit: schema.time_unit(),
+                            found: text.into_owned(),
+                        })
+                    }
+                }
+                continue;
+            }
             match parse_cell(cell, ty) {
                 Some(v) => row.push(v),
                 None => {

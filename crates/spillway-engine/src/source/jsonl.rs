@@ -1,6 +1,8 @@
 //! JSON Lines source: one JSON object per line, blank lines skipped. The schema is the
 //! union of the keys of the first `infer_rows` objects in first-seen order; a missing key
-//! is NULL, a key outside the schema is a malformed row.
+//! is NULL, a key outside the schema is a malformed row. The time column takes integers
+//! and strings holding an integer or a timestamp ([`event_time`]); [`parse_row`] is also
+//! how a Kafka worker reads an event message.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -9,9 +11,9 @@ use std::io::{BufRead, BufReader, Read};
 use serde::de::{self, MapAccess, Visitor};
 
 use super::infer::{build_schema, empty_input_schema, json_kind, json_text, json_type, json_value};
-use super::{io_err, Core, DeadLetter, RowProblem, Source, SourceError, SourceOptions};
+use super::{event_time, io_err, Core, DeadLetter, RowProblem, Source, SourceError, SourceOptions};
 use super::{SourcePosition, Value};
-use crate::value::{DataType, Event, Schema};
+use crate::value::{DataType, Event, Schema, TimeUnit};
 
 /// A line read during inference, waiting to be replayed.
 struct Pending {
@@ -189,20 +191,29 @@ pub(crate) fn parse_row(
             p.i += n;
             let raw = &text[at..at + n];
             let ty = fields[col].ty;
-            row[col] = match (&v, ty) {
-                // Exact: serde_json's own float parsing may be off by one ulp.
-                (serde_json::Value::Number(_), DataType::Float) => {
-                    match std::str::from_utf8(raw).ok().and_then(|r| r.parse::<f64>().ok()) {
-                        Some(f) => Value::Float(f),
-                        None => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
+            if col == schema.time_index() {
+                row[col] =
+                    time_value(&v, schema.time_unit()).ok_or_else(|| RowProblem::BadTime {
+                        column: fields[col].name.clone(),
+                        unit: schema.time_unit(),
+                        found: json_text(&v),
+                    })?;
+            } else {
+                row[col] = match (&v, ty) {
+                    // Exact: serde_json's own float parsing may be off by one ulp.
+                    (serde_json::Value::Number(_), DataType::Float) => {
+                        match std::str::from_utf8(raw).ok().and_then(|r| r.parse::<f64>().ok()) {
+                            Some(f) => Value::Float(f),
+                            None => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
+                        }
                     }
-                }
-                // A number in a string column keeps its text as written.
-                (serde_json::Value::Number(_), DataType::Str) => {
-                    Value::Str(String::from_utf8_lossy(raw).into())
-                }
-                _ => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
-            };
+                    // A number in a string column keeps its text as written.
+                    (serde_json::Value::Number(_), DataType::Str) => {
+                        Value::Str(String::from_utf8_lossy(raw).into())
+                    }
+                    _ => json_value(v, ty).map_err(|v| bad(fields, col, &v))?,
+                };
+            }
             p.ws();
             if p.eat(b',') {
                 continue;
@@ -218,6 +229,17 @@ pub(crate) fn parse_row(
         });
     }
     Ok(row)
+}
+
+/// An event-time JSON value: NULL, an integer, or a string holding an integer or a
+/// timestamp (see [`event_time`]); `None` for anything else.
+fn time_value(v: &serde_json::Value, unit: TimeUnit) -> Option<Value> {
+    match v {
+        serde_json::Value::Null => Some(Value::Null),
+        serde_json::Value::Number(n) => n.as_i64().map(Value::Int),
+        serde_json::Value::String(s) => event_time::parse_time(s, unit).map(Value::Int),
+        _ => None,
+    }
 }
 
 fn bad(fields: &[crate::value::Field], col: usize, v: &serde_json::Value) -> RowProblem {

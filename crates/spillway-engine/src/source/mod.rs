@@ -18,6 +18,9 @@
 //! A JSON Lines column is int, float or bool when all its non-null values are, else
 //! string; only-null columns are typed like empty CSV columns. `--schema` overrides
 //! replace inferred types, and are the way to type an empty file's columns.
+//! - event-time values (module `event_time`): integers in the time unit, or RFC 3339 / ISO
+//!   8601 timestamps (`2023-11-14T22:13:20.663Z`, `2023-11-14 22:13:20.663`) converted
+//!   to the same integers;
 //! - bad-input handling ([`OnError`]): stop with a [`SourceError`] that names the file,
 //!   line, column and expected type, or skip the row into a dead-letter file and count it;
 //! - exact resume: [`Source::position`] after `k` events, then [`resume`], yields exactly
@@ -40,6 +43,7 @@
 //! Blank lines (JSON Lines, and empty lines in CSV) are not data rows.
 
 mod delimited;
+mod event_time;
 mod generator;
 mod infer;
 pub(crate) mod jsonl;
@@ -53,9 +57,9 @@ use std::path::{Path, PathBuf};
 use crate::value::{DataType, Event, Schema, TimeUnit, Value};
 
 pub use generator::{generate_events, PaymentGenerator, PaymentOptions};
+pub use sink::{is_stream, schema_columns, Sink, SinkFormat};
 #[cfg(feature = "kafka")]
 pub(crate) use sink::{json_prefixes, json_row};
-pub use sink::{schema_columns, Sink, SinkFormat};
 
 /// What a source does with a malformed row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +77,8 @@ pub enum OnError {
 /// How to read an input file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SourceOptions {
-    /// Name of the event-time column (must hold integers).
+    /// Name of the event-time column: integers in `time_unit`, or RFC 3339 / ISO 8601
+    /// timestamps converted to them (see the `event_time` module).
     pub time_column: String,
     /// Unit of the event-time column.
     pub time_unit: TimeUnit,
@@ -153,6 +158,15 @@ pub enum RowProblem {
         /// The offending text (a JSON value's text; strings without their quotes).
         found: String,
     },
+    /// An event-time value that is neither an integer nor a timestamp.
+    BadTime {
+        /// The time column's name.
+        column: String,
+        /// The time column's unit.
+        unit: TimeUnit,
+        /// The offending text (a JSON value's text; strings without their quotes).
+        found: String,
+    },
     /// The event-time value is NULL, empty or missing.
     NullTime {
         /// The time column's name.
@@ -208,6 +222,16 @@ impl fmt::Display for RowProblem {
             RowProblem::BadValue { column, expected, found } => {
                 write!(f, "column \"{column}\": expected {expected}, found {}", quote(found))
             }
+            RowProblem::BadTime { column, unit, found } => write!(
+                f,
+                "column \"{column}\": expected the event time, an integer ({} since \
+                 1970-01-01) or an RFC 3339 timestamp such as {} or {} (UTC unless an offset \
+                 is given), found {}",
+                unit.name(),
+                event_time::EXAMPLE,
+                event_time::EXAMPLE.replace('T', " ").trim_end_matches('Z'),
+                quote(found)
+            ),
             RowProblem::NullTime { column } => {
                 write!(f, "column \"{column}\": expected int (the event time), found NULL")
             }
@@ -508,15 +532,31 @@ struct DeadRecord<'a> {
 }
 
 /// Reopens an output file at a checkpoint: truncates it to the `len` bytes the
-/// checkpoint covered (an error if it is shorter: data the checkpoint relies on is gone)
-/// and leaves it positioned at the end for appending. `what` goes into that error
-/// ("the checkpoint covers N bytes{what} ..."). Returns the file's label and the file.
+/// checkpoint covered (an error if it is shorter or gone: data the checkpoint relies on
+/// is lost) and leaves it positioned at the end for appending. `what` goes into that
+/// error ("the checkpoint covers N bytes{what} ..."). Returns the file's label and the
+/// file. A FIFO or device ([`is_stream`]) cannot be cut back: it is opened for writing
+/// as it is, and what follows is written after what the run before wrote.
 pub(crate) fn reopen_truncated(
     path: &Path,
     len: u64,
     what: &str,
 ) -> Result<(String, File), SourceError> {
     let label = path.display().to_string();
+    if is_stream(path) {
+        let file = OpenOptions::new().write(true).open(path).map_err(io_err(&label, "open"))?;
+        return Ok((label, file));
+    }
+    if len > 0 && !path.exists() {
+        return Err(SourceError::Resume {
+            file: label,
+            message: format!(
+                "the checkpoint covers {len} bytes{what} but the file is gone (deleted or \
+                 moved): put it back, or start over without --resume in an empty checkpoint \
+                 directory"
+            ),
+        });
+    }
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -577,7 +617,12 @@ impl DeadLetter {
 
     fn sync(&mut self) -> Result<(), SourceError> {
         self.out.flush().map_err(io_err(&self.label, "flush"))?;
-        self.out.get_ref().sync_data().map_err(io_err(&self.label, "fsync"))
+        let file = self.out.get_ref();
+        // A FIFO or device (a dead-letter file on /dev/null) has nothing to fsync.
+        if file.metadata().map_err(io_err(&self.label, "stat"))?.is_file() {
+            file.sync_data().map_err(io_err(&self.label, "fsync"))?;
+        }
+        Ok(())
     }
 }
 

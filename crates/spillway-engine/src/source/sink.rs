@@ -6,6 +6,15 @@
 //! which would otherwise be a blank line) is quoted with `"` doubled.
 //! JSON Lines: one object per row with the columns in order, NULL as `null`, floats as
 //! JSON numbers (non-finite ones as `null`), strings escaped.
+//!
+//! # Files that are not regular files
+//! The sink writes where it is told: `-` is stdout, and a FIFO, a device (`/dev/null`)
+//! or a pipe is opened and written like a file. Such an output is a stream: `sync` only
+//! flushes it (fsync does not apply), and [`Sink::resume`] cannot cut it back to a
+//! checkpoint's length, so it continues writing after what was written before the crash
+//! (a reader of a FIFO sees the rows after the last checkpoint twice). Whether a path is
+//! staged under a temporary name and renamed at the end is the job's choice
+//! ([`is_stream`] tells it which paths must not be renamed over).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -36,8 +45,26 @@ impl SinkFormat {
 
 /// Where the bytes go.
 enum Out {
+    /// A regular file: `sync` fsyncs it.
     File(BufWriter<File>),
+    /// A FIFO, device or other non-regular file: `sync` only flushes.
+    Stream(BufWriter<File>),
     Stdout(BufWriter<io::Stdout>),
+}
+
+/// Whether `path` names stdout (`-`) or an existing file that is not a regular file (a
+/// FIFO, a character or block device, a socket; symlinks are followed): an output that
+/// must be written in place, never replaced by renaming a finished file over it.
+/// A path that does not exist yet, or cannot be inspected, is not a stream.
+pub fn is_stream(path: &Path) -> bool {
+    path == Path::new("-") || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// Wraps an opened output file: a regular file, or a stream written in place.
+fn out_of(file: File, label: &str) -> Result<Out, SourceError> {
+    let regular = file.metadata().map_err(io_err(label, "stat"))?.is_file();
+    let w = BufWriter::with_capacity(64 * 1024, file);
+    Ok(if regular { Out::File(w) } else { Out::Stream(w) })
 }
 
 /// A buffered CSV / JSON Lines writer.
@@ -114,9 +141,10 @@ impl Sink {
     }
 
     /// A sink writing to `path` (created or truncated; format by extension, see
-    /// [`SinkFormat::of_path`]) or, for `None`, to stdout as CSV. CSV output starts with
-    /// the header.
+    /// [`SinkFormat::of_path`]; a FIFO or device is opened and written in place) or, for
+    /// `None` or `-`, to stdout as CSV. CSV output starts with the header.
     pub fn create(path: Option<&Path>, columns: &[String]) -> Result<Sink, SourceError> {
+        let path = path.filter(|p| *p != Path::new("-"));
         let mut sink = match path {
             None => Sink::new(
                 "<stdout>".into(),
@@ -127,7 +155,7 @@ impl Sink {
             Some(p) => {
                 let label = p.display().to_string();
                 let file = File::create(p).map_err(io_err(&label, "create"))?;
-                let out = Out::File(BufWriter::with_capacity(64 * 1024, file));
+                let out = out_of(file, &label)?;
                 Sink::new(label, out, SinkFormat::of_path(p), columns)
             }
         };
@@ -143,10 +171,11 @@ impl Sink {
 
     /// Reopens `path` after a restart: truncates it to `len` bytes (the length a
     /// [`Sink::sync`] returned at the checkpoint) and appends. Errors if the file is
-    /// shorter than `len`. A CSV file truncated to 0 bytes gets its header again.
+    /// shorter than `len`. A CSV file truncated to 0 bytes gets its header again. A FIFO
+    /// or device cannot be cut back: it is written on from here (see the module docs).
     pub fn resume(path: &Path, columns: &[String], len: u64) -> Result<Sink, SourceError> {
         let (label, file) = super::reopen_truncated(path, len, "")?;
-        let out = Out::File(BufWriter::with_capacity(64 * 1024, file));
+        let out = out_of(file, &label)?;
         let mut sink = Sink::new(label, out, SinkFormat::of_path(path), columns);
         sink.bytes = len;
         if len == 0 {
@@ -172,7 +201,7 @@ impl Sink {
 
     fn flush_line(&mut self) -> Result<(), SourceError> {
         let r = match &mut self.out {
-            Out::File(w) => w.write_all(&self.line),
+            Out::File(w) | Out::Stream(w) => w.write_all(&self.line),
             Out::Stdout(w) => w.write_all(&self.line),
         };
         r.map_err(io_err(&self.label, "write"))?;
@@ -225,13 +254,15 @@ impl Sink {
         self.write_row(&event.row)
     }
 
-    /// Flushes and fsyncs (stdout: flushes); returns the output's length in bytes so far.
+    /// Flushes and fsyncs (stdout, FIFOs and devices: flushes); returns the output's
+    /// length in bytes so far.
     pub fn sync(&mut self) -> Result<u64, SourceError> {
         match &mut self.out {
             Out::File(w) => {
                 w.flush().map_err(io_err(&self.label, "flush"))?;
                 w.get_ref().sync_data().map_err(io_err(&self.label, "fsync"))?;
             }
+            Out::Stream(w) => w.flush().map_err(io_err(&self.label, "flush"))?,
             Out::Stdout(w) => w.flush().map_err(io_err(&self.label, "flush"))?,
         }
         Ok(self.bytes)

@@ -286,7 +286,7 @@ fn time_column_is_forced_to_int() {
     // Inference would say float; the time column is int, so the float row is an error.
     let p = write(dir.path(), "t.csv", "ts\n1\n1.5\n");
     let msg = first_error(&p, &opts("ts"));
-    assert_eq!(msg, format!("{} line 3, column \"ts\": expected int, found \"1.5\"", p.display()));
+    assert_eq!(msg, format!("{} line 3, {}", p.display(), bad_time("ts", "ms", "1.5")));
 }
 
 #[test]
@@ -311,10 +311,20 @@ fn schema_override_parsing() {
 
 // ---------------------------------------------------------------- errors
 
+/// The message of a bad event-time value.
+fn bad_time(column: &str, unit: &str, found: &str) -> String {
+    format!(
+        "column \"{column}\": expected the event time, an integer ({unit} since 1970-01-01) or \
+         an RFC 3339 timestamp such as 2023-11-14T22:13:20.663Z or 2023-11-14 22:13:20.663 \
+         (UTC unless an offset is given), found \"{found}\""
+    )
+}
+
 #[test]
 fn error_messages_name_file_line_column() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    let x9 = format!("line 7, {}", bad_time("ts", "ms", "x9"));
     let cases: Vec<(&str, &str, &str)> = vec![
         (
             "a.csv",
@@ -332,11 +342,7 @@ fn error_messages_name_file_line_column() {
             "line 3, column \"ts\": expected int (the event time), found NULL",
         ),
         // Line numbers count quoted line breaks, blank lines and CRLF terminators.
-        (
-            "d.csv",
-            "card,note,ts\r\n1,\"x\r\ny\nz\",10\r\n\r\n\n2,b,x9\r\n",
-            "line 7, column \"ts\": expected int, found \"x9\"",
-        ),
+        ("d.csv", "card,note,ts\r\n1,\"x\r\ny\nz\",10\r\n\r\n\n2,b,x9\r\n", &x9),
         (
             "e.jsonl",
             "{\"ts\":1,\"a\":1}\n\n{\"ts\":2,\"a\":\"x\"}\n",
@@ -867,6 +873,57 @@ fn json_row_parser_errors() {
             other => panic!("{line}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn time_columns_take_rfc3339_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let ms = 1_700_000_000_663;
+    let csv = write(
+        dir.path(),
+        "t.csv",
+        "card,ts\na,2023-11-14T22:13:20.663Z\nb,2023-11-14 22:13:20.663\nc,1700000000663\n\
+         d,2023-11-14T23:13:20.663+01:00\n",
+    );
+    let times: Vec<i64> = read_all(&csv, &opts("ts")).iter().map(|e| e.time).collect();
+    assert_eq!(times, vec![ms; 4]);
+    let jsonl = write(
+        dir.path(),
+        "t.jsonl",
+        "{\"card\":\"a\",\"ts\":\"2023-11-14T22:13:20.663Z\"}\n\
+         {\"card\":\"b\",\"ts\":1700000000663}\n\
+         {\"card\":\"c\",\"ts\":\"2023-11-14 22:13:20.663\"}\n",
+    );
+    let events = read_all(&jsonl, &opts("ts"));
+    assert_eq!(events.iter().map(|e| e.time).collect::<Vec<_>>(), vec![ms; 3]);
+    assert_eq!(events[0].row, vec![s("a"), Value::Int(ms)]);
+    // The unit sets the scale, as for integers.
+    let secs = SourceOptions { time_unit: crate::value::TimeUnit::S, ..opts("ts") };
+    assert_eq!(read_all(&csv, &secs)[0].time, 1_700_000_000);
+
+    // Anything else: the row, the column and what was expected, with an example.
+    let bad = write(dir.path(), "b.csv", "card,ts\na,2023-11-14T22:13:20Z\nb,14/11/2023\n");
+    let want = format!("{} line 3, {}", bad.display(), bad_time("ts", "ms", "14/11/2023"));
+    assert_eq!(first_error(&bad, &opts("ts")), want);
+    let bad = write(dir.path(), "b.jsonl", "{\"ts\":\"2023-11-14T22:13:20Z\"}\n{\"ts\":1.5}\n");
+    let want = format!("{} line 2, {}", bad.display(), bad_time("ts", "ms", "1.5"));
+    assert_eq!(first_error(&bad, &opts("ts")), want);
+}
+
+/// Kafka workers read event messages with the JSON row parser: timestamps included.
+#[test]
+fn json_row_parser_reads_timestamps() {
+    use crate::value::{Field, Schema, TimeUnit};
+    let fields = vec![
+        Field { name: "ts".into(), ty: DataType::Int },
+        Field { name: "a".into(), ty: DataType::Int },
+    ];
+    let schema = Schema::new(fields, "ts", TimeUnit::Us).unwrap();
+    let index = [("ts".to_string(), 0usize), ("a".to_string(), 1)].into_iter().collect();
+    let got = jsonl::parse_row(br#"{"ts":"2023-11-14T22:13:20.663Z","a":1}"#, &schema, &index);
+    assert_eq!(got, Ok(vec![Value::Int(1_700_000_000_663_000), Value::Int(1)]));
+    let got = jsonl::parse_row(br#"{"ts":"soon","a":1}"#, &schema, &index);
+    assert!(matches!(got, Err(RowProblem::BadTime { .. })), "{got:?}");
 }
 
 // ---------------------------------------------------------------- generator

@@ -28,6 +28,10 @@ object of numbers                           int or float, inferred from the firs
 category                                    the categories' type
 datetime64 (naive or tz-aware)              int: time since the epoch in ``time_unit``
                                             (floored); for the time column
+
+``time_unit`` defaults to ``"ms"`` everywhere (``run``, ``Stream``, ``explain``), as
+``spillway run --time-unit`` does, so the same integer times give the same results in
+Python and on the command line; pass ``time_unit="s"`` for times in seconds.
 ==========================================  ==========================================
 
 Output: one row per input row (rows removed by ``WHERE`` and rows later than the allowed
@@ -440,7 +444,7 @@ def run(
     sql: str,
     data: Union[pd.DataFrame, str, "os.PathLike[str]"],
     time_column: str = "ts",
-    time_unit: str = "s",
+    time_unit: str = "ms",
     *,
     schema: Optional[SchemaLike] = None,
     store: str = "hashlog",
@@ -462,7 +466,11 @@ def run(
         data: a DataFrame, or a path to a CSV (with header) or JSON Lines file, read by
             the engine exactly as ``spillway run --input`` reads it.
         time_column: the event-time column: integers in ``time_unit``, or datetime64.
-        time_unit: ``"s"``, ``"ms"``, ``"us"`` or ``"ns"``.
+        time_unit: ``"s"``, ``"ms"`` (default, as ``spillway run --time-unit``), ``"us"``
+            or ``"ns"``: the unit of integer times and of ``allowed_lateness`` given as
+            an ``int``. A datetime64 column is converted to it; integer times in
+            seconds need ``time_unit="s"`` (with the default their windows would be
+            1000x too long).
         schema: column types overriding inference, ``{"card": "string"}`` or
             ``"card:string,amount:float"`` (as ``--schema``).
         store: aggregation state store, ``"hashlog"`` (default) or ``"mem"``.
@@ -537,7 +545,7 @@ class Stream:
         sql: str,
         schema: Optional[SchemaLike] = None,
         time_column: str = "ts",
-        time_unit: str = "s",
+        time_unit: str = "ms",
         checkpoint_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
         *,
         store: str = "hashlog",
@@ -644,7 +652,7 @@ def explain(
     sql: str,
     schema: Optional[SchemaLike] = None,
     time_column: str = "ts",
-    time_unit: str = "s",
+    time_unit: str = "ms",
     *,
     data: Optional[pd.DataFrame] = None,
 ) -> str:
