@@ -7,6 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv="${SPILLWAY_PYVENV:-$PWD/target/pyvenv}"
+# The command-line binary the front-end tests compare against (built with the
+# workspace's own target directory, before the package's is chosen below).
+export SPILLWAY_BIN="${SPILLWAY_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/spillway}"
+if [ ! -x "$SPILLWAY_BIN" ]; then
+  echo "==> cargo build -p spillway-cli (for $SPILLWAY_BIN)"
+  cargo build -q -p spillway-cli
+fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/py"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 

@@ -77,8 +77,9 @@ use hdrhistogram::Histogram;
 use spillway_store::{StateStore, StoreKind, StoreOptions};
 
 use crate::error::{Error, Result};
+use crate::operator::{self, Operator, OperatorOptions, OperatorSnapshot, QueryPlan};
 use crate::plan::Plan;
-use crate::reservoir::{Compression, Position, Reservoir, ReservoirOptions};
+use crate::reservoir::{Compression, Reservoir, ReservoirOptions};
 use crate::runtime::backfill::{
     check_rebuildable, copy_kept_state, BackfillReport, GroupMap, NotCovered, Retention,
 };
@@ -86,7 +87,7 @@ use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot, META_NAMESPACE
 use crate::source::{is_stream, schema_columns, Sink, Source, SourcePosition};
 use crate::sql::{parse, Query};
 use crate::value::{Event, Schema, Value};
-use crate::window_agg::{WindowAgg, WindowPlan, WindowSnapshot, WindowStats};
+use crate::window_agg::{WindowAgg, WindowStats};
 
 /// Metadata chunk size in the store (below every backend's value limit).
 const META_CHUNK: usize = 32 * 1024;
@@ -355,106 +356,12 @@ struct JobRecord {
     side_output: String,
 }
 
-/// What a checkpoint records of the query's operator.
-#[derive(serde::Serialize, serde::Deserialize)]
-enum OperatorSnapshot {
-    /// Per-event metrics: the runtime's position and the reservoir's.
-    Over { runtime: RuntimeSnapshot, reservoir: Position },
-    /// A windowed aggregation.
-    Windowed(WindowSnapshot),
-}
-
-impl OperatorSnapshot {
-    fn events(&self) -> u64 {
-        match self {
-            OperatorSnapshot::Over { runtime, .. } => runtime.counters.events,
-            OperatorSnapshot::Windowed(w) => w.counters().events,
-        }
-    }
-}
-
-/// The operator a query runs as (one per job, so the variants' sizes do not matter).
-#[allow(clippy::large_enum_variant)]
-enum Operator {
-    /// Per-event metrics over sliding windows.
-    Over(Runtime),
-    /// A windowed aggregation.
-    Windowed(WindowAgg),
-}
-
-impl Operator {
-    fn prefetch(&mut self, events: &[Event]) {
-        match self {
-            Operator::Over(r) => r.prefetch(events),
-            Operator::Windowed(w) => w.prefetch(events),
-        }
-    }
-
-    /// Processes one event; the rows it emits are appended to `rows`.
-    fn process(
-        &mut self,
-        event: Event,
-        out: &mut Vec<Value>,
-        rows: &mut Vec<Vec<Value>>,
-    ) -> Result<Outcome> {
-        match self {
-            Operator::Over(r) => {
-                let o = r.process(event, out)?;
-                if o == Outcome::Emitted {
-                    rows.push(std::mem::take(out));
-                }
-                Ok(o)
-            }
-            Operator::Windowed(w) => w.process(event, rows),
-        }
-    }
-
-    /// End of input: a windowed aggregation fires its open windows.
-    fn finish(&mut self, rows: &mut Vec<Vec<Value>>) -> Result<()> {
-        match self {
-            Operator::Over(_) => Ok(()),
-            Operator::Windowed(w) => w.finish(rows),
-        }
-    }
-
-    fn counters(&self) -> Counters {
-        match self {
-            Operator::Over(r) => r.counters(),
-            Operator::Windowed(w) => w.counters(),
-        }
-    }
-
-    fn store_mut(&mut self) -> &mut dyn StateStore {
-        match self {
-            Operator::Over(r) => r.store_mut(),
-            Operator::Windowed(w) => w.store_mut(),
-        }
-    }
-
-    /// Syncs what must be durable besides the store and returns the snapshot.
-    fn snapshot(&mut self) -> Result<OperatorSnapshot> {
-        Ok(match self {
-            Operator::Over(r) => {
-                let reservoir = r.reservoir_mut().sync()?;
-                OperatorSnapshot::Over { runtime: r.snapshot(), reservoir }
-            }
-            Operator::Windowed(w) => OperatorSnapshot::Windowed(w.snapshot()),
-        })
-    }
-
-    fn release_reservoir(&mut self, retention: Option<&Retention>) -> Result<()> {
-        match self {
-            Operator::Over(r) => r.release_reservoir_keeping(retention),
-            Operator::Windowed(_) => Ok(()),
-        }
-    }
-
-    /// The retention span and pseudo-cursor index to record in a checkpoint.
-    fn retention_record(&self, retention: Option<&Retention>) -> (i64, u64) {
-        match (self, retention) {
-            (Operator::Over(r), Some(k)) => (k.span(), k.index(r)),
-            _ => (0, 0),
-        }
+/// The retention span and pseudo-cursor index to record in a checkpoint (an OVER
+/// query's; nothing for a windowed aggregation).
+fn retention_record(op: &mut dyn Operator, retention: Option<&Retention>) -> (i64, u64) {
+    match (op.as_over(), retention) {
+        (Some(r), Some(k)) => (k.span(), k.index(r)),
+        _ => (0, 0),
     }
 }
 
@@ -900,40 +807,30 @@ pub fn run_job(
         Some(s) => s.schema().clone(),
         None => open_source(OpenAt::Schema)?.schema().clone(),
     };
-    let plan = match parse(&cfg.query, &schema)? {
-        Query::Over(q) => {
-            if cfg.watermark_delay != 0 {
-                return Err(Error::Config(
-                    "--watermark-delay applies to windowed aggregations (a window table \
-                     function in FROM); per-event metrics are emitted as each event arrives"
-                        .into(),
-                ));
-            }
-            QueryPlan::Over(Plan::build(&q, &schema)?)
-        }
-        Query::Windowed(q) => {
-            if cfg.backfill {
-                return Err(Error::Config(
-                    "--backfill rebuilds per-event sliding-window metrics (AGG(..) OVER w) \
-                     from the event reservoir; a windowed aggregation (a window table function \
-                     in FROM) keeps no reservoir to rebuild from"
-                        .into(),
-                ));
-            }
-            if cfg.retain.is_some_and(|r| r > 0) {
-                return Err(Error::Config(
-                    "--retain keeps events in the reservoir of per-event sliding-window \
-                     metrics; a windowed aggregation (a window table function in FROM) has none"
-                        .into(),
-                ));
-            }
-            QueryPlan::Windowed(WindowPlan::build(&q))
-        }
-    };
-    let (columns, specs) = match &plan {
-        QueryPlan::Over(p) => (p.column_names(), Runtime::namespace_specs(p)),
-        QueryPlan::Windowed(p) => (p.column_names(), p.namespace_specs()),
-    };
+    let plan = QueryPlan::build(&cfg.query, &schema, None)?;
+    if !plan.is_windowed() && cfg.watermark_delay != 0 {
+        return Err(Error::Config(
+            "--watermark-delay applies to windowed aggregations (a window table function in \
+             FROM); per-event metrics are emitted as each event arrives"
+                .into(),
+        ));
+    }
+    if plan.is_windowed() && cfg.backfill {
+        return Err(Error::Config(
+            "--backfill rebuilds per-event sliding-window metrics (AGG(..) OVER w) from the \
+             event reservoir; a windowed aggregation (a window table function in FROM) keeps \
+             no reservoir to rebuild from"
+                .into(),
+        ));
+    }
+    if plan.is_windowed() && cfg.retain.is_some_and(|r| r > 0) {
+        return Err(Error::Config(
+            "--retain keeps events in the reservoir of per-event sliding-window metrics; a \
+             windowed aggregation (a window table function in FROM) has none"
+                .into(),
+        ));
+    }
+    let (columns, specs) = (plan.column_names(), plan.namespace_specs());
     let store_options = |dir: &Path, specs: Vec<spillway_store::NamespaceSpec>| {
         let mut o = StoreOptions::new(dir).memory_budget(cfg.memory_budget);
         if let Some(k) = cfg.expected_keys {
@@ -1059,8 +956,8 @@ pub fn run_job(
                 let summary = backfill_summary_of(&report, keys, frontier, schema.time_unit());
                 warnings.extend(summary.warnings.iter().cloned());
                 backfill_summary = Some(summary);
-                let mut rt = Operator::Over(rt);
-                if let Operator::Over(r) = &mut rt {
+                let mut rt: Box<dyn Operator> = Box::new(rt);
+                if let Some(r) = rt.as_over() {
                     retention = open_retention(r, span, meta.retain, meta.retain_index)?;
                 }
                 let mut source = open_source(OpenAt::Checkpoint(&schema, &meta.source))?;
@@ -1080,7 +977,7 @@ pub fn run_job(
                 // One checkpoint of the new store, then the switch to it.
                 let mut cut = None;
                 write_checkpoint(
-                    &mut rt,
+                    rt.as_mut(),
                     &mut *source,
                     &mut sink,
                     &mut side,
@@ -1097,35 +994,16 @@ pub fn run_job(
                 rt.release_reservoir(retention.as_ref())?;
                 (rt, source, sink, side, events, Delivery::InPlace(cut))
             } else {
-                let rt = match (plan, meta.operator) {
-                    (QueryPlan::Over(plan), OperatorSnapshot::Over { runtime, reservoir }) => {
-                        let reservoir = Reservoir::recover(res_opts, &schema, &reservoir)?;
-                        let mut r = Runtime::new(
-                            plan,
-                            store,
-                            reservoir,
-                            cfg.allowed_lateness,
-                            Some(runtime),
-                        )?;
-                        retention = open_retention(&mut r, span, meta.retain, meta.retain_index)?;
-                        Operator::Over(r)
-                    }
-                    (QueryPlan::Windowed(plan), OperatorSnapshot::Windowed(snap)) => {
-                        Operator::Windowed(WindowAgg::new(
-                            plan,
-                            store,
-                            cfg.allowed_lateness,
-                            cfg.watermark_delay,
-                            Some(snap),
-                        )?)
-                    }
-                    _ => {
-                        return Err(Error::Checkpoint(format!(
-                            "{} holds the checkpoint of another kind of query",
-                            base.display()
-                        )))
-                    }
+                let op_opts = OperatorOptions {
+                    allowed_lateness: cfg.allowed_lateness,
+                    watermark_delay: cfg.watermark_delay,
+                    reservoir: &res_opts,
                 };
+                let mut rt =
+                    operator::open(plan, store, &schema, &op_opts, Some(meta.operator), &base)?;
+                if let Some(r) = rt.as_over() {
+                    retention = open_retention(r, span, meta.retain, meta.retain_index)?;
+                }
                 if !had_layout {
                     // Written by a build without store.json: the store opened with this
                     // query's namespaces, so record them for a later backfill.
@@ -1174,21 +1052,15 @@ pub fn run_job(
                 Some(s) => s,
                 None => open_source(OpenAt::Start)?,
             };
-            let rt = match plan {
-                QueryPlan::Over(plan) => {
-                    let reservoir = Reservoir::create(res_opts, &schema)?;
-                    let mut r = Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?;
-                    retention = open_retention(&mut r, cfg.retain.unwrap_or(0), 0, 0)?;
-                    Operator::Over(r)
-                }
-                QueryPlan::Windowed(plan) => Operator::Windowed(WindowAgg::new(
-                    plan,
-                    store,
-                    cfg.allowed_lateness,
-                    cfg.watermark_delay,
-                    None,
-                )?),
+            let op_opts = OperatorOptions {
+                allowed_lateness: cfg.allowed_lateness,
+                watermark_delay: cfg.watermark_delay,
+                reservoir: &res_opts,
             };
+            let mut rt = operator::open(plan, store, &schema, &op_opts, None, &base)?;
+            if let Some(r) = rt.as_over() {
+                retention = open_retention(r, cfg.retain.unwrap_or(0), 0, 0)?;
+            }
             let delivery = if checkpointing { Delivery::InPlace(None) } else { Delivery::Staged };
             // Created last: nothing above can fail and leave it behind.
             let sink = if cfg.discard_output {
@@ -1282,7 +1154,7 @@ pub fn run_job(
             let n = batch.len();
             for (i, (event, t0)) in batch.drain(..).zip(read_at.drain(..)).enumerate() {
                 events_this_run += 1;
-                let outcome = runtime.process(event, &mut out, &mut rows)?;
+                let outcome = runtime.process(event, &mut rows)?;
                 if let Some(s) = sink.as_mut() {
                     for r in &rows {
                         s.write_row(r)?;
@@ -1311,7 +1183,7 @@ pub fn run_job(
                 let mut paused = false;
                 if checkpointing && total.is_multiple_of(checkpoint_every) {
                     checkpoint(
-                        &mut runtime,
+                        runtime.as_mut(),
                         &mut *source,
                         &mut sink,
                         &mut side,
@@ -1395,14 +1267,8 @@ pub fn run_job(
         publish(&side_write_path, &side_path)?;
     }
     let seconds = started.elapsed().as_secs_f64();
-    let rstats = match &mut runtime {
-        Operator::Over(r) => r.reservoir_mut().stats(),
-        Operator::Windowed(_) => Default::default(),
-    };
-    let windows = match &runtime {
-        Operator::Over(_) => None,
-        Operator::Windowed(w) => Some(w.stats()),
-    };
+    let rstats = runtime.as_over().map(|r| r.reservoir_mut().stats()).unwrap_or_default();
+    let windows = runtime.as_windowed().map(WindowAgg::stats);
     let sstats = runtime.store_mut().stats();
     let counters = runtime.counters();
     Ok(JobSummary {
@@ -1430,12 +1296,6 @@ pub fn run_job(
         windows,
         backfill: backfill_summary,
     })
-}
-
-/// The plan of either query shape.
-enum QueryPlan {
-    Over(Plan),
-    Windowed(WindowPlan),
 }
 
 /// Renames a finished staged file to its final name.
@@ -1581,7 +1441,7 @@ fn halt(
 /// retention) needs.
 #[allow(clippy::too_many_arguments)]
 fn checkpoint(
-    runtime: &mut Operator,
+    runtime: &mut dyn Operator,
     source: &mut dyn Source,
     sink: &mut Option<Sink>,
     side: &mut Option<Sink>,
@@ -1601,7 +1461,7 @@ fn checkpoint(
 /// those lengths. `every` is the run's checkpoint interval, recorded for a resume.
 #[allow(clippy::too_many_arguments)]
 fn write_checkpoint(
-    runtime: &mut Operator,
+    runtime: &mut dyn Operator,
     source: &mut dyn Source,
     sink: &mut Option<Sink>,
     side: &mut Option<Sink>,
@@ -1622,7 +1482,7 @@ fn write_checkpoint(
     source.sync()?;
     let operator = runtime.snapshot()?;
     *cut = Some(Cut { events: operator.events(), output_len, side_len });
-    let (retain, retain_index) = runtime.retention_record(retention);
+    let (retain, retain_index) = retention_record(runtime, retention);
     let meta = CheckpointMeta {
         version: META_VERSION,
         job: record.clone(),
@@ -1659,7 +1519,9 @@ fn checkpointed_plan(
             let specs = Runtime::namespace_specs(&plan);
             Ok((Some(plan), specs))
         }
-        Query::Windowed(q) => Ok((None, WindowPlan::build(&q).namespace_specs())),
+        Query::Windowed(q) => {
+            Ok((None, crate::window_agg::WindowPlan::build(&q).namespace_specs()))
+        }
     }
 }
 
@@ -1786,6 +1648,7 @@ pub(crate) fn clear_dirs(dirs: &[&std::path::Path]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reservoir::Position;
     use crate::value::{Field, TimeUnit};
 
     fn meta(checkpoint_every: Option<u64>) -> CheckpointMeta {

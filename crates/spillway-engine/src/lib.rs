@@ -39,6 +39,7 @@ pub mod error;
 pub mod job;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod operator;
 pub mod plan;
 pub mod reservoir;
 pub mod runtime;

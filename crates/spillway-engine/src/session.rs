@@ -1,6 +1,10 @@
 //! A session: one query over events the caller pushes from memory (no source or sink
-//! files), with checkpoints and resume. The Python package (`crates/spillway-py`) drives
-//! it; [`crate::job::run_job`] is the file-to-file driver over the same [`Runtime`].
+//! files), with checkpoints and resume. The Python package (`crates/spillway-py`) and the
+//! Kafka workers' tasks drive it; [`crate::job::run_job`] is the file-to-file driver over
+//! the same [operators](crate::operator). Both query shapes run here: per-event metrics
+//! (`AGG(..) OVER w`: [`Session::process`] gives the event's row) and windowed
+//! aggregations (`TUMBLE`, `HOP`, `CUMULATE`, `SESSION` in `FROM`: [`Session::push`]
+//! gives the rows of the windows that fire, [`Session::finish`] the rest at the end).
 //!
 //! ```
 //! use spillway_engine::session::{Session, SessionConfig};
@@ -28,33 +32,45 @@
 //!
 //! ## Checkpoints
 //! With [`SessionConfig::dir`], [`Session::checkpoint`] makes one atomic checkpoint the
-//! way a job does: it syncs the reservoir, writes the runtime snapshot, the reservoir
-//! position, the schema and the next sequence number into the store's `meta` namespace
-//! (key `session`, the job's chunked and checksummed layout) and checkpoints the store;
-//! only then are reservoir segments behind every cursor released. [`Session::open`] on a
+//! way a job does: it syncs the reservoir, writes the operator's snapshot, the schema
+//! and the next sequence number into the store's `meta` namespace (key `session`, the
+//! job's chunked and checksummed layout) and checkpoints the store; only then are
+//! reservoir segments behind every cursor released. The first checkpoint then writes the
+//! input schema to `DIR/SCHEMA.json` ([`checkpointed_schema`]), so that a caller that
+//! infers its schema from data (Python's `Stream`) can reopen the directory before any
+//! data arrives.
+//!
+//! FORMAT: the `session` blob is postcard of `SessionMeta` (version 2: the operator's
+//! snapshot of either shape; version 1, an OVER query's runtime and reservoir position,
+//! is still read). `SCHEMA.json` is the schema as JSON (written to a temporary name,
+//! fsynced, renamed, the directory fsynced); it never changes for a directory, whose
+//! checkpoints all carry the same schema (a session with another one is refused). [`Session::open`] on a
 //! directory holding such a checkpoint continues from it, so pushing the rest of the
 //! events gives exactly the results of an uninterrupted session. A directory with state
 //! but no completed checkpoint is cleared and started over (nothing it held was
 //! checkpointed); one holding a `spillway run` job's checkpoint is refused.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use spillway_store::{StoreKind, StoreOptions};
 
 use crate::error::{Error, Result};
 use crate::job::{read_meta_blob, write_meta_blob, JOB_META_KEY};
-use crate::plan::{OutputSource, Plan};
-use crate::reservoir::{Compression, Position, Reservoir, ReservoirOptions};
-use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot};
-use crate::sql::parse_query;
+use crate::operator::{self, Operator, OperatorOptions, OperatorSnapshot, QueryPlan};
+use crate::plan::Plan;
+use crate::reservoir::{Compression, Position, ReservoirOptions};
+use crate::runtime::{Counters, Outcome, RuntimeSnapshot};
 use crate::value::{DataType, Event, Row, Schema, Value};
 
 /// Key of a session's checkpoint metadata in the `meta` namespace.
 const SESSION_META_KEY: &str = "session";
 /// Key of the caller's tag of a checkpoint ([`Session::checkpoint_tagged`]).
 const SESSION_TAG_KEY: &str = "session.tag";
-/// Version of the session checkpoint metadata layout.
-const SESSION_META_VERSION: u32 = 1;
+/// Version of the session checkpoint metadata layout (1: an OVER query's runtime and
+/// reservoir position; 2: the operator's snapshot of either query shape).
+const SESSION_META_VERSION: u32 = 2;
+/// The file holding a checkpointed session's input schema.
+const SCHEMA_FILE: &str = "SCHEMA.json";
 /// Without checkpoints, reservoir segments behind every cursor are released every this
 /// many events (as a job without `--checkpoint-dir` does).
 const RELEASE_EVERY: u64 = 65_536;
@@ -75,6 +91,10 @@ pub struct SessionConfig {
     pub expected_keys: Option<u64>,
     /// Allowed lateness in the time column's unit (default 0).
     pub allowed_lateness: i64,
+    /// How far a windowed aggregation's watermark trails the newest event time, in the
+    /// time column's unit (default 0; per-event metrics have no watermark and refuse
+    /// another value).
+    pub watermark_delay: i64,
     /// Reservoir chunk compression (default LZ4).
     pub compression: Compression,
     /// Events per reservoir chunk (default `None`: [`ReservoirOptions`]'s 4096).
@@ -101,6 +121,7 @@ impl SessionConfig {
             memory_budget: 256 << 20,
             expected_keys: None,
             allowed_lateness: 0,
+            watermark_delay: 0,
             compression: Compression::Lz4,
             reservoir_chunk_events: None,
             reservoir_segment_bytes: None,
@@ -115,6 +136,16 @@ struct SessionMeta {
     version: u32,
     identity: String,
     schema: Schema,
+    operator: OperatorSnapshot,
+    next_seq: u64,
+}
+
+/// Version 1 of [`SessionMeta`] (OVER queries only).
+#[derive(serde::Deserialize)]
+struct SessionMetaV1 {
+    version: u32,
+    identity: String,
+    schema: Schema,
     runtime: RuntimeSnapshot,
     reservoir: Position,
     next_seq: u64,
@@ -122,13 +153,18 @@ struct SessionMeta {
 
 /// One query over pushed events. See the module docs.
 pub struct Session {
-    runtime: Runtime,
+    op: Box<dyn Operator>,
+    windowed: bool,
+    /// Rows of the event being processed ([`Session::process`]).
+    rows: Vec<Row>,
     schema: Schema,
     columns: Vec<(String, DataType)>,
     identity: String,
     next_seq: u64,
     checkpoints: bool,
     resumed: bool,
+    /// The session's directory (its `SCHEMA.json`).
+    base: PathBuf,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -136,12 +172,16 @@ impl Session {
     /// Parses and plans the query against `schema` and opens the store and reservoir,
     /// continuing from the checkpoint in [`SessionConfig::dir`] if it holds one.
     pub fn open(cfg: &SessionConfig, schema: Schema) -> Result<Session> {
-        let mut query = parse_query(&cfg.query, &schema)?;
-        if let Some(keep) = &cfg.items {
-            query.retain_items(keep).map_err(Error::Config)?;
+        let plan = QueryPlan::build(&cfg.query, &schema, cfg.items.as_deref())?;
+        if !plan.is_windowed() && cfg.watermark_delay != 0 {
+            return Err(Error::Config(
+                "a watermark delay applies to windowed aggregations (a window table function \
+                 in FROM); per-event metrics are emitted as each event arrives"
+                    .into(),
+            ));
         }
-        let plan = Plan::build(&query, &schema)?;
-        let columns = output_types(&plan, &schema)?;
+        let columns = plan.output_types(&schema)?;
+        let windowed = plan.is_windowed();
         let (base, tmp) = match &cfg.dir {
             Some(d) => (d.clone(), None),
             None => {
@@ -157,7 +197,7 @@ impl Session {
         if let Some(k) = cfg.expected_keys {
             store_opts = store_opts.expected_keys(k);
         }
-        for spec in Runtime::namespace_specs(&plan) {
+        for spec in plan.namespace_specs() {
             store_opts = store_opts.namespace(spec);
         }
         let mut res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
@@ -168,12 +208,17 @@ impl Session {
             res_opts = res_opts.segment_bytes(n);
         }
         let identity = format!(
-            "query={:?};{}lateness={};store={};schema={:?}",
+            "query={:?};{}lateness={};{}store={};schema={:?}",
             cfg.query,
-            // Only a part of a query names its items, so whole-query checkpoints written
-            // before this option existed still resume.
+            // Only a part of a query names its items, and only a windowed one a watermark
+            // delay, so checkpoints written before these options existed still resume.
             cfg.items.as_ref().map_or(String::new(), |i| format!("items={i:?};")),
             cfg.allowed_lateness,
+            if cfg.watermark_delay != 0 {
+                format!("delay={};", cfg.watermark_delay)
+            } else {
+                String::new()
+            },
             cfg.store.name(),
             schema
         );
@@ -194,7 +239,12 @@ impl Session {
         } else {
             None
         };
-        let (runtime, next_seq, resumed) = match meta {
+        let op_opts = OperatorOptions {
+            allowed_lateness: cfg.allowed_lateness,
+            watermark_delay: cfg.watermark_delay,
+            reservoir: &res_opts,
+        };
+        let (op, next_seq, resumed) = match meta {
             Some(meta) => {
                 if meta.identity != identity {
                     return Err(Error::Checkpoint(format!(
@@ -202,10 +252,9 @@ impl Session {
                         base.display()
                     )));
                 }
-                let reservoir = Reservoir::recover(res_opts, &schema, &meta.reservoir)?;
-                let rt =
-                    Runtime::new(plan, store, reservoir, cfg.allowed_lateness, Some(meta.runtime))?;
-                (rt, meta.next_seq, true)
+                let op =
+                    operator::open(plan, store, &schema, &op_opts, Some(meta.operator), &base)?;
+                (op, meta.next_seq, true)
             }
             None => {
                 if had_state || res_dir.exists() {
@@ -214,18 +263,20 @@ impl Session {
                     crate::job::clear_dirs(&[&state_dir, &res_dir])?;
                     store = crate::job::store_config(cfg.store, &cfg.tiered).open(store_opts)?;
                 }
-                let reservoir = Reservoir::create(res_opts, &schema)?;
-                (Runtime::new(plan, store, reservoir, cfg.allowed_lateness, None)?, 0, false)
+                (operator::open(plan, store, &schema, &op_opts, None, &base)?, 0, false)
             }
         };
         Ok(Session {
-            runtime,
+            op,
+            windowed,
+            rows: Vec::new(),
             schema,
             columns,
             identity,
             next_seq,
             checkpoints: cfg.dir.is_some(),
             resumed,
+            base,
             _tmp: tmp,
         })
     }
@@ -253,20 +304,56 @@ impl Session {
 
     /// Runtime counters (across resumes).
     pub fn counters(&self) -> Counters {
-        self.runtime.counters()
+        self.op.counters()
+    }
+
+    /// Whether the query is a windowed aggregation (rows come as windows fire, through
+    /// [`Session::push`] and [`Session::finish`]).
+    pub fn is_windowed(&self) -> bool {
+        self.windowed
     }
 
     /// Processes the next event: `row` holds one value per schema field (its time field
-    /// equal to `time`). On [`Outcome::Emitted`], `out` holds the output row; an event
-    /// later than the allowed lateness comes back as [`Outcome::TooLate`].
-    pub fn process(&mut self, time: i64, row: Row, out: &mut Vec<Value>) -> Result<Outcome> {
+    /// equal to `time`). The rows it emits are appended to `rows`: the event's own row
+    /// for per-event metrics ([`Outcome::Emitted`]), the rows of the windows it closed for
+    /// a windowed aggregation. An event later than the allowed lateness comes back as
+    /// [`Outcome::TooLate`].
+    pub fn push(&mut self, time: i64, row: Row, rows: &mut Vec<Row>) -> Result<Outcome> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let outcome = self.runtime.process(Event { time, seq, row }, out)?;
+        let outcome = self.op.process(Event { time, seq, row }, rows)?;
         if !self.checkpoints && self.next_seq.is_multiple_of(RELEASE_EVERY) {
-            self.runtime.release_reservoir()?;
+            self.op.release_reservoir(None)?;
         }
         Ok(outcome)
+    }
+
+    /// Like [`Session::push`] for per-event metrics, whose event has at most one row: on
+    /// [`Outcome::Emitted`], `out` holds it. A windowed aggregation is refused (its rows
+    /// are not the event's; use `push`).
+    pub fn process(&mut self, time: i64, row: Row, out: &mut Vec<Value>) -> Result<Outcome> {
+        if self.windowed {
+            return Err(Error::Config(
+                "a windowed aggregation emits rows as its windows fire, not one per event: \
+                 push events with Session::push and end with Session::finish"
+                    .into(),
+            ));
+        }
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.clear();
+        let outcome = self.push(time, row, &mut rows);
+        if let Some(r) = rows.pop() {
+            *out = r;
+        }
+        self.rows = rows;
+        outcome
+    }
+
+    /// End of input: a windowed aggregation fires every window still open (appending
+    /// their rows); per-event metrics have nothing to add. Events pushed after this
+    /// start new windows.
+    pub fn finish(&mut self, rows: &mut Vec<Row>) -> Result<()> {
+        self.op.finish(rows)
     }
 
     /// Makes an atomic checkpoint (see the module docs). Needs [`SessionConfig::dir`].
@@ -284,21 +371,22 @@ impl Session {
                     .into(),
             ));
         }
-        write_meta_blob(self.runtime.store_mut(), SESSION_TAG_KEY, tag)?;
-        let reservoir = self.runtime.reservoir_mut().sync()?;
+        write_meta_blob(self.op.store_mut(), SESSION_TAG_KEY, tag)?;
+        let operator = self.op.snapshot()?;
         let meta = SessionMeta {
             version: SESSION_META_VERSION,
             identity: self.identity.clone(),
             schema: self.schema.clone(),
-            runtime: self.runtime.snapshot(),
-            reservoir,
+            operator,
             next_seq: self.next_seq,
         };
         let bytes = postcard::to_stdvec(&meta)
             .map_err(|e| Error::Checkpoint(format!("cannot encode session metadata: {e}")))?;
-        write_meta_blob(self.runtime.store_mut(), SESSION_META_KEY, &bytes)?;
-        self.runtime.store_mut().checkpoint()?;
-        self.runtime.release_reservoir()?;
+        write_meta_blob(self.op.store_mut(), SESSION_META_KEY, &bytes)?;
+        self.op.store_mut().checkpoint()?;
+        // After the checkpoint, so a schema file always has a checkpoint behind it.
+        write_schema(&self.base, &self.schema)?;
+        self.op.release_reservoir(None)?;
         Ok(())
     }
 }
@@ -310,37 +398,69 @@ impl Session {
         if !self.resumed {
             return Ok(None);
         }
-        Ok(Some(read_meta_blob(self.runtime.store_mut(), SESSION_TAG_KEY)?.unwrap_or_default()))
+        Ok(Some(read_meta_blob(self.op.store_mut(), SESSION_TAG_KEY)?.unwrap_or_default()))
     }
 }
 
 fn decode_meta(bytes: &[u8]) -> Result<SessionMeta> {
-    let meta: SessionMeta = postcard::from_bytes(bytes)
-        .map_err(|e| Error::Checkpoint(format!("cannot decode session metadata: {e}")))?;
-    if meta.version != SESSION_META_VERSION {
-        return Err(Error::Checkpoint(format!(
-            "session metadata version {} is not supported (this build reads {SESSION_META_VERSION})",
-            meta.version
-        )));
+    let bad =
+        |e: postcard::Error| Error::Checkpoint(format!("cannot decode session metadata: {e}"));
+    let (version, _) = postcard::take_from_bytes::<u32>(bytes).map_err(bad)?;
+    match version {
+        1 => {
+            let m: SessionMetaV1 = postcard::from_bytes(bytes).map_err(bad)?;
+            Ok(SessionMeta {
+                version: m.version,
+                identity: m.identity,
+                schema: m.schema,
+                operator: OperatorSnapshot::Over { runtime: m.runtime, reservoir: m.reservoir },
+                next_seq: m.next_seq,
+            })
+        }
+        SESSION_META_VERSION => postcard::from_bytes(bytes).map_err(bad),
+        v => Err(Error::Checkpoint(format!(
+            "session metadata version {v} is not supported (this build reads 1 and \
+             {SESSION_META_VERSION})"
+        ))),
     }
-    Ok(meta)
 }
 
-/// The type of each output column: an input field's type, or the aggregate's result type.
+/// Writes `schema` to `dir/SCHEMA.json` unless it is there (see the module docs).
+fn write_schema(dir: &Path, schema: &Schema) -> Result<()> {
+    let path = dir.join(SCHEMA_FILE);
+    if path.exists() {
+        return Ok(());
+    }
+    let io = |what: &str, e: std::io::Error| {
+        Error::Checkpoint(format!("cannot {what} {}: {e}", path.display()))
+    };
+    let json = serde_json::to_vec_pretty(schema)
+        .map_err(|e| Error::Checkpoint(format!("cannot encode the schema: {e}")))?;
+    let tmp = dir.join(format!("{SCHEMA_FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
+    std::io::Write::write_all(&mut f, &json).map_err(|e| io("write", e))?;
+    f.sync_all().map_err(|e| io("fsync", e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| io("publish", e))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("fsync the directory of", e))
+}
+
+/// The input schema of the session checkpointed in `dir` (`None`: no checkpoint there),
+/// so a caller can reopen it before it has seen any data.
+pub fn checkpointed_schema(dir: &Path) -> Result<Option<Schema>> {
+    let path = dir.join(SCHEMA_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::Checkpoint(format!("cannot read {}: {e}", path.display()))),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Error::Checkpoint(format!("{} is not a schema: {e}", path.display())))
+}
+
+/// The type of each output column of an OVER plan (see [`QueryPlan::output_types`]).
 pub fn output_types(plan: &Plan, schema: &Schema) -> Result<Vec<(String, DataType)>> {
-    plan.outputs
-        .iter()
-        .map(|(name, src)| {
-            let ty = match *src {
-                OutputSource::Field(i) => schema.fields()[i].ty,
-                OutputSource::Metric { group, agg } => {
-                    let (kind, _, arg) = &plan.groups[group].aggs[agg];
-                    kind.result_type(*arg).map_err(|m| Error::Plan(crate::plan::PlanError(m)))?
-                }
-            };
-            Ok((name.clone(), ty))
-        })
-        .collect()
+    QueryPlan::Over(plan.clone()).output_types(schema)
 }
 
 #[cfg(test)]

@@ -17,14 +17,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyList, PyTuple};
 use spillway_engine::duration::parse_duration as engine_parse_duration;
-use spillway_engine::plan::Plan;
+use spillway_engine::operator::QueryPlan;
 use spillway_engine::reservoir::Compression;
 use spillway_engine::runtime::Outcome;
 use spillway_engine::session::{Session as EngineSession, SessionConfig};
 use spillway_engine::source::{self, parse_schema_overrides, RowProblem, SourceOptions};
-use spillway_engine::sql::{parse_query, SqlError};
+use spillway_engine::sql::SqlError;
 use spillway_engine::value::{DataType, Field, Row, Schema, TimeUnit, Value};
 use spillway_engine::Error;
 use spillway_store::StoreKind;
@@ -146,6 +146,13 @@ impl Session {
         self.inner.resumed()
     }
 
+    /// Whether the query is a windowed aggregation (its rows come as windows fire, not
+    /// one per input row).
+    #[getter]
+    fn windowed(&self) -> bool {
+        self.inner.is_windowed()
+    }
+
     /// Runtime counters.
     fn counters(&self) -> HashMap<&'static str, u64> {
         let c = self.inner.counters();
@@ -161,7 +168,8 @@ impl Session {
 
     /// Processes `n` rows given as one `(type, payload, nulls)` tuple per schema field.
     /// Returns `(output columns, emitted row positions, too-late row positions)`, the
-    /// positions as little-endian int64 bytes.
+    /// positions as little-endian int64 bytes. A windowed aggregation's output rows are
+    /// the windows that fired, and its emitted positions are empty.
     fn push<'py>(
         &mut self,
         py: Python<'py>,
@@ -178,32 +186,62 @@ impl Session {
                 return Err(InputError::new_err(format!("DataFrame row {i}, {problem}")));
             }
         }
+        let windowed = self.inner.is_windowed();
         let mut out_cols = builders(self.inner.columns().iter().map(|c| c.1), n);
-        let mut emitted = Vec::with_capacity(n);
+        let mut emitted = Vec::with_capacity(if windowed { 0 } else { n });
         let mut late = Vec::new();
-        let mut out = Vec::new();
+        let mut rows = Vec::new();
         for i in 0..n {
             let row: Row = cols.iter_mut().map(|c| c.take(i)).collect();
             let Value::Int(t) = row[ti] else { unreachable!("time column is int and not null") };
-            match self.inner.process(t, row, &mut out).map_err(to_py)? {
-                Outcome::Emitted => {
-                    for (b, v) in out_cols.iter_mut().zip(out.drain(..)) {
-                        b.push(v);
-                    }
-                    emitted.push(i as i64);
-                }
-                Outcome::Filtered => {}
+            match self.inner.push(t, row, &mut rows).map_err(to_py)? {
+                Outcome::Emitted if !windowed => emitted.push(i as i64),
+                Outcome::Emitted | Outcome::Filtered => {}
                 Outcome::TooLate(_) => late.push(i as i64),
+            }
+            for r in rows.drain(..) {
+                for (b, v) in out_cols.iter_mut().zip(r) {
+                    b.push(v);
+                }
             }
         }
         let cols = to_py_list(py, out_cols)?;
         PyTuple::new(py, [cols.into_any(), positions(py, &emitted)?, positions(py, &late)?])
     }
 
+    /// End of input: the rows of the windows still open (a windowed aggregation; none
+    /// for per-event metrics), as output columns.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut rows = Vec::new();
+        self.inner.finish(&mut rows).map_err(to_py)?;
+        let mut out_cols = builders(self.inner.columns().iter().map(|c| c.1), rows.len());
+        for r in rows {
+            for (b, v) in out_cols.iter_mut().zip(r) {
+                b.push(v);
+            }
+        }
+        to_py_list(py, out_cols)
+    }
+
     /// Makes an atomic checkpoint in the session's directory.
     fn checkpoint(&mut self) -> PyResult<()> {
         self.inner.checkpoint().map_err(to_py)
     }
+}
+
+/// A schema as Python sees it: `(name, type)` pairs and the time column's name.
+type Fields = (Vec<(String, String)>, String);
+
+/// The input schema and time column of the session checkpointed in `dir`, or `None` when
+/// `dir` holds no checkpoint: a `Stream` without `schema=` reopens the directory with it
+/// before any batch arrives.
+#[pyfunction]
+fn checkpointed_schema(dir: PathBuf) -> PyResult<Option<Fields>> {
+    Ok(spillway_engine::session::checkpointed_schema(&dir).map_err(to_py)?.map(|schema| {
+        let fields = type_pairs(schema.fields().iter().map(|f| (f.name.as_str(), f.ty)));
+        let time = schema.fields()[schema.time_index()].name.clone();
+        (fields, time)
+    }))
 }
 
 /// Runs `sql` over a CSV / JSON Lines file read by the engine's own source (inference,
@@ -239,20 +277,26 @@ fn run_file<'py>(
     let mut session = EngineSession::open(&cfg, src.schema().clone()).map_err(to_py)?;
     let mut out_cols = builders(session.columns().iter().map(|c| c.1), 0);
     let mut late_cols = builders(src.schema().fields().iter().map(|f| f.ty), 0);
-    let mut out = Vec::new();
+    let mut rows = Vec::new();
     while let Some(e) = src.next_event().map_err(|e| to_py(e.into()))? {
-        match session.process(e.time, e.row, &mut out).map_err(to_py)? {
-            Outcome::Emitted => {
-                for (b, v) in out_cols.iter_mut().zip(out.drain(..)) {
-                    b.push(v);
-                }
-            }
-            Outcome::Filtered => {}
+        match session.push(e.time, e.row, &mut rows).map_err(to_py)? {
+            Outcome::Emitted | Outcome::Filtered => {}
             Outcome::TooLate(e) => {
                 for (b, v) in late_cols.iter_mut().zip(e.row) {
                     b.push(v);
                 }
             }
+        }
+        for r in rows.drain(..) {
+            for (b, v) in out_cols.iter_mut().zip(r) {
+                b.push(v);
+            }
+        }
+    }
+    session.finish(&mut rows).map_err(to_py)?;
+    for r in rows.drain(..) {
+        for (b, v) in out_cols.iter_mut().zip(r) {
+            b.push(v);
         }
     }
     let columns = type_pairs(session.columns().iter().map(|(n, t)| (n.as_str(), *t)));
@@ -292,15 +336,14 @@ fn explain(
     let mut fields = fields.unwrap_or_else(|| vec![(time_column.to_string(), "int".to_string())]);
     loop {
         let schema = schema_of(&fields, time_column, time_unit)?;
-        match parse_query(sql, &schema) {
-            Ok(q) => {
-                let plan = Plan::build(&q, &schema).map_err(|e| to_py(e.into()))?;
-                return Ok(plan.explain(&schema));
-            }
-            Err(SqlError::UnknownColumn { name, .. }) if guess && fields.len() < 1024 => {
+        match QueryPlan::build(sql, &schema, None) {
+            Ok(plan) => return Ok(plan.explain(&schema)),
+            Err(Error::Sql(SqlError::UnknownColumn { name, .. }))
+                if guess && fields.len() < 1024 =>
+            {
                 fields.push((name, "float".to_string()));
             }
-            Err(e) => return Err(to_py(Error::Sql(e))),
+            Err(e) => return Err(to_py(e)),
         }
     }
 }
@@ -325,6 +368,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_function(wrap_pyfunction!(run_file, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpointed_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add("__doc__", "Compiled core of the spillway package (use the `spillway` module).")?;

@@ -81,7 +81,7 @@ def test_batch_missing_a_schema_column():
         s.push(transactions(10).drop(columns=["amount"]))
 
 
-def test_reopen_without_schema_infers_the_same_one(tmp_path):
+def test_reopen_without_schema_takes_the_checkpoints_schema(tmp_path):
     df = transactions(3000, seed=4, customers=20)
     whole = spillway.run(Q, df)
     s = spillway.Stream(Q, checkpoint_dir=tmp_path)
@@ -89,7 +89,10 @@ def test_reopen_without_schema_infers_the_same_one(tmp_path):
     s.checkpoint()
     s.close()
     s = spillway.Stream(Q, checkpoint_dir=tmp_path)
-    assert s.events == 0  # opened at the first push, when the batch gives the schema
-    rest = s.push(df.iloc[1000:])
+    # The checkpoint recorded the schema inferred from the first batch: the stream is
+    # reopened at once, and knows what it resumed before any push.
+    assert s.resumed and s.events == 1000
+    assert s.schema == [("tx_id", "int"), ("ts", "int"), ("customer", "int"), ("amount", "float")]
+    rest = s.push(df.iloc[s.events :])
     assert s.resumed and s.events == 3000
     pd.testing.assert_frame_equal(pd.concat([first, rest]), whole)

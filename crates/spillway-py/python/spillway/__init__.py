@@ -413,14 +413,39 @@ def _frame(
     return pd.DataFrame(cols, index=index, columns=list(names), copy=False)
 
 
-def _push(session: Any, layout: _Layout, df: pd.DataFrame, time_unit: str) -> Tuple[pd.DataFrame, pd.DataFrame]:
+# The window-bound columns a windowed aggregation outputs: event times, given back as
+# datetime64 when the time column was one.
+_WINDOW_TIMES = ("window_start", "window_end", "window_time")
+
+
+def _out_datetimes(session: Any, layout: _Layout, time_column: str) -> Mapping[str, Any]:
+    if not session.windowed or time_column not in layout.datetimes:
+        return layout.datetimes
+    tz = layout.datetimes[time_column]
+    return {**layout.datetimes, **{n: tz for n in _WINDOW_TIMES}}
+
+
+def _push(
+    session: Any, layout: _Layout, df: pd.DataFrame, time_unit: str, time_column: str
+) -> Tuple[pd.DataFrame, pd.DataFrame]:
     cols = layout.encode(df, time_unit)
     data, emitted, late = session.push(cols, len(df))
     emitted = np.frombuffer(emitted, dtype="<i8")
     late = np.frombuffer(late, dtype="<i8")
-    index = df.index if len(emitted) == len(df) else df.index[emitted]
-    out = _frame([n for n, _ in session.columns], data, index, layout.datetimes, time_unit)
+    if session.windowed:
+        # The rows of the windows that fired: not the input's rows, so a fresh index.
+        index = None
+    else:
+        index = df.index if len(emitted) == len(df) else df.index[emitted]
+    names = [n for n, _ in session.columns]
+    out = _frame(names, data, index, _out_datetimes(session, layout, time_column), time_unit)
     return out, df.iloc[late]
+
+
+def _finish(session: Any, layout: _Layout, time_unit: str, time_column: str) -> pd.DataFrame:
+    names = [n for n, _ in session.columns]
+    data = session.finish()
+    return _frame(names, data, None, _out_datetimes(session, layout, time_column), time_unit)
 
 
 def _late(out: pd.DataFrame, late: pd.DataFrame, return_late: bool) -> Any:
@@ -463,6 +488,11 @@ def run(
             ``OPEN(INTERVAL '7' DAY) PRECEDING AND CURRENT ROW`` is ``(t-7d, t]``
             (pandas' ``rolling("7D")``); ``... AND OPEN(0) PRECEDING`` excludes the
             current row; ``INTERVAL 'D+W' ... AND OPEN(INTERVAL 'D') PRECEDING`` delays.
+            ``ROWS BETWEEN n PRECEDING AND CURRENT ROW`` and ``UNBOUNDED PRECEDING``
+            frames work too. A windowed aggregation (Flink's window table functions):
+            ``SELECT key, window_start, window_end, COUNT(*) AS n FROM
+            TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' MINUTE)) GROUP BY key,
+            window_start, window_end``, with ``HOP``, ``CUMULATE`` or ``SESSION`` too.
         data: a DataFrame, or a path to a CSV (with header) or JSON Lines file, read by
             the engine exactly as ``spillway run --input`` reads it.
         time_column: the event-time column: integers in ``time_unit``, or datetime64.
@@ -486,8 +516,11 @@ def run(
 
     Returns:
         One row per input row (minus rows removed by ``WHERE`` and too-late rows), in
-        input order, with the input's index labels and the SELECT list's columns;
-        ``(result, late_rows)`` with ``return_late=True``.
+        input order, with the input's index labels and the SELECT list's columns; for a
+        windowed aggregation, one row per window and key in the order the windows fire
+        (as ``spillway run`` writes them), with a fresh index, ``window_start`` and
+        ``window_end`` as datetime64 when the time column is one. ``(result,
+        late_rows)`` with ``return_late=True``.
 
     Raises:
         QueryError: bad SQL (the message gives line and column), unknown column.
@@ -514,7 +547,10 @@ def run(
         sql, layout.fields, time_column, time_unit, store, budget, expected_keys, lateness,
         compression, None,
     )
-    out, late = _push(session, layout, data, time_unit)
+    out, late = _push(session, layout, data, time_unit, time_column)
+    if session.windowed:
+        rest = _finish(session, layout, time_unit, time_column)
+        out = pd.concat([out, rest], ignore_index=True) if len(out) else rest
     return _late(out, late, return_late)
 
 
@@ -527,7 +563,13 @@ class Stream:
     over the same directory (same query, schema, lateness and store) continues from it,
     and pushing the rows after the checkpoint gives exactly the uninterrupted results.
     Rows pushed after the last checkpoint are not kept by a reopened stream: push them
-    again.
+    again. A reopened stream knows, before any push, whether it ``resumed`` and how many
+    rows its checkpoint covers (``events``), even without ``schema=`` (the checkpoint
+    records its schema), so the rows to push again are ``df.iloc[stream.events:]``.
+
+    For a windowed aggregation, ``push`` returns the rows of the windows that fired
+    while the batch was processed, and ``finish()`` those still open at the end of
+    input.
 
     Args:
         sql: the query (see ``run``).
@@ -572,6 +614,18 @@ class Stream:
         if pairs:
             fields = [(n, _type_name(n, t)) for n, t in pairs]
             self._open(_Layout(fields, [n for n, _ in fields], {}))
+        elif checkpoint_dir is not None:
+            # A checkpoint records its schema: reopen it now, so that ``resumed`` and
+            # ``events`` are right (and a changed query is refused) before any push.
+            found = _native.checkpointed_schema(os.fspath(checkpoint_dir))
+            if found is not None:
+                fields, time = found
+                if time != time_column:
+                    raise ConfigError(
+                        f"{os.fspath(checkpoint_dir)} was checkpointed with time column "
+                        f'"{time}", not "{time_column}"'
+                    )
+                self._open(_Layout(fields, [n for n, _ in fields], {}))
 
     def _open(self, layout: _Layout) -> None:
         self._session = _native.Session(
@@ -596,8 +650,17 @@ class Stream:
             }
             if dts:
                 layout.datetimes = dts
-        out, late = _push(self._session, layout, df, self._time_unit)
+        out, late = _push(self._session, layout, df, self._time_unit, self._time_column)
         return _late(out, late, return_late)
+
+    def finish(self) -> pd.DataFrame:
+        """End of input: a windowed aggregation's rows of the windows still open (they
+        would otherwise fire only when later rows move the watermark past them); an
+        empty frame for per-event metrics. Rows pushed afterwards open new windows."""
+        session = self._require()
+        layout = self._layout
+        assert layout is not None
+        return _finish(session, layout, self._time_unit, self._time_column)
 
     def checkpoint(self) -> None:
         """Makes an atomic checkpoint in ``checkpoint_dir``."""

@@ -90,6 +90,8 @@ class Stream:
     @overload
     def push(self, df: pd.DataFrame, return_late: Literal[True]) -> Tuple[pd.DataFrame, pd.DataFrame]:
         """As above, plus the batch's rows later than the allowed lateness."""
+    def finish(self) -> pd.DataFrame:
+        """End of input: a windowed aggregation's rows of the windows still open."""
     def checkpoint(self) -> None:
         """Makes an atomic checkpoint in ``checkpoint_dir``."""
     def close(self) -> None:

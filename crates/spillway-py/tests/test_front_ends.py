@@ -1,0 +1,135 @@
+"""Every query kind in Python gives what `spillway run` gives on the same input: window
+table functions (TUMBLE, HOP, CUMULATE, SESSION), ROWS frames, UNBOUNDED and OVER RANGE,
+through `run` on a DataFrame, `Stream` in batches, and `Stream` resumed from a checkpoint
+by the documented recipe (a reopened stream knows `resumed` and `events` before any push,
+with or without `schema=`). The command-line binary is `$SPILLWAY_BIN`
+(scripts/test-python.sh builds it)."""
+
+import os
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import spillway
+
+from conftest import transactions
+
+QUERIES = {
+    "tumble": """SELECT customer, window_start, window_end, COUNT(*) AS n, SUM(amount) AS s
+        FROM TABLE(TUMBLE(TABLE tx, DESCRIPTOR(ts), INTERVAL '10' MINUTE))
+        GROUP BY customer, window_start, window_end""",
+    "hop": """SELECT customer, window_start, window_end, MAX(amount) AS hi, AVG(amount) AS a
+        FROM TABLE(HOP(TABLE tx, DESCRIPTOR(ts), INTERVAL '5' MINUTE, INTERVAL '15' MINUTE))
+        GROUP BY customer, window_start, window_end""",
+    "cumulate": """SELECT customer, window_start, window_end, COUNT(*) AS n
+        FROM TABLE(CUMULATE(TABLE tx, DESCRIPTOR(ts), INTERVAL '5' MINUTE, INTERVAL '20' MINUTE))
+        GROUP BY customer, window_start, window_end""",
+    "session": """SELECT customer, window_start, window_end, COUNT(*) AS n, SUM(amount) AS s
+        FROM TABLE(SESSION(TABLE tx PARTITION BY customer, DESCRIPTOR(ts), INTERVAL '2' MINUTE))
+        GROUP BY customer, window_start, window_end""",
+    "rows": """SELECT tx_id, SUM(amount) OVER (PARTITION BY customer ORDER BY ts
+        ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS s4 FROM tx""",
+    "unbounded": """SELECT tx_id, COUNT(*) OVER (PARTITION BY customer ORDER BY ts
+        RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n FROM tx""",
+    "range": """SELECT tx_id, COUNT(*) OVER w AS n, SUM(amount) OVER w AS s FROM tx
+        WINDOW w AS (PARTITION BY customer ORDER BY ts RANGE BETWEEN INTERVAL '1' HOUR
+        PRECEDING AND CURRENT ROW)""",
+}
+
+
+def spillway_bin():
+    path = os.environ.get("SPILLWAY_BIN")
+    assert path and os.access(path, os.X_OK), (
+        "set SPILLWAY_BIN to the spillway binary (scripts/test-python.sh builds it)"
+    )
+    return path
+
+
+def cli_run(sql, df, tmp_path):
+    """`spillway run` over `df` written as CSV, read back as a DataFrame."""
+    src = tmp_path / "tx.csv"
+    out = tmp_path / "out.csv"
+    df.to_csv(src, index=False)
+    subprocess.run(
+        [spillway_bin(), "run", "--query", sql, "--input", str(src), "--output", str(out),
+         "--time-unit", "s", "-q"],
+        check=True,
+        capture_output=True,
+    )
+    return pd.read_csv(out)
+
+
+def same(got, want):
+    """Equal values, columns and order; the index and the int/nullable dtypes aside."""
+    got = got.reset_index(drop=True)
+    assert list(got.columns) == list(want.columns)
+    assert len(got) == len(want)
+    for c in want.columns:
+        g = got[c].astype("float64").to_numpy()
+        w = want[c].astype("float64").to_numpy()
+        np.testing.assert_array_equal(g, w, err_msg=c)
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_run_and_stream_equal_the_command_line(name, tmp_path):
+    sql = QUERIES[name]
+    df = transactions(3000, seed=11, customers=30)
+    want = cli_run(sql, df, tmp_path)
+    assert len(want) > 20
+    same(spillway.run(sql, df, time_unit="s"), want)
+    # In batches; a windowed query's open windows come with finish().
+    s = spillway.Stream(sql, time_unit="s")
+    parts = [s.push(df.iloc[i : i + 250]) for i in range(0, len(df), 250)]
+    parts.append(s.finish())
+    same(pd.concat(parts), want)
+
+
+@pytest.mark.parametrize("name", ["tumble", "session", "range"])
+@pytest.mark.parametrize("with_schema", [True, False])
+def test_the_documented_resume_recipe(name, with_schema, tmp_path):
+    sql = QUERIES[name]
+    df = transactions(3000, seed=12, customers=30)
+    want = cli_run(sql, df, tmp_path)
+    schema = {"tx_id": "int", "ts": "int", "customer": "int", "amount": "float"}
+    d = tmp_path / "ckpt"
+    s = spillway.Stream(sql, schema=schema, time_unit="s", checkpoint_dir=d)
+    assert not s.resumed and s.events == 0
+    got = [s.push(df.iloc[:1700])]
+    s.checkpoint()
+    s.push(df.iloc[1700:2000])  # after the checkpoint: lost with the stream
+    s.close()
+    s = spillway.Stream(
+        sql, schema=schema if with_schema else None, time_unit="s", checkpoint_dir=d
+    )
+    # Known at construction, before any push.
+    assert s.resumed and s.events == 1700
+    got.append(s.push(df.iloc[s.events :]))
+    got.append(s.finish())
+    same(pd.concat(got), want)
+
+
+def test_a_changed_query_is_refused_when_the_stream_is_made(tmp_path):
+    df = transactions(200, seed=13, customers=5)
+    d = tmp_path / "ckpt"
+    s = spillway.Stream(QUERIES["tumble"], time_unit="s", checkpoint_dir=d)
+    s.push(df)
+    s.checkpoint()
+    s.close()
+    with pytest.raises(spillway.SpillwayError, match="another query"):
+        spillway.Stream(QUERIES["tumble"].replace("10", "20"), time_unit="s", checkpoint_dir=d)
+
+
+def test_window_bounds_are_datetimes_when_the_time_column_is_one():
+    df = transactions(500, seed=14, customers=5)
+    df["ts"] = pd.to_datetime(df["ts"], unit="s")
+    out = spillway.run(QUERIES["tumble"], df)
+    assert str(out["window_start"].dtype).startswith("datetime64")
+    assert (out["window_end"] - out["window_start"] == pd.Timedelta(minutes=10)).all()
+
+
+@pytest.mark.parametrize("name", ["tumble", "session"])
+def test_explain_plans_a_windowed_query(name):
+    text = spillway.explain(QUERIES[name])
+    assert "Source" in text and name.upper() in text.upper()
