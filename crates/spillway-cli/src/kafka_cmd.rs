@@ -301,13 +301,6 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
             ),
         ),
         (
-            a.watermark_delay.is_some(),
-            "--watermark-delay is for windowed aggregations (TUMBLE, HOP, CUMULATE, SESSION), \
-             which run as file jobs (--input FILE); a Kafka worker computes per-event OVER \
-             metrics"
-                .to_string(),
-        ),
-        (
             a.halt_after.is_some() || a.halt_marker.is_some(),
             "--halt-after and --halt-marker are test hooks of file jobs; stop a Kafka worker \
              with SIGTERM, or kill it"
@@ -369,6 +362,7 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
         session,
         idle_exit,
         allowed_lateness: a.allowed_lateness.clone(),
+        watermark_delay: a.watermark_delay.clone().unwrap_or_else(|| "0".into()),
         time_column: a.input_args.time_column.clone(),
         time_unit: a.input_args.time_unit,
     })

@@ -7,9 +7,12 @@
 //! - [`exactly_once`]: exactly-once results under seeded kill schedules and fault seams.
 //! - [`flags`]: every `spillway run` flag given to a worker is honoured or refused.
 //! - [`produce`]: `kafka produce` is safe to retry; an unreachable broker fails fast.
+//! - [`windows`]: window table functions on workers equal `spillway run`, also after a
+//!   kill.
 #![cfg(feature = "kafka")]
 
 mod common;
 mod exactly_once;
 mod flags;
 mod produce;
+mod windows;

@@ -218,6 +218,46 @@ impl Routing {
         Ok(Routing { stages, on_input: false, columns })
     }
 
+    /// The routing of a windowed aggregation (a window table function in `FROM`) with
+    /// `items` output columns grouped by the fields `group_by`: always in place, in the
+    /// input's tasks. With several partitions each group must live in one (the subset
+    /// rule: the input's key is one of the group-by columns), else it is refused as an
+    /// OVER metric is; a window's rows are exact per partition, and a partition's event
+    /// time (its watermark) is its own.
+    pub fn windowed(
+        group_by: &[usize],
+        schema: &Schema,
+        input: &str,
+        key: Option<usize>,
+        parts: i32,
+        items: usize,
+    ) -> Result<Routing> {
+        if parts > 1 && !key.is_some_and(|k| group_by.contains(&k)) {
+            let field = |i: usize| schema.fields()[i].name.as_str();
+            let cols: Vec<&str> = group_by.iter().map(|&c| field(c)).collect();
+            let keyed = key
+                .map_or("not keyed by a column".to_string(), |k| format!("keyed by {}", field(k)));
+            return Err(Error::Config(format!(
+                "a windowed aggregation grouped by ({}) needs each group's events in one \
+                 partition, in time order, but {input} has {parts} partitions and is {keyed}. \
+                 Produce the topic with --key {} (one of the GROUP BY columns), or with \
+                 --partitions 1",
+                cols.join(", "),
+                cols.first().copied().unwrap_or("COL")
+            )));
+        }
+        Ok(Routing {
+            stages: vec![Stage {
+                topic: input.to_string(),
+                key,
+                partitions: parts,
+                items: (0..items).collect(),
+            }],
+            on_input: true,
+            columns: (0..items).map(|i| (0, i)).collect(),
+        })
+    }
+
     /// The stages the input's tasks forward events to.
     pub fn forwarded(&self) -> &[Stage] {
         &self.stages[usize::from(self.on_input)..]

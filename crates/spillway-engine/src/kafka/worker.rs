@@ -100,8 +100,9 @@ use super::{
     ID_HEADER,
 };
 use crate::error::{Error, Result};
+use crate::operator::QueryPlan;
 use crate::runtime::Outcome;
-use crate::session::{output_types, Session, SessionConfig};
+use crate::session::{Session, SessionConfig};
 use crate::source::{json_prefixes, json_row, schema_columns};
 use crate::sql::Expr;
 use crate::value::{Schema, Value};
@@ -140,6 +141,10 @@ pub struct WorkerConfig {
     /// Allowed lateness as `spillway run` takes it (`5s`, or a number in the topic's time
     /// unit); replaces `session.allowed_lateness` once the topic's schema is known.
     pub allowed_lateness: String,
+    /// How far a windowed aggregation's watermark trails the newest event time of a
+    /// task's partition, a duration in the topic's time unit (a bare number is in that
+    /// unit); "0" for none. Per-event metrics refuse another value.
+    pub watermark_delay: String,
     /// The event-time column the caller asked for (`--time-column`; `None`: not given).
     /// The topic's schema fixes it, so a given one must be the schema's
     /// ([`check_time_flags`]).
@@ -376,7 +381,8 @@ struct Tasks<'a> {
     id: String,
     key: String,
     buf: Vec<u8>,
-    out: Vec<Value>,
+    /// The rows of the event being computed (`compute`).
+    rows: Vec<Vec<Value>>,
 }
 
 /// Runs a worker until `stop` is set or, with `idle_exit`, the input stays idle; makes a
@@ -422,9 +428,20 @@ pub fn run_worker(
     session_cfg.allowed_lateness =
         crate::duration::parse_duration(&cfg.allowed_lateness, schema.time_unit())
             .map_err(|e| Error::Config(format!("--allowed-lateness: {e}")))?;
+    session_cfg.watermark_delay =
+        crate::duration::parse_duration(&cfg.watermark_delay, schema.time_unit())
+            .map_err(|e| Error::Config(format!("--watermark-delay: {e}")))?;
     // The query must plan against the schema before anything is created.
-    let q = crate::sql::parse_query(&cfg.session.query, &schema)?;
-    let columns = output_types(&crate::plan::Plan::build(&q, &schema)?, &schema)?;
+    let plan = QueryPlan::build(&cfg.session.query, &schema, None)?;
+    if !plan.is_windowed() && session_cfg.watermark_delay != 0 {
+        return Err(Error::Config(
+            "--watermark-delay is for windowed aggregations (TUMBLE, HOP, CUMULATE, SESSION in \
+             FROM); this query computes per-event OVER metrics, each emitted as its event \
+             arrives"
+                .into(),
+        ));
+    }
+    let columns = plan.output_types(&schema)?;
     let key_idx = match key.as_deref() {
         Some(k) => Some(schema.index_of(k).ok_or_else(|| {
             Error::Config(format!(
@@ -434,8 +451,29 @@ pub fn run_worker(
         })?),
         None => None,
     };
-    let routing =
-        Routing::plan(&q, &schema, &cfg.input, &cfg.output, key_idx, parts, cfg.route_partitions)?;
+    // The routing, and the WHERE that decides which events the input's tasks forward
+    // (a windowed aggregation runs in place and applies its WHERE in its operator).
+    let (routing, filter) = match &plan {
+        QueryPlan::Windowed(w) => (
+            Routing::windowed(&w.group_by, &schema, &cfg.input, key_idx, parts, columns.len())?,
+            None,
+        ),
+        QueryPlan::Over(_) => {
+            let crate::sql::Query::Over(q) = crate::sql::parse(&cfg.session.query, &schema)? else {
+                unreachable!("planned as per-event metrics above")
+            };
+            let r = Routing::plan(
+                &q,
+                &schema,
+                &cfg.input,
+                &cfg.output,
+                key_idx,
+                parts,
+                cfg.route_partitions,
+            )?;
+            (r, q.filter.clone())
+        }
+    };
     if cfg.commit_every.is_zero() || cfg.checkpoint_every < cfg.commit_every {
         return Err(Error::Config(format!(
             "the commit interval ({:?}) must be positive and at most the checkpoint interval ({:?})",
@@ -516,10 +554,10 @@ pub fn run_worker(
             id: String::new(),
             key: String::new(),
             buf: Vec::new(),
-            out: Vec::new(),
+            rows: Vec::new(),
             cfg,
             session: session_cfg,
-            filter: q.filter.clone(),
+            filter,
             schema,
             routing,
             topics,
@@ -839,20 +877,21 @@ impl Tasks<'_> {
         let t = self.tasks.get_mut(&task).expect("task present");
         let (stage, session) = t.session.as_mut().expect("a computing task has a session");
         let stage = *stage;
-        let outcome = session.process(time, row, &mut self.out)?;
+        // The event's row (per-event metrics), or the rows of the windows it closed (a
+        // windowed aggregation, which runs in place and never joins).
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.clear();
+        let outcome = session.push(time, row, &mut rows);
+        let sent = if produce { self.send_rows(stage, &rows, ts) } else { Ok(()) };
+        self.rows = rows;
+        let outcome = outcome?;
+        sent?;
         if !produce {
             return Ok(());
         }
         let joins = self.routing.joins();
         match outcome {
-            Outcome::Emitted if joins => {
-                encode_partial_result(stage, &self.out, &mut self.buf);
-                self.emit_partial(ts)?;
-            }
-            Outcome::Emitted => {
-                encode_result(&self.out, &mut self.buf);
-                self.emit_row(ts)?;
-            }
+            Outcome::Emitted => {}
             Outcome::TooLate(ev) => {
                 self.buf.clear();
                 json_row(&mut self.buf, &self.late_prefixes, &ev.row);
@@ -865,6 +904,21 @@ impl Tasks<'_> {
                 }
             }
             Outcome::Filtered => {}
+        }
+        Ok(())
+    }
+
+    /// Sends the result rows of one event: to the output topic, or as partials to the
+    /// reply topic when stages join.
+    fn send_rows(&mut self, stage: usize, rows: &[Vec<Value>], ts: Option<i64>) -> Result<()> {
+        for r in rows {
+            if self.routing.joins() {
+                encode_partial_result(stage, r, &mut self.buf);
+                self.emit_partial(ts)?;
+            } else {
+                encode_result(r, &mut self.buf);
+                self.emit_row(ts)?;
+            }
         }
         Ok(())
     }
