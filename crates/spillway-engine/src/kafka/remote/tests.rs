@@ -289,3 +289,44 @@ fn bad_urls_fail_at_open_naming_them() {
     assert!(e.contains("--checkpoint-store s3://bucket/p") && e.contains("probe"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
 }
+
+/// Restore time of a task with about 1 GiB of files from a `file://` store into an empty
+/// directory, and the bytes a checkpoint uploads after 1 MiB was appended to its log
+/// (`cargo test -p spillway-engine --features kafka --lib measure_ -- --ignored
+/// --nocapture`; the numbers go to docs/DESIGN.md).
+#[test]
+#[ignore = "a measurement: writes 3 GiB"]
+fn measure_restore_of_one_gib() {
+    let root = tempfile::tempdir().unwrap();
+    let cs = file_store(&root.path().join("store"));
+    let a = root.path().join("a");
+    // 16 log segments of 60 MiB and a reservoir of 64 MiB: 1024 MiB.
+    for s in 0..16 {
+        write(&a, &format!("state/log-{s}.seg"), &noise(60 << 20, s));
+    }
+    write(&a, "reservoir/segment-0.spr", &noise(64 << 20, 99));
+    let mut owner = cs.claim("big-0", &a).unwrap();
+    let first = done(owner.publish(&cs, &a).unwrap());
+    append(&a, "state/log-15.seg", &noise(1 << 20, 7));
+    let second = done(owner.publish(&cs, &a).unwrap());
+    let b = root.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    let t = Instant::now();
+    let next = cs.claim("big-0", &b).unwrap();
+    let claim_s = t.elapsed().as_secs_f64();
+    let r = next.restored.unwrap();
+    eprintln!(
+        "first upload: {} MiB of state, {} MiB sent in {:.2} s; after 1 MiB appended: {} MiB of \
+         state, {:.1} MiB sent in {:.2} s; restore into an empty directory: {} MiB in {:.2} s \
+         (claim total {claim_s:.2} s)",
+        first.state_bytes >> 20,
+        first.uploaded_bytes >> 20,
+        first.seconds,
+        second.state_bytes >> 20,
+        second.uploaded_bytes as f64 / f64::from(1 << 20),
+        second.seconds,
+        r.bytes >> 20,
+        r.seconds,
+    );
+    assert_eq!(r.bytes, second.state_bytes);
+}
