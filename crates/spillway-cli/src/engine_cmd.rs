@@ -158,6 +158,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub(crate) worker_id: Option<String>,
 
+    /// With a kafka:// input: upload every task's checkpoint to this object store
+    /// (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or file:///PATH;
+    /// credentials and endpoint from the environment, e.g. AWS_ENDPOINT), where a
+    /// partition's next owner on any machine restores it; --checkpoint-dir is then each
+    /// worker's private working directory
+    #[arg(long, value_name = "URL")]
+    pub(crate) checkpoint_store: Option<String>,
+
     /// With a one-partition kafka:// input: route each event to one topic per group-by
     /// key with this many partitions, computed in parallel and joined per event (1: run
     /// the whole query in the input's one task) [default: 4]
@@ -547,6 +555,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     for (flag, set) in [
         ("--group", a.group.is_some()),
         ("--worker-id", a.worker_id.is_some()),
+        ("--checkpoint-store", a.checkpoint_store.is_some()),
         ("--idle-exit", a.idle_exit.is_some()),
         ("--commit-every", a.commit_every.is_some()),
         ("--route-partitions", a.route_partitions.is_some()),

@@ -251,7 +251,7 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
         bail!("a Kafka worker needs --group G (every worker of the job uses the same group)");
     };
     let Some(dir) = a.checkpoint_dir.clone() else {
-        bail!("a Kafka worker needs --checkpoint-dir DIR (shared by the workers: a partition's new owner restores from it)");
+        bail!("a Kafka worker needs --checkpoint-dir DIR (shared by the workers: a partition's new owner restores from it; or each worker's own, with --checkpoint-store URL)");
     };
     let out_t = &output.topic;
     // File-job flags a worker has no use for: refused, saying what the worker does instead.
@@ -356,6 +356,7 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
         output: output.topic,
         group,
         dir,
+        checkpoint_store: a.checkpoint_store.clone(),
         commit_every,
         checkpoint_every,
         worker_id: a.worker_id.clone(),
@@ -383,6 +384,12 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
             "{} events in {:.2} s ({} messages, {} replayed after a restore), {} results, {} late, {} malformed; {} routed, {} partial results; {} transactions committed, {} checkpoints, {} rebalances (longest rebuild {:.0} ms), {} producer resets",
             s.events, s.seconds, s.messages, s.replayed, s.emitted, s.late, s.dead_letters, s.routed, s.partials, s.commits, s.checkpoints, s.rebalances, s.longest_rebuild_ms, s.producer_resets
         );
+        if cfg.checkpoint_store.is_some() {
+            eprintln!(
+                "checkpoint store: {} task checkpoints uploaded, {} bytes sent for {} bytes of state; {} restored ({} bytes)",
+                s.uploads, s.uploaded_bytes, s.uploaded_state_bytes, s.restores, s.restored_bytes
+            );
+        }
         if s.consumer_errors > 0 {
             eprintln!("{} transient consumer errors recovered from", s.consumer_errors);
         }

@@ -51,6 +51,9 @@ struct Job {
     checkpoint_every: &'static str,
     /// The single-process run's output.
     want: PathBuf,
+    /// A `--checkpoint-store` URL: each worker start then gets a private, empty
+    /// `--checkpoint-dir` under `dir` (a new machine), and restores from the store.
+    store: Option<String>,
 }
 
 /// The two jobs of a scenario named `tag`, in `dir`, over the events in `input` (a file
@@ -75,6 +78,7 @@ fn jobs(tag: &str, dir: &Path, input: &Path, checkpoint_every: [&'static str; 2]
             dir: dir.join(format!("ckpt-{out}")),
             checkpoint_every: checkpoint_every[i],
             want,
+            store: None,
         }
     };
     [mk(0, QUERY, "pay", "out"), mk(1, ROUTED, "pay1", "rout")]
@@ -176,6 +180,10 @@ impl<'a> Fleet<'a> {
         let job = &self.jobs[i / self.per_job];
         self.started += 1;
         let log = self.logs.join(format!("{}.{}.log", self.ids[i], self.started));
+        let dir = match &job.store {
+            Some(_) => job.dir.join(format!("{}.{}", self.ids[i], self.started)),
+            None => job.dir.clone(),
+        };
         let mut c = Command::new(BIN);
         c.args([
             "run",
@@ -188,7 +196,7 @@ impl<'a> Fleet<'a> {
             "--group",
             &format!("g-{}", job.output),
             "--checkpoint-dir",
-            job.dir.to_str().expect("utf-8"),
+            dir.to_str().expect("utf-8"),
             "--checkpoint-every",
             job.checkpoint_every,
             "--worker-id",
@@ -201,6 +209,9 @@ impl<'a> Fleet<'a> {
         .stderr(File::create(&log).expect("worker log"));
         if let Some(d) = self.idle_exit {
             c.args(["--idle-exit", d]);
+        }
+        if let Some(url) = &job.store {
+            c.args(["--checkpoint-store", url]);
         }
         match fault {
             Some(f) => c.env("SPILLWAY_KAFKA_FAULT", f),
@@ -402,6 +413,12 @@ enum Schedule {
     /// A worker of each job halted in the middle of a checkpoint and killed there, plus
     /// seeded kills.
     MidCheckpoint,
+    /// Once every job committed a quarter of its results and a checkpoint interval
+    /// passed, every worker SIGKILLed and restarted at once, then seeded kills.
+    AllKilled,
+    /// One worker paused (SIGSTOP) while others are killed, then killed without ever
+    /// running again (a machine that never returns); its replacement starts at the end.
+    Lost,
 }
 
 const SCHEDULES: [Schedule; 4] =
@@ -410,12 +427,25 @@ const SCHEDULES: [Schedule; 4] =
 /// Runs `schedule` with `seed` under the topic prefix `tag`; returns a one-line summary
 /// or what went wrong.
 fn run_schedule(schedule: Schedule, seed: u64, tag: &str) -> Result<String, String> {
+    run_schedule_with(schedule, seed, tag, None)
+}
+
+/// [`run_schedule`], with the workers' checkpoints in the store `store` when given.
+fn run_schedule_with(
+    schedule: Schedule,
+    seed: u64,
+    tag: &str,
+    store: Option<&str>,
+) -> Result<String, String> {
     let tmp = tempfile::tempdir().expect("tempdir");
     let t = tmp.path();
     let input = t.join("payments.csv");
     let n = 24_000;
     payments(&input, n, 400, seed);
-    let jobs = jobs(tag, t, &input, ["300ms", "1s"]);
+    let mut jobs = jobs(tag, t, &input, ["300ms", "1s"]);
+    for j in &mut jobs {
+        j.store = store.map(String::from);
+    }
     // Produced at 3,000 events/s: 8 s during which the schedule runs.
     let producers =
         [produce(&jobs[0], 0, &input, Some(3000)), produce(&jobs[1], 1, &input, Some(3000))];
@@ -453,7 +483,7 @@ fn run_schedule(schedule: Schedule, seed: u64, tag: &str) -> Result<String, Stri
                 fleet.start(i, None);
             }
         }
-        Schedule::Parked => {
+        Schedule::Parked | Schedule::Lost => {
             nap(&mut rng, 500..1500);
             let p = rng.random_range(0..workers);
             fleet.signal(p, "STOP");
@@ -467,7 +497,29 @@ fn run_schedule(schedule: Schedule, seed: u64, tag: &str) -> Result<String, Stri
                     fleet.start(i, None);
                 }
             }
-            fleet.signal(p, "CONT");
+            if schedule == Schedule::Lost {
+                fleet.kill(p);
+            } else {
+                fleet.signal(p, "CONT");
+            }
+        }
+        Schedule::AllKilled => {
+            for j in &jobs {
+                wait_rows(&j.output, n / 4)?;
+            }
+            std::thread::sleep(Duration::from_millis(1500));
+            for i in 0..workers {
+                fleet.kill(i);
+            }
+            for i in 0..workers {
+                fleet.start(i, None);
+            }
+            for _ in 0..3 {
+                nap(&mut rng, 300..900);
+                let i = rng.random_range(0..workers);
+                fleet.kill(i);
+                fleet.start(i, None);
+            }
         }
         Schedule::KillAfterRestart => {
             for _ in 0..4 {
@@ -504,7 +556,50 @@ fn run_schedule(schedule: Schedule, seed: u64, tag: &str) -> Result<String, Stri
     for j in &jobs {
         check(j, n, t).map_err(|e| format!("{e}\n{}", fleet.log_tails()))?;
     }
-    Ok(format!("{schedule:?} seed {seed}: {} kills, both jobs exactly once", fleet.kills))
+    let restores = restores_logged(t);
+    Ok(format!(
+        "{schedule:?} seed {seed}: {} kills, {restores} restores from a checkpoint store, both jobs exactly once",
+        fleet.kills
+    ))
+}
+
+/// How many task restores from a checkpoint store the workers' logs in `dir` report.
+fn restores_logged(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            text.lines().filter(|l| l.starts_with("restored partition ")).count()
+        })
+        .sum()
+}
+
+/// Workers on simulated machines: every start gets its own empty `--checkpoint-dir`
+/// (no directory is shared), so each partition's next owner restores from a `file://`
+/// checkpoint store; under SIGKILLs and a worker that never returns, both jobs' results
+/// equal the single-process run's, and restores from the store did happen.
+#[test]
+fn private_directories_with_a_checkpoint_store_give_every_result_once() {
+    let _g = heavy();
+    let store = tempfile::tempdir().expect("tempdir");
+    let url = format!("file://{}", store.path().display());
+    for (k, s) in [Schedule::AllKilled, Schedule::Lost].into_iter().enumerate() {
+        match run_schedule_with(s, 31 + k as u64, &format!("rs{k}"), Some(&url)) {
+            Ok(line) => {
+                eprintln!("{line}");
+                let restores: usize = line
+                    .split(", ")
+                    .nth(1)
+                    .and_then(|w| w.split(' ').next()?.parse().ok())
+                    .unwrap();
+                assert!(restores > 0, "no task was restored from the store: {line}");
+            }
+            Err(e) => panic!("{s:?}: {e}"),
+        }
+    }
 }
 
 #[test]

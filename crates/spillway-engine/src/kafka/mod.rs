@@ -37,6 +37,7 @@
 
 pub mod consume;
 pub mod produce;
+pub mod remote;
 pub mod route;
 pub mod worker;
 

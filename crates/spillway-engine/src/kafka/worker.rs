@@ -64,6 +64,17 @@
 //! offsets commit inside the producer's transaction; `commit.interval.ms`), with its
 //! changelog replay replaced by the replay from the checkpoint offset.
 //!
+//! # Several machines
+//! With `--checkpoint-store URL` ([`WorkerConfig::checkpoint_store`], [`super::remote`])
+//! each worker's `--checkpoint-dir` is private: after each task checkpoint the worker
+//! uploads what changed, and a rebuild claims each stateful task in the store before
+//! opening it, which fences the previous owner's uploads and restores the task's current
+//! checkpoint into the local directory unless it already holds it. An upload that a newer
+//! owner fenced makes the worker rebuild as after a rebalance; one that fails after its
+//! retries stops the worker, its last uploaded checkpoint still current. The store's
+//! checkpoints carry the reservoir's segments with the state (the events the windows
+//! still need), so a restore never re-reads the input before the checkpoint offset.
+//!
 //! # Rebalances
 //! On any rebalance (a member joins, leaves or is killed and times out) the worker aborts
 //! its open transaction, closes every task and reopens the tasks of its new assignment
@@ -91,6 +102,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
+use super::remote::{CheckpointStore, Published, RemoteTask};
 use super::route::{
     decode_partial, encode_partial_late, encode_partial_result, reply_topic, Join, Joined, Routing,
 };
@@ -119,8 +131,12 @@ pub struct WorkerConfig {
     pub output: String,
     /// Consumer group: every worker of a job uses the same one.
     pub group: String,
-    /// Directory of the task processors' state and checkpoints (shared by the workers).
+    /// Directory of the task processors' state and checkpoints: shared by the workers,
+    /// or, with `checkpoint_store`, this worker's private working directory.
     pub dir: PathBuf,
+    /// URL of the store the tasks' checkpoints are uploaded to and restored from
+    /// (`--checkpoint-store`; see [`super::remote`]); `None`: `dir` is shared.
+    pub checkpoint_store: Option<String>,
     /// Partitions of the stage topics a one-partition input is routed to (1: no routing,
     /// the query runs in the input's one task); see [`super::route`].
     pub route_partitions: i32,
@@ -213,6 +229,17 @@ pub struct WorkerSummary {
     pub pending_joins: u64,
     /// The longest rebuild of the tasks after a rebalance (restores, rewinds), in ms.
     pub longest_rebuild_ms: f64,
+    /// With a checkpoint store: task checkpoints uploaded, the bytes they held and the
+    /// bytes actually uploaded (what changed since each task's previous upload).
+    pub uploads: u64,
+    /// See `uploads`.
+    pub uploaded_state_bytes: u64,
+    /// See `uploads`.
+    pub uploaded_bytes: u64,
+    /// Task checkpoints downloaded from the checkpoint store, and their bytes.
+    pub restores: u64,
+    /// See `restores`.
+    pub restored_bytes: u64,
     /// Wall seconds.
     pub seconds: f64,
     /// Unix time in milliseconds of the first and the last message processed (0 without
@@ -272,6 +299,8 @@ struct Task {
     pos: Progress,
     /// Moved since the last checkpoint.
     unsaved: bool,
+    /// This worker's claim of the task in the checkpoint store.
+    remote: Option<RemoteTask>,
     _lock: File,
 }
 
@@ -371,6 +400,8 @@ struct Tasks<'a> {
     /// commit ([`send`]); the worker then rebuilds.
     doomed: std::cell::RefCell<Option<KafkaError>>,
     tasks: BTreeMap<(usize, i32), Task>,
+    /// The checkpoint store (`--checkpoint-store`).
+    remote: Option<CheckpointStore>,
     summary: WorkerSummary,
     late_prefixes: Vec<Vec<u8>>,
     index: std::collections::HashMap<String, usize>,
@@ -392,6 +423,7 @@ pub fn run_worker(
     stop: &AtomicBool,
     mut progress: impl FnMut(u64),
 ) -> Result<WorkerSummary> {
+    let remote = cfg.checkpoint_store.as_deref().map(CheckpointStore::open).transpose()?;
     super::check_reachable(&cfg.brokers)?;
     let b = &cfg.brokers;
     if cfg.session.store == spillway_store::StoreKind::Tiered
@@ -566,6 +598,7 @@ pub fn run_worker(
             txn_id,
             doomed: std::cell::RefCell::new(None),
             tasks: BTreeMap::new(),
+            remote,
             summary: WorkerSummary::default(),
         },
     };
@@ -1014,8 +1047,28 @@ impl Worker<'_> {
                 join: None,
                 pos: Progress::restored(0, 0),
                 unsaved: false,
+                remote: None,
                 _lock: lock,
             };
+            if let Some(store) =
+                self.st.remote.as_ref().filter(|_| stage.is_some() || role == Role::Reply)
+            {
+                // Fences the previous owner and brings the directory to the task's
+                // current checkpoint (super::remote, "The local directory").
+                let claim = store.claim(&format!("{topic}-{p}"), &dir)?;
+                if let Some(r) = &claim.restored {
+                    self.st.summary.restores += 1;
+                    self.st.summary.restored_bytes += r.bytes;
+                    eprintln!(
+                        "restored partition {p} of {topic} from {}: {} files, {} bytes in {:.2} s",
+                        store.url(),
+                        r.files,
+                        r.bytes,
+                        r.seconds
+                    );
+                }
+                task.remote = Some(claim);
+            }
             // The offset the task's state covers: `None` without a checkpoint,
             // `Some(None)` for a task without state (it starts at the committed offset).
             let k: Option<Option<i64>> = if let Some(s) = stage {
@@ -1086,11 +1139,15 @@ impl Worker<'_> {
                     let lo = self.low_watermark(&topic, p)?;
                     if lo > 0 && c.is_some_and(|c| c > 0) {
                         return Err(Error::Checkpoint(format!(
-                            "partition {p} of {topic}: group {} committed offset {} but {} has no checkpoint, \
+                            "partition {p} of {topic}: group {} committed offset {} but {} has no checkpoint{}, \
                              and the messages before offset {lo} are gone: the state cannot be rebuilt",
                             self.st.cfg.group,
                             c.unwrap_or_default(),
-                            dir.display()
+                            dir.display(),
+                            match &self.st.remote {
+                                Some(r) => format!(" (nor has {})", r.url()),
+                                None => " (give every worker the same --checkpoint-dir, or a --checkpoint-store)".into(),
+                            }
                         )));
                     }
                     (lo, c.unwrap_or(lo))
@@ -1240,6 +1297,7 @@ impl Worker<'_> {
         }
         if save && self.st.tasks.values().any(|t| t.unsaved) {
             let round = self.st.summary.checkpoints + 1;
+            let mut fenced = None;
             for t in self.st.tasks.values_mut().filter(|t| t.unsaved) {
                 // A replaying task's checkpoint covers less than the committed offset
                 // (K <= C, module docs); every other task's `next` was just committed.
@@ -1249,8 +1307,29 @@ impl Worker<'_> {
                 if let Some(j) = &t.join {
                     j.save(&t.dir, t.pos.next)?;
                 }
+                if let (Some(store), Some(r)) = (&self.st.remote, &mut t.remote) {
+                    match r.publish(store, &t.dir)? {
+                        Published::Done(u) => {
+                            let s = &mut self.st.summary;
+                            s.uploads += 1;
+                            s.uploaded_state_bytes += u.state_bytes;
+                            s.uploaded_bytes += u.uploaded_bytes;
+                        }
+                        Published::Fenced(why) => {
+                            fenced = Some(why);
+                            break;
+                        }
+                    }
+                }
                 t.unsaved = false;
                 self.fault.reached(FaultPoint::MidCheckpoint, round);
+            }
+            if let Some(why) = fenced {
+                // Another worker owns a task now: rebuild as after a rebalance (the
+                // consumer learns of the new assignment, or the task is claimed back
+                // from its current checkpoint).
+                eprintln!("warning: {why}; rebuilding this worker's tasks");
+                return self.rebuild();
             }
             self.st.summary.checkpoints += 1;
         }
