@@ -225,8 +225,9 @@ pub type OpenFill<'a> = dyn Fn() -> Result<replay::BatchFill<'static>> + 'a;
 /// Replays the ops that `open` gives against each store in turn, each store opened
 /// fresh in its own directory under `work` (removed afterwards) with `hint`'s layout,
 /// the ops decoded on a reader thread ([`replay::replay_pipelined`]). A first replay into
-/// a MemStore, not measured, warms the page cache and the allocator so that the first
-/// store measured does not alone pay for them. One result per store, named `name`.
+/// a hashlog store, not measured, warms the page cache, the allocator and the kernel's
+/// huge pages so that the first store measured does not alone pay for them. One result
+/// per store, named `name`.
 pub fn replay_on_stores(
     name: &str,
     open: &OpenFill<'_>,
@@ -236,14 +237,17 @@ pub fn replay_on_stores(
     hint: AccessHint,
     cfg: &ReplayConfig,
 ) -> Result<Vec<WorkloadResult>> {
-    // Warm-up, not measured: one replay into a MemStore, so that the first store
-    // measured does not alone pay for the trace's page-cache misses and the allocator's
-    // first page faults (which made the first store of a suite row measurably slower
-    // than the same store run second). Errors (a state larger than MemStore's budget)
-    // end the warm-up early; they are not results.
+    // Warm-up, not measured: one replay into a hashlog store, so that the first store
+    // measured does not alone pay for the trace's page-cache misses, the allocator's
+    // first page faults and the kernel's first huge pages (which made the first store of
+    // a suite row measurably slower than the same store run second: a MemStore warm-up
+    // touched heap pages but not the 2 MiB pages that hashlog's frames and index fault
+    // in, and the first hashlog-based store after a build ran at a third of the second's
+    // speed, its samples in the kernel's zeroing of fresh huge pages). Errors end the
+    // warm-up early; they are not results.
     let wdir = work.join("warm-up");
     let opts = replay::store_options_for(&wdir, hint).memory_budget(memory_budget);
-    if let Ok(mut store) = StoreKind::Mem.open(opts) {
+    if let Ok(mut store) = StoreKind::HashLog.open(opts) {
         let _ = replay::replay_pipelined(store.as_mut(), open()?, cfg);
     }
     let _ = std::fs::remove_dir_all(&wdir);
