@@ -1157,9 +1157,28 @@ impl Worker<'_> {
             task.pos = Progress::restored(start, produce_from);
             self.st.tasks.insert((ti, p), task);
         }
-        self.st.producer.begin_transaction().map_err(kerr(&b, "beginning a transaction"))?;
+        self.begin_transaction()?;
         self.in_txn = true;
         Ok(())
+    }
+
+    /// Begins the next transaction. A producer the coordinator fenced while this worker
+    /// was paused (past the transaction timeout) may show it only here, when no
+    /// transaction of its was open to abort or commit (librdkafka then fails every call
+    /// with the fatal `Fenced`): it is replaced as in [`Self::replace_producer`] (which
+    /// stops the worker if another instance took its membership) and the transaction
+    /// begins on the new producer. The tasks are as their checkpoints or the last commit
+    /// left them, so nothing is lost.
+    fn begin_transaction(&mut self) -> Result<()> {
+        let b = self.st.cfg.brokers.clone();
+        match self.st.producer.begin_transaction() {
+            Ok(()) => Ok(()),
+            Err(e) if dooms_transaction(&e) => {
+                self.replace_producer(e, "beginning a transaction")?;
+                self.st.producer.begin_transaction().map_err(kerr(&b, "beginning a transaction"))
+            }
+            Err(e) => Err(kerr(&b, "beginning a transaction")(e)),
+        }
     }
 
     /// The group's committed offset of each opened task (`None`: nothing committed).
@@ -1292,7 +1311,7 @@ impl Worker<'_> {
                 pos.committed = o;
                 pos.uncommitted = false;
             }
-            self.st.producer.begin_transaction().map_err(kerr(&b, "beginning a transaction"))?;
+            self.begin_transaction()?;
             self.in_txn = true;
         }
         if save && self.st.tasks.values().any(|t| t.unsaved) {
@@ -1448,6 +1467,7 @@ fn dooms_transaction(e: &KafkaError) -> bool {
         Some(
             RDKafkaErrorCode::Fatal
                 | RDKafkaErrorCode::State
+                | RDKafkaErrorCode::Fenced
                 | RDKafkaErrorCode::ProducerFenced
                 | RDKafkaErrorCode::InvalidProducerEpoch
                 | RDKafkaErrorCode::InvalidTransactionalState
