@@ -508,21 +508,9 @@ impl StoreLayout {
 
     /// Replaces `<base>/store.json` atomically.
     fn write(&self, base: &Path) -> Result<()> {
-        let path = base.join(LAYOUT_FILE);
-        let tmp = base.join(format!("{LAYOUT_FILE}.tmp"));
-        let err = |what: &str, p: &Path, e: std::io::Error| {
-            Error::Checkpoint(format!("cannot {what} {}: {e}", p.display()))
-        };
         let text = serde_json::to_string_pretty(self)
             .map_err(|e| Error::Checkpoint(format!("cannot encode {LAYOUT_FILE}: {e}")))?;
-        {
-            use std::io::Write as _;
-            let mut f = std::fs::File::create(&tmp).map_err(|e| err("create", &tmp, e))?;
-            f.write_all(text.as_bytes()).map_err(|e| err("write", &tmp, e))?;
-            f.sync_all().map_err(|e| err("fsync", &tmp, e))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(|e| err("rename to", &path, e))?;
-        std::fs::File::open(base).and_then(|d| d.sync_all()).map_err(|e| err("fsync", base, e))
+        replace_durably(base, LAYOUT_FILE, text.as_bytes())
     }
 
     /// The layout of the store directory a backfill creates next, for `query`.
@@ -550,6 +538,24 @@ impl StoreLayout {
         }
         Ok(())
     }
+}
+
+/// Replaces `dir/name` with `bytes` atomically and durably: written to `name.tmp`,
+/// fsynced, renamed over `name`, the directory fsynced.
+pub(crate) fn replace_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let err = |what: &str, p: &Path, e: std::io::Error| {
+        Error::Checkpoint(format!("cannot {what} {}: {e}", p.display()))
+    };
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&tmp).map_err(|e| err("create", &tmp, e))?;
+        f.write_all(bytes).map_err(|e| err("write", &tmp, e))?;
+        f.sync_all().map_err(|e| err("fsync", &tmp, e))?;
+    }
+    std::fs::rename(&tmp, &path).map_err(|e| err("rename to", &path, e))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| err("fsync", dir, e))
 }
 
 /// The side output's path when `--side-output` is not given: `<output>.late.<ext>`

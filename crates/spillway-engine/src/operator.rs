@@ -28,7 +28,7 @@ use crate::reservoir::{Position, Reservoir, ReservoirOptions};
 use crate::runtime::backfill::Retention;
 use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot};
 use crate::sql::{parse, Query};
-use crate::value::{DataType, Event, Row, Schema};
+use crate::value::{DataType, Event, Row, Schema, Value};
 use crate::window_agg::{WindowAgg, WindowOutput, WindowPlan, WindowSnapshot};
 
 /// The plan of a query of either shape.
@@ -170,6 +170,19 @@ pub trait Operator: Send {
     /// Processes one event; the rows it emits are appended to `rows`.
     fn process(&mut self, event: Event, rows: &mut Vec<Row>) -> Result<Outcome>;
 
+    /// Processes one event of an operator that emits at most one row per event
+    /// (per-event metrics), writing the row into `out` on [`Outcome::Emitted`], so a
+    /// caller that reuses `out` allocates nothing per event. The default goes through
+    /// [`process`](Self::process); the runtime writes into `out` directly.
+    fn process_row(&mut self, event: Event, out: &mut Vec<Value>) -> Result<Outcome> {
+        let mut rows = Vec::new();
+        let o = self.process(event, &mut rows)?;
+        if let Some(r) = rows.pop() {
+            *out = r;
+        }
+        Ok(o)
+    }
+
     /// End of input: fires what is still open (a windowed aggregation's windows).
     fn finish(&mut self, rows: &mut Vec<Row>) -> Result<()>;
 
@@ -214,6 +227,10 @@ impl Operator for Runtime {
             rows.push(out);
         }
         Ok(o)
+    }
+
+    fn process_row(&mut self, event: Event, out: &mut Vec<Value>) -> Result<Outcome> {
+        Runtime::process(self, event, out)
     }
 
     fn finish(&mut self, _: &mut Vec<Row>) -> Result<()> {

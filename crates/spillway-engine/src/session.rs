@@ -57,7 +57,6 @@ use spillway_store::{StoreKind, StoreOptions};
 use crate::error::{Error, Result};
 use crate::job::{read_meta_blob, write_meta_blob, JOB_META_KEY};
 use crate::operator::{self, Operator, OperatorOptions, OperatorSnapshot, QueryPlan};
-use crate::plan::Plan;
 use crate::reservoir::{Compression, Position, ReservoirOptions};
 use crate::runtime::{Counters, Outcome, RuntimeSnapshot};
 use crate::value::{DataType, Event, Row, Schema, Value};
@@ -155,8 +154,6 @@ struct SessionMetaV1 {
 pub struct Session {
     op: Box<dyn Operator>,
     windowed: bool,
-    /// Rows of the event being processed ([`Session::process`]).
-    rows: Vec<Row>,
     schema: Schema,
     columns: Vec<(String, DataType)>,
     identity: String,
@@ -269,7 +266,6 @@ impl Session {
         Ok(Session {
             op,
             windowed,
-            rows: Vec::new(),
             schema,
             columns,
             identity,
@@ -339,14 +335,13 @@ impl Session {
                     .into(),
             ));
         }
-        let mut rows = std::mem::take(&mut self.rows);
-        rows.clear();
-        let outcome = self.push(time, row, &mut rows);
-        if let Some(r) = rows.pop() {
-            *out = r;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let outcome = self.op.process_row(Event { time, seq, row }, out)?;
+        if !self.checkpoints && self.next_seq.is_multiple_of(RELEASE_EVERY) {
+            self.op.release_reservoir(None)?;
         }
-        self.rows = rows;
-        outcome
+        Ok(outcome)
     }
 
     /// End of input: a windowed aggregation fires every window still open (appending
@@ -427,21 +422,12 @@ fn decode_meta(bytes: &[u8]) -> Result<SessionMeta> {
 
 /// Writes `schema` to `dir/SCHEMA.json` unless it is there (see the module docs).
 fn write_schema(dir: &Path, schema: &Schema) -> Result<()> {
-    let path = dir.join(SCHEMA_FILE);
-    if path.exists() {
+    if dir.join(SCHEMA_FILE).exists() {
         return Ok(());
     }
-    let io = |what: &str, e: std::io::Error| {
-        Error::Checkpoint(format!("cannot {what} {}: {e}", path.display()))
-    };
     let json = serde_json::to_vec_pretty(schema)
         .map_err(|e| Error::Checkpoint(format!("cannot encode the schema: {e}")))?;
-    let tmp = dir.join(format!("{SCHEMA_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
-    std::io::Write::write_all(&mut f, &json).map_err(|e| io("write", e))?;
-    f.sync_all().map_err(|e| io("fsync", e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io("publish", e))?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("fsync the directory of", e))
+    crate::job::replace_durably(dir, SCHEMA_FILE, &json)
 }
 
 /// The input schema of the session checkpointed in `dir` (`None`: no checkpoint there),
@@ -456,11 +442,6 @@ pub fn checkpointed_schema(dir: &Path) -> Result<Option<Schema>> {
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| Error::Checkpoint(format!("{} is not a schema: {e}", path.display())))
-}
-
-/// The type of each output column of an OVER plan (see [`QueryPlan::output_types`]).
-pub fn output_types(plan: &Plan, schema: &Schema) -> Result<Vec<(String, DataType)>> {
-    QueryPlan::Over(plan.clone()).output_types(schema)
 }
 
 #[cfg(test)]

@@ -190,12 +190,24 @@ impl Session {
         let mut out_cols = builders(self.inner.columns().iter().map(|c| c.1), n);
         let mut emitted = Vec::with_capacity(if windowed { 0 } else { n });
         let mut late = Vec::new();
-        let mut rows = Vec::new();
+        // Per-event metrics write each row into the reused `out` (nothing allocated per
+        // row); a windowed aggregation appends the rows of the windows that fire.
+        let (mut out, mut rows) = (Vec::new(), Vec::new());
         for i in 0..n {
             let row: Row = cols.iter_mut().map(|c| c.take(i)).collect();
             let Value::Int(t) = row[ti] else { unreachable!("time column is int and not null") };
-            match self.inner.push(t, row, &mut rows).map_err(to_py)? {
-                Outcome::Emitted if !windowed => emitted.push(i as i64),
+            let outcome = if windowed {
+                self.inner.push(t, row, &mut rows)
+            } else {
+                self.inner.process(t, row, &mut out)
+            };
+            match outcome.map_err(to_py)? {
+                Outcome::Emitted if !windowed => {
+                    for (b, v) in out_cols.iter_mut().zip(out.drain(..)) {
+                        b.push(v);
+                    }
+                    emitted.push(i as i64);
+                }
                 Outcome::Emitted | Outcome::Filtered => {}
                 Outcome::TooLate(_) => late.push(i as i64),
             }

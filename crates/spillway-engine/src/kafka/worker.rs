@@ -412,7 +412,9 @@ struct Tasks<'a> {
     id: String,
     key: String,
     buf: Vec<u8>,
-    /// The rows of the event being computed (`compute`).
+    /// The row of the event being computed (`compute`, per-event metrics).
+    out: Vec<Value>,
+    /// The rows of the windows the event being computed closed (a windowed query).
     rows: Vec<Vec<Value>>,
 }
 
@@ -586,6 +588,7 @@ pub fn run_worker(
             id: String::new(),
             key: String::new(),
             buf: Vec::new(),
+            out: Vec::new(),
             rows: Vec::new(),
             cfg,
             session: session_cfg,
@@ -910,13 +913,23 @@ impl Tasks<'_> {
         let t = self.tasks.get_mut(&task).expect("task present");
         let (stage, session) = t.session.as_mut().expect("a computing task has a session");
         let stage = *stage;
-        // The event's row (per-event metrics), or the rows of the windows it closed (a
-        // windowed aggregation, which runs in place and never joins).
-        let mut rows = std::mem::take(&mut self.rows);
+        // The event's row (per-event metrics, into the reused `out`), or the rows of the
+        // windows it closed (a windowed aggregation, which runs in place, never joins).
+        let (mut out, mut rows) = (std::mem::take(&mut self.out), std::mem::take(&mut self.rows));
         rows.clear();
-        let outcome = session.push(time, row, &mut rows);
-        let sent = if produce { self.send_rows(stage, &rows, ts) } else { Ok(()) };
-        self.rows = rows;
+        let outcome = if session.is_windowed() {
+            session.push(time, row, &mut rows)
+        } else {
+            session.process(time, row, &mut out)
+        };
+        let sent = match &outcome {
+            Ok(Outcome::Emitted) if produce && !session.is_windowed() => {
+                self.send_row(stage, &out, ts)
+            }
+            Ok(_) if produce => rows.iter().try_for_each(|r| self.send_row(stage, r, ts)),
+            _ => Ok(()),
+        };
+        (self.out, self.rows) = (out, rows);
         let outcome = outcome?;
         sent?;
         if !produce {
@@ -941,19 +954,16 @@ impl Tasks<'_> {
         Ok(())
     }
 
-    /// Sends the result rows of one event: to the output topic, or as partials to the
-    /// reply topic when stages join.
-    fn send_rows(&mut self, stage: usize, rows: &[Vec<Value>], ts: Option<i64>) -> Result<()> {
-        for r in rows {
-            if self.routing.joins() {
-                encode_partial_result(stage, r, &mut self.buf);
-                self.emit_partial(ts)?;
-            } else {
-                encode_result(r, &mut self.buf);
-                self.emit_row(ts)?;
-            }
+    /// Sends one result row: to the output topic, or as a partial to the reply topic
+    /// when stages join.
+    fn send_row(&mut self, stage: usize, row: &[Value], ts: Option<i64>) -> Result<()> {
+        if self.routing.joins() {
+            encode_partial_result(stage, row, &mut self.buf);
+            self.emit_partial(ts)
+        } else {
+            encode_result(row, &mut self.buf);
+            self.emit_row(ts)
         }
-        Ok(())
     }
 
     /// Sends `buf` to `topic`, keyed by the event id, with the id also in a header when
