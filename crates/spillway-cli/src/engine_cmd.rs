@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use spillway_bench::units::{parse_count, parse_size};
+use spillway_engine::checkpoint::Input;
 use spillway_engine::duration::parse_duration;
 use spillway_engine::job::{run_job, HaltPoint, JobConfig, JobSummary, OpenAt, Progress};
 use spillway_engine::plan::Plan;
@@ -601,14 +602,6 @@ pub fn run(a: RunArgs) -> Result<()> {
         Some(r) => Some(parse_duration(r, sopts.time_unit).map_err(|e| anyhow!("--retain: {e}"))?),
         None => None,
     };
-    // The input's identity leaves out the query's type hints: they only matter through
-    // the schema, which the checkpoint compares on its own, and a --backfill changes
-    // the query.
-    let input_identity = format!(
-        "{}|{:?}",
-        a.input.display(),
-        SourceOptions { type_hints: Vec::new(), ..sopts.clone() }
-    );
     let cfg = JobConfig {
         query,
         // `-` is stdout, as when no --output is given.
@@ -625,7 +618,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         checkpoint_every,
         resume: a.resume,
         compression: a.compression.into(),
-        input_identity,
+        input: Input::file(&a.input, &sopts),
         reservoir_chunk_events: a
             .reservoir_chunk_events
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
@@ -701,7 +694,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         checkpoint_every: Some(0),
         resume: false,
         compression: Compression::Lz4,
-        input_identity: format!("{popts:?}"),
+        input: Input::Named(format!("the payments generator (seed {})", a.seed)),
         reservoir_chunk_events: None,
         reservoir_segment_bytes: None,
         halt: None,
@@ -852,7 +845,7 @@ pub struct EngineBenchArgs {
 
     /// Events read ahead and announced to the store at a time, so it can prefetch their
     /// state (the job's default); 1 processes events one at a time with no announcement
-    #[arg(long, default_value_t = spillway_engine::job::BATCH_EVENTS, value_name = "N")]
+    #[arg(long, default_value_t = spillway_engine::driver::BATCH_EVENTS, value_name = "N")]
     batch: usize,
 
     /// Write the results as JSON to FILE

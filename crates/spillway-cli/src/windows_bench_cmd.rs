@@ -70,7 +70,7 @@ pub struct WindowsBenchArgs {
     seed: u64,
 
     /// Events announced to the store at a time
-    #[arg(long, default_value_t = spillway_engine::job::BATCH_EVENTS, value_name = "N")]
+    #[arg(long, default_value_t = spillway_engine::driver::BATCH_EVENTS, value_name = "N")]
     batch: usize,
 
     /// Write the results as JSON to FILE

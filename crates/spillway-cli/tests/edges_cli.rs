@@ -391,3 +391,22 @@ fn a_failed_run_says_truly_whether_rows_were_written() {
     assert!(err.contains(&want), "{err}");
     assert_eq!(std::fs::read_to_string(&partial).unwrap().lines().count(), 51);
 }
+
+#[test]
+fn a_resume_with_other_arguments_names_each_change_with_both_values() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let input = checkpointed_then_failed(d.path(), &out, &ckpt);
+    let mut args = ckpt_args(&input, &out, &ckpt);
+    args.extend(["--allowed-lateness", "5s"]);
+    let e = run_err(&args);
+    assert!(e.contains("different allowed lateness (checkpoint: 0; now: 5000)"), "{e}");
+    // Another store is refused by the store itself, naming both kinds.
+    let mut args = ckpt_args(&input, &out, &ckpt);
+    args.extend(["--store", "mem"]);
+    let e = run_err(&args);
+    assert!(e.contains("\"hashlog\" store, not \"mem\""), "{e}");
+    // The checkpoint is untouched: the same arguments still resume it.
+    run_ok(&ckpt_args(&input, &out, &ckpt));
+}

@@ -8,16 +8,19 @@
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use spillway_store::{StoreKind, StoreOptions};
+use spillway_store::StoreKind;
 
+use crate::checkpoint::{Front, Identity, Input, StoreIdentity};
+use crate::driver::{Cadence, Driver, Io, StateConfig, BATCH_EVENTS};
 use crate::error::{Error, Result};
+use crate::operator::{Operator, QueryPlan};
 use crate::plan::Plan;
-use crate::reservoir::{Reservoir, ReservoirOptions};
-use crate::runtime::{Outcome, Runtime};
+use crate::reservoir::Compression;
+use crate::runtime::Outcome;
 use crate::source::{generate_events, PaymentGenerator, PaymentOptions, Source};
 use crate::sql::{parse, parse_query, Query, TvfWindow};
-use crate::value::{Event, Value};
-use crate::window_agg::{WindowAgg, WindowPlan};
+use crate::value::{Event, Row, Schema, Value};
+use crate::window_agg::WindowPlan;
 
 /// The Q1 query over a window of `window_ms`.
 pub fn q1_query(window_ms: i64) -> String {
@@ -148,42 +151,91 @@ fn event_source(
     })
 }
 
-/// The timed loop of a benchmark, as the job reads: up to `batch` events taken at once
-/// and announced with `prefetch`, then given one by one to `step` (with the count of
-/// events so far, this one included); an event's latency runs from the moment its batch
-/// was taken to the end of its step. Returns the events, the latency histogram (ns) and
-/// when timing started.
-fn timed_batches<S>(
-    s: &mut S,
-    next: &mut dyn FnMut() -> Result<Option<Event>>,
-    batch: usize,
-    prefetch: fn(&mut S, &[Event]),
-    step: &mut dyn FnMut(&mut S, Event, u64) -> Result<()>,
-) -> Result<(u64, Histogram<u64>, Instant)> {
-    let clock = quanta::Clock::new();
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-        .map_err(|e| Error::Config(format!("histogram: {e}")))?;
-    let mut n = 0u64;
-    let started = Instant::now();
-    let mut events = Vec::with_capacity(batch.max(1));
-    loop {
-        while events.len() < batch.max(1) {
-            match next()? {
-                Some(e) => events.push(e),
-                None => break,
-            }
-        }
-        if events.is_empty() {
-            return Ok((n, hist, started));
-        }
-        let t0 = clock.raw();
-        prefetch(s, &events);
-        for e in events.drain(..) {
-            n += 1;
-            step(s, e, n)?;
-            let _ = hist.record(clock.delta_as_nanos(t0, clock.raw()).max(1));
-        }
+/// The benchmarks' side of the driver loop ([`Driver::run`]): events from `next`, rows
+/// to `rows` (a digest, a check), `after` called after each event with the operator
+/// (a figure sampled as the run goes).
+struct BenchIo<'a> {
+    next: &'a mut dyn FnMut() -> Result<Option<Event>>,
+    rows: &'a mut dyn FnMut(&mut Vec<Row>, Outcome),
+    after: &'a mut dyn FnMut(u64, &mut dyn Operator),
+}
+
+impl Io for BenchIo<'_> {
+    fn next_event(&mut self) -> Result<Option<Event>> {
+        (self.next)()
     }
+
+    fn emit(&mut self, rows: &mut Vec<Row>, outcome: Outcome) -> Result<()> {
+        (self.rows)(rows, outcome);
+        Ok(())
+    }
+
+    fn sync(&mut self, _: u64) -> Result<Front> {
+        Ok(Front::Pushed { tag: Vec::new() })
+    }
+
+    fn after_event(&mut self, events: u64, op: &mut dyn Operator) -> Result<()> {
+        (self.after)(events, op);
+        Ok(())
+    }
+
+    fn finish(&mut self, rows: &mut Vec<Row>) -> Result<()> {
+        (self.rows)(rows, Outcome::Emitted);
+        Ok(())
+    }
+}
+
+/// A driver without checkpoints for `plan` over `store` in the temporary `dir` (the
+/// benchmarks run through the same driver as the job: [`Driver::run`]).
+#[allow(clippy::too_many_arguments)]
+fn bench_driver(
+    store: StoreKind,
+    memory_budget: u64,
+    expected_keys: Option<u64>,
+    allowed_lateness: i64,
+    plan: QueryPlan,
+    schema: &Schema,
+    query: &str,
+    dir: &std::path::Path,
+) -> Result<Driver> {
+    let tiered = spillway_store::TieredOptions::default();
+    let state = StateConfig {
+        store,
+        tiered: &tiered,
+        memory_budget,
+        expected_keys,
+        allowed_lateness,
+        watermark_delay: 0,
+        compression: Compression::Lz4,
+        reservoir_chunk_events: None,
+        reservoir_segment_bytes: None,
+    };
+    let store = state.open_store(&dir.join("state"), plan.namespace_specs())?;
+    let identity = Identity {
+        input: Input::Named("benchmark".into()),
+        schema: schema.clone(),
+        allowed_lateness,
+        watermark_delay: 0,
+        store: StoreIdentity::of(state.store),
+        items: None,
+    };
+    Driver::open(
+        &state,
+        plan,
+        store,
+        identity,
+        query,
+        &dir.join("reservoir"),
+        None,
+        None,
+        Cadence::Never,
+        dir,
+    )
+}
+
+/// Latency percentile in microseconds.
+fn us(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
 }
 
 /// Runs Q1 on `store`. `progress` is called every 2^16 events with the count so far.
@@ -193,44 +245,42 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
     let time_col = schema.time_index();
     let mut windows = vec![cfg.window_ms];
     windows.extend_from_slice(&cfg.extra_windows_ms);
-    let spec = parse_query(&q1_query_windows(&windows), &schema)?;
-    let plan = Plan::build(&spec, &schema)?;
+    let query = q1_query_windows(&windows);
+    let plan = QueryPlan::Over(Plan::build(&parse_query(&query, &schema)?, &schema)?);
     let dir = tempfile::Builder::new()
         .prefix("spillway-q1-")
         .tempdir()
         .map_err(|e| Error::Config(format!("cannot create a temporary directory: {e}")))?;
-    let mut opts = StoreOptions::new(dir.path().join("state")).memory_budget(cfg.memory_budget);
-    if let Some(k) = cfg.expected_keys {
-        opts = opts.expected_keys(k);
-    }
-    for spec in Runtime::namespace_specs(&plan) {
-        opts = opts.namespace(spec);
-    }
-    let st = store.open(opts)?;
-    let res = Reservoir::create(ReservoirOptions::new(dir.path().join("reservoir")), &schema)?;
-    let mut rt = Runtime::new(plan, st, res, cfg.allowed_lateness_ms, None)?;
-
+    let mut driver = bench_driver(
+        store,
+        cfg.memory_budget,
+        cfg.expected_keys,
+        cfg.allowed_lateness_ms,
+        plan,
+        &schema,
+        &query,
+        dir.path(),
+    )?;
     let mut next = event_source(gen, &cfg.payments, cfg.pregenerate)?;
     let mut next = delay_some(&mut next, cfg.late_every, cfg.allowed_lateness_ms / 2, time_col);
-    let mut out = Vec::new();
     let mut max_in_window = 0u64;
-    let (n, hist, started) =
-        timed_batches(&mut rt, &mut next, cfg.batch, Runtime::prefetch, &mut |rt, e, n| {
-            let o = rt.process(e, &mut out)?;
-            debug_assert_eq!(o, Outcome::Emitted);
+    let mut io = BenchIo {
+        next: &mut next,
+        rows: &mut |_, o| debug_assert_eq!(o, Outcome::Emitted),
+        after: &mut |n, op| {
             if n.is_multiple_of(4096) {
                 // Window occupancy, for the report.
-                max_in_window = max_in_window.max(rt.events_retained());
+                if let Some(rt) = op.as_over() {
+                    max_in_window = max_in_window.max(rt.events_retained());
+                }
             }
-            if n.is_multiple_of(65_536) {
-                progress(n);
-                rt.release_reservoir()?;
-            }
-            Ok(())
-        })?;
-    let seconds = started.elapsed().as_secs_f64();
-    let us = |v: u64| v as f64 / 1000.0;
-    let late_events = rt.counters().late_in_bounds;
+        },
+    };
+    let stats = driver.run(&mut io, cfg.batch, &mut |n, _, _| progress(n))?;
+    let (n, hist, seconds) = (stats.events, &stats.latency_ns, stats.seconds);
+    let op = driver.operator();
+    let late_events = op.counters().late_in_bounds;
+    let rt = op.as_over().ok_or_else(|| Error::Config("Q1 runs per-event metrics".into()))?;
     Ok(Q1Result {
         store: rt.store_mut().name().to_string(),
         window_ms: cfg.window_ms,
@@ -241,10 +291,10 @@ pub fn run_q1(cfg: &Q1Config, store: StoreKind, progress: &mut dyn FnMut(u64)) -
         max_events_in_window: max_in_window,
         seconds,
         events_per_sec: n as f64 / seconds.max(1e-9),
-        p50_us: us(hist.value_at_quantile(0.5)),
-        p99_us: us(hist.value_at_quantile(0.99)),
-        p999_us: us(hist.value_at_quantile(0.999)),
-        max_us: us(hist.max()),
+        p50_us: us(hist, 0.5),
+        p99_us: us(hist, 0.99),
+        p999_us: us(hist, 0.999),
+        max_us: hist.max() as f64 / 1000.0,
         reservoir_bytes: rt.reservoir_mut().stats().bytes_compressed,
         late_events,
         late_examined: rt.late_events_examined(),
@@ -351,37 +401,31 @@ pub fn run_windowed(
     let Query::Windowed(q) = parse(&query, &schema)? else {
         return Err(Error::Config("the benchmark query is not a windowed aggregation".into()));
     };
-    let plan = WindowPlan::build(&q);
+    let plan = QueryPlan::Windowed(WindowPlan::build(&q));
     let dir = tempfile::Builder::new()
         .prefix("spillway-windows-")
         .tempdir()
         .map_err(|e| Error::Config(format!("cannot create a temporary directory: {e}")))?;
-    let mut opts = StoreOptions::new(dir.path().join("state"))
-        .memory_budget(cfg.memory_budget)
-        .expected_keys(cfg.payments.cards.saturating_mul(2));
-    for spec in plan.namespace_specs() {
-        opts = opts.namespace(spec);
-    }
-    let mut agg = WindowAgg::new(plan, store.open(opts)?, 0, 0, None)?;
+    let mut driver = bench_driver(
+        store,
+        cfg.memory_budget,
+        Some(cfg.payments.cards.saturating_mul(2)),
+        0,
+        plan,
+        &schema,
+        &query,
+        dir.path(),
+    )?;
     let mut next = event_source(gen, &cfg.payments, cfg.pregenerate)?;
-    let mut rows = Vec::new();
     let mut digest = Digest::default();
-    let (n, hist, started) =
-        timed_batches(&mut agg, &mut next, cfg.batch, WindowAgg::prefetch, &mut |agg, e, n| {
-            agg.process(e, &mut rows)?;
-            digest.rows(&mut rows);
-            if n.is_multiple_of(65_536) {
-                progress(n);
-            }
-            Ok(())
-        })?;
-    agg.finish(&mut rows)?;
-    digest.rows(&mut rows);
-    let seconds = started.elapsed().as_secs_f64();
-    let us = |v: u64| v as f64 / 1000.0;
-    let c = agg.counters();
+    let mut io =
+        BenchIo { next: &mut next, rows: &mut |rows, _| digest.rows(rows), after: &mut |_, _| {} };
+    let stats = driver.run(&mut io, cfg.batch, &mut |n, _, _| progress(n))?;
+    let (n, hist, seconds) = (stats.events, &stats.latency_ns, stats.seconds);
+    let op = driver.operator();
+    let c = op.counters();
     Ok(WindowBenchResult {
-        store: agg.store_mut().name().to_string(),
+        store: op.store_mut().name().to_string(),
         window: cfg.window.name().to_string(),
         query,
         events: n,
@@ -389,10 +433,10 @@ pub fn run_windowed(
         state_updates: c.state_updates,
         seconds,
         events_per_sec: n as f64 / seconds.max(1e-9),
-        p50_us: us(hist.value_at_quantile(0.5)),
-        p99_us: us(hist.value_at_quantile(0.99)),
-        p999_us: us(hist.value_at_quantile(0.999)),
-        max_us: us(hist.max()),
+        p50_us: us(hist, 0.5),
+        p99_us: us(hist, 0.99),
+        p999_us: us(hist, 0.999),
+        max_us: hist.max() as f64 / 1000.0,
         digest: digest.0,
     })
 }
@@ -580,34 +624,34 @@ pub fn run_holistic(
         .prefix("spillway-holistic-")
         .tempdir()
         .map_err(|e| Error::Config(format!("cannot create a temporary directory: {e}")))?;
-    let mut opts = StoreOptions::new(dir.path().join("state")).memory_budget(cfg.memory_budget);
-    for spec in Runtime::namespace_specs(&plan) {
-        opts = opts.namespace(spec);
-    }
-    let st = store.open(opts)?;
-    let res = Reservoir::create(ReservoirOptions::new(dir.path().join("reservoir")), &schema)?;
-    let mut rt = Runtime::new(plan, st, res, 0, None)?;
+    let mut driver = bench_driver(
+        store,
+        cfg.memory_budget,
+        None,
+        0,
+        QueryPlan::Over(plan),
+        &schema,
+        &query,
+        dir.path(),
+    )?;
     let mut next = event_source(gen, &payments, true)?;
-    let mut out = Vec::new();
+    let mut rows = Vec::new();
     let started = Instant::now();
     for n in 1..=fill {
         let Some(e) = next()? else { break };
-        rt.process(e, &mut out)?;
+        driver.process(e, &mut rows)?;
+        rows.clear();
         if n.is_multiple_of(4096) {
             progress(n);
-            rt.release_reservoir()?;
+            driver.release()?;
         }
     }
     let fill_seconds = started.elapsed().as_secs_f64();
     let mut digest = 0xcbf2_9ce4_8422_2325u64;
-    let (n, hist, started) = timed_batches(
-        &mut rt,
-        &mut next,
-        crate::job::BATCH_EVENTS,
-        Runtime::prefetch,
-        &mut |rt, e, n| {
-            rt.process(e, &mut out)?;
-            for v in &out {
+    let mut io = BenchIo {
+        next: &mut next,
+        rows: &mut |rows, _| {
+            for v in rows.iter().flatten() {
                 let mut mix = |x: u64| digest = (digest ^ x).wrapping_mul(0x0000_0100_0000_01b3);
                 match v {
                     Value::Null => mix(0),
@@ -617,17 +661,16 @@ pub fn run_holistic(
                     Value::Str(s) => s.bytes().for_each(|b| mix(u64::from(b))),
                 }
             }
-            if n.is_multiple_of(4096) {
-                progress(fill + n);
-                rt.release_reservoir()?;
-            }
-            Ok(())
         },
-    )?;
-    let seconds = started.elapsed().as_secs_f64();
-    let us = |v: u64| v as f64 / 1000.0;
+        after: &mut |_, _| {},
+    };
+    let stats = driver.run(&mut io, BATCH_EVENTS, &mut |n, _, _| progress(n))?;
+    let (n, hist, seconds) = (stats.events, &stats.latency_ns, stats.seconds);
+    let op = driver.operator();
+    let store_name = op.store_mut().name().to_string();
+    let rt = op.as_over().ok_or_else(|| Error::Config("the holistic query is per-event".into()))?;
     Ok(HolisticResult {
-        store: rt.store_mut().name().to_string(),
+        store: store_name,
         layout: if cfg.inline { "inline" } else { "tree" }.to_string(),
         query,
         fill_events: fill,
@@ -637,9 +680,9 @@ pub fn run_holistic(
         seconds,
         events_per_sec: n as f64 / seconds.max(1e-9),
         ns_per_event: seconds * 1e9 / (n.max(1) as f64),
-        p50_us: us(hist.value_at_quantile(0.5)),
-        p99_us: us(hist.value_at_quantile(0.99)),
-        max_us: us(hist.max()),
+        p50_us: us(hist, 0.5),
+        p99_us: us(hist, 0.99),
+        max_us: hist.max() as f64 / 1000.0,
         digest,
     })
 }

@@ -23,8 +23,11 @@
 //! | [`aggregate`] | aggregate state layouts and the insert / evict / result contract |
 //! | [`reservoir`] | the event reservoir: compressed, checksummed chunks in segment files, read by cursors with prefetch |
 //! | [`runtime`] | per-event window maintenance over the reservoir and the state store; exactness under lateness; metric backfill and reservoir retention ([`runtime::backfill`]) |
-//! | [`job`] | source -> runtime -> sink, latency histogram, checkpoints, resume and `--backfill` |
-//! | [`session`] | one query over events pushed from memory (the Python package's driver), checkpoints and resume |
+//! | [`operator`] | the operator contract both query shapes implement, and the plan of either shape |
+//! | [`driver`] | the one driver every front-end runs an operator through: opening fresh or from a checkpoint, the event loop, checkpoints, reservoir release |
+//! | [`checkpoint`] | the checkpoint record and its typed identity (FORMAT), `store.json` |
+//! | [`job`] | the file front-end: flags, opening (fresh, resume, `--backfill`), outputs and what a failed run leaves |
+//! | [`session`] | the push front-end: one query over events pushed from memory (Python, Kafka tasks), checkpoints and resume |
 //! | [`window_agg`] | windowed aggregation (`TUMBLE`/`HOP`/`CUMULATE`/`SESSION`): window state, timers, watermarks, firing, lateness |
 //! | [`bench`] | Railgun Q1 and windowed-aggregation benchmark runs |
 //!
@@ -34,6 +37,8 @@
 
 pub mod aggregate;
 pub mod bench;
+pub mod checkpoint;
+pub mod driver;
 pub mod duration;
 pub mod error;
 pub mod job;

@@ -31,48 +31,43 @@
 //! ```
 //!
 //! ## Checkpoints
-//! With [`SessionConfig::dir`], [`Session::checkpoint`] makes one atomic checkpoint the
-//! way a job does: it syncs the reservoir, writes the operator's snapshot, the schema
-//! and the next sequence number into the store's `meta` namespace (key `session`, the
-//! job's chunked and checksummed layout) and checkpoints the store; only then are
-//! reservoir segments behind every cursor released. The first checkpoint then writes the
-//! input schema to `DIR/SCHEMA.json` ([`checkpointed_schema`]), so that a caller that
-//! infers its schema from data (Python's `Stream`) can reopen the directory before any
-//! data arrives.
+//! A session is a thin layer over the [driver](crate::driver), which runs the operator.
+//! With [`SessionConfig::dir`], [`Session::checkpoint`] makes the driver's atomic
+//! checkpoint: the operator's snapshot (the reservoir synced) and a
+//! [`crate::checkpoint::Record`] whose front is the caller's tag
+//! ([`Session::checkpoint_tagged`]) go into the store's `meta` namespace, and the store
+//! checkpoints; only then are reservoir segments behind every cursor released. The first
+//! checkpoint then writes the input schema to `DIR/SCHEMA.json` ([`checkpointed_schema`]),
+//! so that a caller that infers its schema from data (Python's `Stream`) can reopen the
+//! directory before any data arrives.
 //!
-//! FORMAT: the `session` blob is postcard of `SessionMeta` (version 2: the operator's
-//! snapshot of either shape; version 1, an OVER query's runtime and reservoir position,
-//! is still read). `SCHEMA.json` is the schema as JSON (written to a temporary name,
-//! fsynced, renamed, the directory fsynced); it never changes for a directory, whose
-//! checkpoints all carry the same schema (a session with another one is refused). [`Session::open`] on a
-//! directory holding such a checkpoint continues from it, so pushing the rest of the
-//! events gives exactly the results of an uninterrupted session. A directory with state
-//! but no completed checkpoint is cleared and started over (nothing it held was
-//! checkpointed); one holding a `spillway run` job's checkpoint is refused.
+//! FORMAT: the record is the [checkpoint module's](crate::checkpoint) (its FORMAT section;
+//! the input is [`Input::Pushed`]). `SCHEMA.json` is the schema as JSON (written to a
+//! temporary name, fsynced, renamed, the directory fsynced); it never changes for a
+//! directory, whose checkpoints all carry the same schema (a session with another one is
+//! refused, naming the change). [`Session::open`] on a directory holding such a
+//! checkpoint continues from it, so pushing the rest of the events gives exactly the
+//! results of an uninterrupted session. A directory with state but no completed
+//! checkpoint is cleared and started over (nothing it held was checkpointed); one holding
+//! a `spillway run` job's checkpoint is refused.
 
 use std::path::{Path, PathBuf};
 
-use spillway_store::{StoreKind, StoreOptions};
+use spillway_store::StoreKind;
 
+use crate::checkpoint::layout::{clear_dirs, replace_durably};
+use crate::checkpoint::{self, Front, Identity, Input, StoreIdentity};
+use crate::driver::{Cadence, Driver, StateConfig};
 use crate::error::{Error, Result};
-use crate::job::{read_meta_blob, write_meta_blob, JOB_META_KEY};
-use crate::operator::{self, Operator, OperatorOptions, OperatorSnapshot, QueryPlan};
-use crate::reservoir::{Compression, Position, ReservoirOptions};
-use crate::runtime::{Counters, Outcome, RuntimeSnapshot};
-use crate::value::{DataType, Event, Row, Schema, Value};
+use crate::operator::QueryPlan;
+use crate::reservoir::Compression;
+#[cfg(doc)]
+use crate::reservoir::ReservoirOptions;
+use crate::runtime::{Counters, Outcome};
+use crate::value::{DataType, Row, Schema, Value};
 
-/// Key of a session's checkpoint metadata in the `meta` namespace.
-const SESSION_META_KEY: &str = "session";
-/// Key of the caller's tag of a checkpoint ([`Session::checkpoint_tagged`]).
-const SESSION_TAG_KEY: &str = "session.tag";
-/// Version of the session checkpoint metadata layout (1: an OVER query's runtime and
-/// reservoir position; 2: the operator's snapshot of either query shape).
-const SESSION_META_VERSION: u32 = 2;
 /// The file holding a checkpointed session's input schema.
 const SCHEMA_FILE: &str = "SCHEMA.json";
-/// Without checkpoints, reservoir segments behind every cursor are released every this
-/// many events (as a job without `--checkpoint-dir` does).
-const RELEASE_EVERY: u64 = 65_536;
 
 /// How to run a session.
 #[derive(Clone, Debug)]
@@ -130,36 +125,31 @@ impl SessionConfig {
     }
 }
 
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SessionMeta {
-    version: u32,
-    identity: String,
-    schema: Schema,
-    operator: OperatorSnapshot,
-    next_seq: u64,
-}
-
-/// Version 1 of [`SessionMeta`] (OVER queries only).
-#[derive(serde::Deserialize)]
-struct SessionMetaV1 {
-    version: u32,
-    identity: String,
-    schema: Schema,
-    runtime: RuntimeSnapshot,
-    reservoir: Position,
-    next_seq: u64,
+impl SessionConfig {
+    /// The state options of the session's driver.
+    pub fn state(&self) -> StateConfig<'_> {
+        StateConfig {
+            store: self.store,
+            tiered: &self.tiered,
+            memory_budget: self.memory_budget,
+            expected_keys: self.expected_keys,
+            allowed_lateness: self.allowed_lateness,
+            watermark_delay: self.watermark_delay,
+            compression: self.compression,
+            reservoir_chunk_events: self.reservoir_chunk_events,
+            reservoir_segment_bytes: self.reservoir_segment_bytes,
+        }
+    }
 }
 
 /// One query over pushed events. See the module docs.
 pub struct Session {
-    op: Box<dyn Operator>,
+    driver: Driver,
     windowed: bool,
-    schema: Schema,
     columns: Vec<(String, DataType)>,
-    identity: String,
-    next_seq: u64,
     checkpoints: bool,
-    resumed: bool,
+    /// The tag of the checkpoint resumed from (`None`: a fresh session).
+    resumed_tag: Option<Vec<u8>>,
     /// The session's directory (its `SCHEMA.json`).
     base: PathBuf,
     _tmp: Option<tempfile::TempDir>,
@@ -190,88 +180,57 @@ impl Session {
         };
         let state_dir = base.join("state");
         let res_dir = base.join("reservoir");
-        let mut store_opts = StoreOptions::new(&state_dir).memory_budget(cfg.memory_budget);
-        if let Some(k) = cfg.expected_keys {
-            store_opts = store_opts.expected_keys(k);
-        }
-        for spec in plan.namespace_specs() {
-            store_opts = store_opts.namespace(spec);
-        }
-        let mut res_opts = ReservoirOptions::new(&res_dir).compression(cfg.compression);
-        if let Some(n) = cfg.reservoir_chunk_events {
-            res_opts = res_opts.chunk_events(n);
-        }
-        if let Some(n) = cfg.reservoir_segment_bytes {
-            res_opts = res_opts.segment_bytes(n);
-        }
-        let identity = format!(
-            "query={:?};{}lateness={};{}store={};schema={:?}",
-            cfg.query,
-            // Only a part of a query names its items, and only a windowed one a watermark
-            // delay, so checkpoints written before these options existed still resume.
-            cfg.items.as_ref().map_or(String::new(), |i| format!("items={i:?};")),
-            cfg.allowed_lateness,
-            if cfg.watermark_delay != 0 {
-                format!("delay={};", cfg.watermark_delay)
-            } else {
-                String::new()
-            },
-            cfg.store.name(),
-            schema
-        );
-        let had_state = state_dir.exists();
-        let mut store =
-            crate::job::store_config(cfg.store, &cfg.tiered).open(store_opts.clone())?;
-        let meta = if had_state {
-            if read_meta_blob(store.as_mut(), JOB_META_KEY)?.is_some() {
-                return Err(Error::Config(format!(
-                    "{} holds a `spillway run` job's checkpoints, not a session's; choose another directory",
-                    base.display()
-                )));
-            }
-            match read_meta_blob(store.as_mut(), SESSION_META_KEY)? {
-                Some(bytes) => Some(decode_meta(&bytes)?),
-                None => None,
-            }
-        } else {
-            None
-        };
-        let op_opts = OperatorOptions {
+        let state = cfg.state();
+        let identity = Identity {
+            input: Input::Pushed,
+            schema,
             allowed_lateness: cfg.allowed_lateness,
             watermark_delay: cfg.watermark_delay,
-            reservoir: &res_opts,
+            store: StoreIdentity::of(cfg.store),
+            items: cfg.items.clone(),
         };
-        let (op, next_seq, resumed) = match meta {
-            Some(meta) => {
-                if meta.identity != identity {
-                    return Err(Error::Checkpoint(format!(
-                        "{} was written by a session with another query, schema, lateness or store; reopen it with the same ones or choose another directory",
+        let had_state = state_dir.exists();
+        let mut store = state.open_store(&state_dir, plan.namespace_specs())?;
+        let record = if had_state { checkpoint::read(store.as_mut(), &base)? } else { None };
+        let cadence = if cfg.dir.is_some() { Cadence::OnDemand } else { Cadence::Never };
+        let resumed_tag = match &record {
+            Some(r) => {
+                let Front::Pushed { tag } = &r.front else {
+                    return Err(Error::Config(format!(
+                        "{} holds a `spillway run` job's checkpoints, not a session's; choose another directory",
                         base.display()
                     )));
+                };
+                if r.query != cfg.query {
+                    return Err(Error::Checkpoint(format!(
+                        "{} was written by a session with another query ({:?}); reopen it with \
+                         the same query or choose another directory",
+                        base.display(),
+                        r.query
+                    )));
                 }
-                let op =
-                    operator::open(plan, store, &schema, &op_opts, Some(meta.operator), &base)?;
-                (op, meta.next_seq, true)
+                r.check_identity(&identity, &base, "a session")?;
+                Some(tag.clone())
             }
             None => {
                 if had_state || res_dir.exists() {
                     // State from a session that never completed a checkpoint: start over.
                     drop(store);
-                    crate::job::clear_dirs(&[&state_dir, &res_dir])?;
-                    store = crate::job::store_config(cfg.store, &cfg.tiered).open(store_opts)?;
+                    clear_dirs(&[&state_dir, &res_dir])?;
+                    store = state.open_store(&state_dir, plan.namespace_specs())?;
                 }
-                (operator::open(plan, store, &schema, &op_opts, None, &base)?, 0, false)
+                None
             }
         };
+        let driver = Driver::open(
+            &state, plan, store, identity, &cfg.query, &res_dir, record, None, cadence, &base,
+        )?;
         Ok(Session {
-            op,
+            driver,
             windowed,
-            schema,
             columns,
-            identity,
-            next_seq,
             checkpoints: cfg.dir.is_some(),
-            resumed,
+            resumed_tag,
             base,
             _tmp: tmp,
         })
@@ -279,7 +238,7 @@ impl Session {
 
     /// The input schema.
     pub fn schema(&self) -> &Schema {
-        &self.schema
+        self.driver.schema()
     }
 
     /// Output columns (the SELECT list) and their types. A `SUM` over ints typed
@@ -290,17 +249,17 @@ impl Session {
 
     /// True when [`Session::open`] continued from a checkpoint.
     pub fn resumed(&self) -> bool {
-        self.resumed
+        self.resumed_tag.is_some()
     }
 
     /// Events given to this session so far, including those before a resume.
     pub fn events(&self) -> u64 {
-        self.next_seq
+        self.driver.events()
     }
 
     /// Runtime counters (across resumes).
     pub fn counters(&self) -> Counters {
-        self.op.counters()
+        self.driver.counters()
     }
 
     /// Whether the query is a windowed aggregation (rows come as windows fire, through
@@ -315,12 +274,9 @@ impl Session {
     /// a windowed aggregation. An event later than the allowed lateness comes back as
     /// [`Outcome::TooLate`].
     pub fn push(&mut self, time: i64, row: Row, rows: &mut Vec<Row>) -> Result<Outcome> {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let outcome = self.op.process(Event { time, seq, row }, rows)?;
-        if !self.checkpoints && self.next_seq.is_multiple_of(RELEASE_EVERY) {
-            self.op.release_reservoir(None)?;
-        }
+        let event = self.driver.next_event(time, row);
+        let outcome = self.driver.process(event, rows)?;
+        self.driver.release_if_due()?;
         Ok(outcome)
     }
 
@@ -335,12 +291,9 @@ impl Session {
                     .into(),
             ));
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let outcome = self.op.process_row(Event { time, seq, row }, out)?;
-        if !self.checkpoints && self.next_seq.is_multiple_of(RELEASE_EVERY) {
-            self.op.release_reservoir(None)?;
-        }
+        let event = self.driver.next_event(time, row);
+        let outcome = self.driver.process_row(event, out)?;
+        self.driver.release_if_due()?;
         Ok(outcome)
     }
 
@@ -348,7 +301,7 @@ impl Session {
     /// their rows); per-event metrics have nothing to add. Events pushed after this
     /// start new windows.
     pub fn finish(&mut self, rows: &mut Vec<Row>) -> Result<()> {
-        self.op.finish(rows)
+        self.driver.finish(rows)
     }
 
     /// Makes an atomic checkpoint (see the module docs). Needs [`SessionConfig::dir`].
@@ -366,57 +319,16 @@ impl Session {
                     .into(),
             ));
         }
-        write_meta_blob(self.op.store_mut(), SESSION_TAG_KEY, tag)?;
-        let operator = self.op.snapshot()?;
-        let meta = SessionMeta {
-            version: SESSION_META_VERSION,
-            identity: self.identity.clone(),
-            schema: self.schema.clone(),
-            operator,
-            next_seq: self.next_seq,
-        };
-        let bytes = postcard::to_stdvec(&meta)
-            .map_err(|e| Error::Checkpoint(format!("cannot encode session metadata: {e}")))?;
-        write_meta_blob(self.op.store_mut(), SESSION_META_KEY, &bytes)?;
-        self.op.store_mut().checkpoint()?;
+        self.driver.checkpoint(Front::Pushed { tag: tag.to_vec() })?;
         // After the checkpoint, so a schema file always has a checkpoint behind it.
-        write_schema(&self.base, &self.schema)?;
-        self.op.release_reservoir(None)?;
-        Ok(())
+        write_schema(&self.base, self.driver.schema())?;
+        self.driver.release()
     }
-}
 
-impl Session {
     /// The tag of the checkpoint this session resumed from (empty when it was written by
     /// [`Session::checkpoint`]); `None` for a session that did not resume.
-    pub fn tag(&mut self) -> Result<Option<Vec<u8>>> {
-        if !self.resumed {
-            return Ok(None);
-        }
-        Ok(Some(read_meta_blob(self.op.store_mut(), SESSION_TAG_KEY)?.unwrap_or_default()))
-    }
-}
-
-fn decode_meta(bytes: &[u8]) -> Result<SessionMeta> {
-    let bad =
-        |e: postcard::Error| Error::Checkpoint(format!("cannot decode session metadata: {e}"));
-    let (version, _) = postcard::take_from_bytes::<u32>(bytes).map_err(bad)?;
-    match version {
-        1 => {
-            let m: SessionMetaV1 = postcard::from_bytes(bytes).map_err(bad)?;
-            Ok(SessionMeta {
-                version: m.version,
-                identity: m.identity,
-                schema: m.schema,
-                operator: OperatorSnapshot::Over { runtime: m.runtime, reservoir: m.reservoir },
-                next_seq: m.next_seq,
-            })
-        }
-        SESSION_META_VERSION => postcard::from_bytes(bytes).map_err(bad),
-        v => Err(Error::Checkpoint(format!(
-            "session metadata version {v} is not supported (this build reads 1 and \
-             {SESSION_META_VERSION})"
-        ))),
+    pub fn tag(&self) -> Option<&[u8]> {
+        self.resumed_tag.as_deref()
     }
 }
 
@@ -427,7 +339,7 @@ fn write_schema(dir: &Path, schema: &Schema) -> Result<()> {
     }
     let json = serde_json::to_vec_pretty(schema)
         .map_err(|e| Error::Checkpoint(format!("cannot encode the schema: {e}")))?;
-    crate::job::replace_durably(dir, SCHEMA_FILE, &json)
+    replace_durably(dir, SCHEMA_FILE, &json)
 }
 
 /// The input schema of the session checkpointed in `dir` (`None`: no checkpoint there),

@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+use spillway_engine::checkpoint::Input;
 use spillway_engine::job::{run_job, JobConfig, JobSummary, OpenAt};
 use spillway_engine::source::{self, SourceOptions};
 use spillway_engine::Error;
@@ -94,7 +95,7 @@ fn config(query: &str, output: &Path, ckpt: Option<&Path>, lateness: i64) -> Job
         resume: false,
         compression: Default::default(),
         // The same for the prefix and the whole input: the resume reads on in the latter.
-        input_identity: "tx".into(),
+        input: Input::Named("tx".into()),
         // Small chunks and segments, so the reservoir releases segments as windows pass.
         reservoir_chunk_events: Some(128),
         reservoir_segment_bytes: Some(4096),
@@ -445,7 +446,7 @@ fn refused_backfills_name_the_reason_and_keep_the_checkpoint() {
 
     // Another input (or lateness, store, schema) is refused with --backfill too.
     c4.backfill = true;
-    c4.input_identity = "another".into();
+    c4.input = Input::Named("another".into());
     let e = run(&c4, &s.full).unwrap_err().to_string();
     assert!(e.contains("different input"), "{e}");
 }

@@ -91,7 +91,7 @@ fn job(query: &str, input: &Path, output: &Path) {
         checkpoint_every: Some(0),
         resume: false,
         compression: Default::default(),
-        input_identity: "in".into(),
+        input: spillway_engine::checkpoint::Input::Named("in".into()),
         reservoir_chunk_events: Some(64),
         reservoir_segment_bytes: Some(4096),
         halt: None,

@@ -1089,11 +1089,11 @@ impl Worker<'_> {
                 if items.len() != n || items.iter().enumerate().any(|(i, &x)| i != x) {
                     scfg.items = Some(items.clone());
                 }
-                let mut session = Session::open(&scfg, self.st.schema.clone()).map_err(|e| {
+                let session = Session::open(&scfg, self.st.schema.clone()).map_err(|e| {
                     Error::Checkpoint(format!("partition {p} of {topic} in {}: {e}", dir.display()))
                 })?;
-                let k = match session.tag()? {
-                    Some(tag) => Some(Some(i64::from_le_bytes(tag.as_slice().try_into().map_err(
+                let k = match session.tag() {
+                    Some(tag) => Some(Some(i64::from_le_bytes(tag.try_into().map_err(
                         |_| {
                             Error::Checkpoint(format!(
                                 "{}: the checkpoint carries no input offset (written by a session outside a Kafka worker?)",
