@@ -12,6 +12,7 @@ use spillway_bench::units::{parse_count, parse_size};
 use spillway_engine::checkpoint::Input;
 use spillway_engine::duration::parse_duration;
 use spillway_engine::job::{run_job, HaltPoint, JobConfig, JobSummary, OpenAt, Progress};
+use spillway_engine::operator::windowed::WindowPlan;
 use spillway_engine::plan::Plan;
 use spillway_engine::reservoir::Compression;
 use spillway_engine::source::{
@@ -19,7 +20,6 @@ use spillway_engine::source::{
 };
 use spillway_engine::sql::Query;
 use spillway_engine::value::{Field, Schema, TimeUnit};
-use spillway_engine::window_agg::WindowPlan;
 use spillway_store::StoreKind;
 
 /// What to do with malformed input rows.

@@ -13,14 +13,14 @@ use spillway_store::StoreKind;
 use crate::checkpoint::{Front, Identity, Input, StoreIdentity};
 use crate::driver::{Cadence, Driver, Io, StateConfig, BATCH_EVENTS};
 use crate::error::{Error, Result};
+use crate::operator::over::Outcome;
+use crate::operator::windowed::WindowPlan;
 use crate::operator::{Operator, QueryPlan};
 use crate::plan::Plan;
 use crate::reservoir::Compression;
-use crate::runtime::Outcome;
 use crate::source::{generate_events, PaymentGenerator, PaymentOptions, Source};
 use crate::sql::{parse, parse_query, Query, TvfWindow};
 use crate::value::{Event, Row, Schema, Value};
-use crate::window_agg::WindowPlan;
 
 /// The Q1 query over a window of `window_ms`.
 pub fn q1_query(window_ms: i64) -> String {
@@ -71,9 +71,9 @@ pub struct Q1Config {
     pub expected_keys: Option<u64>,
     /// Generate all events before timing (in memory) instead of on the fly.
     pub pregenerate: bool,
-    /// Events taken and announced to the store at a time ([`Runtime::prefetch`]); 1
+    /// Events taken and announced to the store at a time ([`crate::operator::Operator::prefetch`]); 1
     /// processes them one at a time with no announcement. The job uses
-    /// [`BATCH_EVENTS`](crate::job::BATCH_EVENTS).
+    /// [`BATCH_EVENTS`](crate::driver::BATCH_EVENTS).
     pub batch: usize,
     /// Every `late_every`-th event is made late: its time moves back by half the allowed
     /// lateness, so it arrives out of order but within the lateness and gets its own
@@ -120,7 +120,7 @@ pub struct Q1Result {
     #[serde(default)]
     pub late_events: u64,
     /// Recent events read to compute those late events' results
-    /// ([`Runtime::late_events_examined`]).
+    /// ([`crate::operator::over::Runtime::late_events_examined`]).
     #[serde(default)]
     pub late_examined: u64,
 }
@@ -333,7 +333,7 @@ pub struct WindowBenchConfig {
     pub memory_budget: u64,
     /// Generate all events before timing.
     pub pregenerate: bool,
-    /// Events announced to the store at a time ([`WindowAgg::prefetch`]).
+    /// Events announced to the store at a time ([`crate::operator::Operator::prefetch`]).
     pub batch: usize,
 }
 

@@ -32,10 +32,10 @@ use spillway_store::{NamespaceSpec, StateStore, StoreKind, StoreOptions, TieredO
 
 use crate::checkpoint::{self, Front, Identity, Record};
 use crate::error::{Error, Result};
+use crate::operator::over::backfill::Retention;
+use crate::operator::over::{Outcome, Runtime};
 use crate::operator::{self, Operator, OperatorOptions, OperatorSnapshot, QueryPlan};
 use crate::reservoir::{Compression, ReservoirOptions};
-use crate::runtime::backfill::Retention;
-use crate::runtime::{Outcome, Runtime};
 use crate::value::{Event, Row, Schema, Value};
 
 /// Without checkpoints, reservoir segments behind every window are released every this
@@ -190,7 +190,7 @@ impl Driver {
     }
 
     /// The operator's counters (across resumes).
-    pub fn counters(&self) -> crate::runtime::Counters {
+    pub fn counters(&self) -> crate::operator::over::Counters {
         self.op.counters()
     }
 

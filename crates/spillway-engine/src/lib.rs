@@ -22,13 +22,13 @@
 //! | [`plan`] | the DAG `Window -> Filter -> GroupBy -> Aggregate` with shared prefixes; `explain` |
 //! | [`aggregate`] | aggregate state layouts and the insert / evict / result contract |
 //! | [`reservoir`] | the event reservoir: compressed, checksummed chunks in segment files, read by cursors with prefetch |
-//! | [`runtime`] | per-event window maintenance over the reservoir and the state store; exactness under lateness; metric backfill and reservoir retention ([`runtime::backfill`]) |
 //! | [`operator`] | the operator contract both query shapes implement, and the plan of either shape |
+//! | [`operator::over`] | per-event metrics (`AGG(..) OVER w`): window maintenance over the reservoir and the state store; exactness under lateness; metric backfill and reservoir retention ([`operator::over::backfill`]) |
+//! | [`operator::windowed`] | windowed aggregation (`TUMBLE`/`HOP`/`CUMULATE`/`SESSION`): window assignment, state, timers, watermarks, firing, lateness |
 //! | [`driver`] | the one driver every front-end runs an operator through: opening fresh or from a checkpoint, the event loop, checkpoints, reservoir release |
 //! | [`checkpoint`] | the checkpoint record and its typed identity (FORMAT), `store.json` |
 //! | [`job`] | the file front-end: flags, opening (fresh, resume, `--backfill`), outputs and what a failed run leaves |
 //! | [`session`] | the push front-end: one query over events pushed from memory (Python, Kafka tasks), checkpoints and resume |
-//! | [`window_agg`] | windowed aggregation (`TUMBLE`/`HOP`/`CUMULATE`/`SESSION`): window state, timers, watermarks, firing, lateness |
 //! | [`bench`] | Railgun Q1 and windowed-aggregation benchmark runs |
 //!
 //! Aggregation state lives in a `spillway_store::StateStore` (hashlog by default), one
@@ -47,11 +47,9 @@ pub mod kafka;
 pub mod operator;
 pub mod plan;
 pub mod reservoir;
-pub mod runtime;
 pub mod session;
 pub mod source;
 pub mod sql;
 pub mod value;
-pub mod window_agg;
 
 pub use error::{Error, Result};

@@ -10,7 +10,7 @@
 //! `UNBOUNDED PRECEDING`, an exit boundary (its frame start). The boundary
 //! `(0, inclusive)` is the arrival itself: no cursor is needed. A `ROWS` window has no
 //! boundary: its group-by nodes keep their partitions' last rows in a second namespace
-//! (see [`crate::runtime`]), and nothing of it is read back from the reservoir.
+//! (see [`crate::operator::over`]), and nothing of it is read back from the reservoir.
 
 use std::fmt::{self, Write as _};
 
@@ -88,7 +88,7 @@ pub struct GroupNode {
     /// Store namespace holding this node's state.
     pub namespace: String,
     /// Under a `ROWS` frame: the store namespace of the partitions' kept rows (see
-    /// [`crate::runtime`]) and the frame's `n` (rows before the current one).
+    /// [`crate::operator::over`]) and the frame's `n` (rows before the current one).
     pub rows: Option<(String, u64)>,
     /// The store namespace of the order-statistics trees of this node's holistic
     /// aggregates (`COUNT(DISTINCT)`, percentiles, `FIRST_VALUE`/`LAST_VALUE`; see

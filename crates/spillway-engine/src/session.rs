@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use spillway_engine::session::{Session, SessionConfig};
-//! use spillway_engine::runtime::Outcome;
+//! use spillway_engine::operator::over::Outcome;
 //! use spillway_engine::value::{DataType, Field, Schema, TimeUnit, Value};
 //!
 //! let schema = Schema::new(
@@ -59,11 +59,11 @@ use crate::checkpoint::layout::{clear_dirs, replace_durably};
 use crate::checkpoint::{self, Front, Identity, Input, StoreIdentity};
 use crate::driver::{Cadence, Driver, StateConfig};
 use crate::error::{Error, Result};
+use crate::operator::over::{Counters, Outcome};
 use crate::operator::QueryPlan;
 use crate::reservoir::Compression;
 #[cfg(doc)]
 use crate::reservoir::ReservoirOptions;
-use crate::runtime::{Counters, Outcome};
 use crate::value::{DataType, Row, Schema, Value};
 
 /// The file holding a checkpointed session's input schema.

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use spillway_engine::job::{run_job, JobConfig, OpenAt};
-use spillway_engine::runtime::Outcome;
+use spillway_engine::operator::over::Outcome;
 use spillway_engine::session::{checkpointed_schema, Session, SessionConfig};
 use spillway_engine::source::{self, Sink, SourceOptions};
 use spillway_engine::value::{Event, Row};

@@ -7,9 +7,9 @@
 //! * A late event's result reads its own partition's events within the lateness, not
 //!   every partition's.
 
+use spillway_engine::operator::over::{Outcome, Runtime};
 use spillway_engine::plan::Plan;
 use spillway_engine::reservoir::{Reservoir, ReservoirOptions};
-use spillway_engine::runtime::{Outcome, Runtime};
 use spillway_engine::sql::parse_query;
 use spillway_engine::value::{DataType, Event, Field, Schema, TimeUnit, Value};
 use spillway_store::{NamespaceSpec, StateStoreExt, StoreKind, StoreOptions};

@@ -9,10 +9,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use proptest::prelude::*;
-use spillway_engine::runtime::Outcome;
+use spillway_engine::operator::over::Outcome;
+use spillway_engine::operator::windowed::{WindowAgg, WindowPlan, WindowSnapshot};
 use spillway_engine::sql::{parse, Query, TvfWindow};
 use spillway_engine::value::{DataType, Event, Field, Schema, TimeUnit, Value};
-use spillway_engine::window_agg::{WindowAgg, WindowPlan, WindowSnapshot};
 use spillway_store::{StateStore, StoreKind, StoreOptions};
 
 // Columns: 0 k (int), 1 v (int or null), 2 flag (bool), 3 ts.

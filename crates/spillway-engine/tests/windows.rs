@@ -6,9 +6,9 @@
 
 use proptest::prelude::*;
 use spillway_engine::aggregate::AggKind;
+use spillway_engine::operator::over::{Outcome, Runtime};
 use spillway_engine::plan::Plan;
 use spillway_engine::reservoir::{Reservoir, ReservoirOptions, ReservoirStats};
-use spillway_engine::runtime::{Outcome, Runtime};
 use spillway_engine::session::{Session, SessionConfig};
 use spillway_engine::sql::{
     Expr, Frame, MetricSpec, QuerySpec, RangeFrame, SelectItem, WindowSpec,

@@ -21,7 +21,7 @@ use pyo3::types::{PyList, PyTuple};
 use spillway_engine::duration::parse_duration as engine_parse_duration;
 use spillway_engine::operator::QueryPlan;
 use spillway_engine::reservoir::Compression;
-use spillway_engine::runtime::Outcome;
+use spillway_engine::operator::over::Outcome;
 use spillway_engine::session::{Session as EngineSession, SessionConfig};
 use spillway_engine::source::{self, parse_schema_overrides, RowProblem, SourceOptions};
 use spillway_engine::sql::SqlError;

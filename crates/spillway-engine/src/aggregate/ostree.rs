@@ -1557,7 +1557,7 @@ impl OsTree {
     }
 
     /// Deletes the header at `[prefix]` and every value at `[prefix][8 bytes]` found by
-    /// [`scan_prefix`](StateStore::scan_prefix), without reading the tree: the way to
+    /// [`scan_prefix`](spillway_store::StateStoreExt::scan_prefix), without reading the tree: the way to
     /// remove a damaged tree. Costs a scan of the namespace on unordered stores. Returns
     /// the number of values deleted.
     pub fn purge<S: StateStore + ?Sized>(&mut self, store: &mut S, prefix: &[u8]) -> Result<u64> {

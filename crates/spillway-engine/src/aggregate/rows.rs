@@ -1,7 +1,7 @@
 //! The kept rows of a `ROWS BETWEEN n PRECEDING AND CURRENT ROW` window: per (group-by
 //! node, partition key) a header beside the running [`AggSet`](super::AggSet) state of the
 //! partition's last `n + 1` rows, and the rows themselves in a second namespace, one value
-//! per row at its position. The runtime ([`crate::runtime`]) decides which rows it keeps
+//! per row at its position. The runtime ([`crate::operator::over`]) decides which rows it keeps
 //! and when; this module owns their bytes.
 //!
 //! # FORMAT

@@ -37,8 +37,8 @@ use spillway_store::{StateStore, StateStoreExt};
 pub use identity::{Change, Identity, Input, StoreIdentity};
 
 use crate::error::{Error, Result};
+use crate::operator::over::META_NAMESPACE;
 use crate::operator::OperatorSnapshot;
-use crate::runtime::META_NAMESPACE;
 use crate::source::SourcePosition;
 
 /// The record layout this build writes and reads.

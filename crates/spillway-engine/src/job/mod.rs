@@ -1,5 +1,9 @@
-//! A job: source -> runtime -> sink, with latency recording, progress, checkpoints and
-//! resume. `spillway run` and `spillway demo` are thin wrappers over [`run_job`].
+//! A job: the file front-end of the [driver](crate::driver): source -> operator -> sink,
+//! with checkpoints, resume and `--backfill`. `spillway run` and `spillway demo` are thin
+//! wrappers over [`run_job`], itself a composition of `open.rs` (flags, the checkpoint
+//! directory, and opening fresh, resumed or backfilled), the driver's loop, and
+//! `output.rs` (the outputs, how they become final, and what a failed run leaves).
+//! The checkpoint record and its FORMAT are the [`crate::checkpoint`] module's.
 //!
 //! ## Checkpoints
 //! Every `checkpoint_every` events the job makes one atomic checkpoint: it flushes and
@@ -22,7 +26,7 @@
 //! last checkpoint, exactly what `--resume` continues. Either way the error
 //! ([`Error::Stopped`]) names the files and what they hold.
 //!
-//! Stdout, FIFOs and devices (`/dev/null`; see [`is_stream`]) are always written in
+//! Stdout, FIFOs and devices (`/dev/null`; see [`crate::source::is_stream`]) are always written in
 //! place: renaming a finished file over them would replace the device node or the FIFO
 //! with a regular file. They cannot be cut back either: a resume writes on after what
 //! the run before wrote.
@@ -49,7 +53,7 @@
 //! the same `WHERE`, with metrics added, changed or removed (new windows, `FILTER`s and
 //! partitionings included). Group-by nodes the two queries share keep their state;
 //! new or changed ones are rebuilt from the events still in the reservoir and the
-//! lateness buffer (see [`crate::runtime::backfill`]). A rebuilt metric whose window
+//! lateness buffer (see [`crate::operator::over::backfill`]). A rebuilt metric whose window
 //! reaches further back than the oldest event the reservoir holds is *not covered*: it
 //! is rebuilt from what is there, and a warning (given to the progress callback at
 //! once, and in [`JobSummary::backfill`]) names it, its window, and the event time from
@@ -83,11 +87,11 @@ pub use output::partial_path;
 use crate::checkpoint::Input;
 use crate::driver::{StateConfig, BATCH_EVENTS};
 use crate::error::{Error, Result};
+use crate::operator::over::Counters;
+use crate::operator::windowed::{WindowAgg, WindowStats};
 use crate::reservoir::Compression;
-use crate::runtime::Counters;
 use crate::source::{Source, SourcePosition};
 use crate::value::Schema;
-use crate::window_agg::{WindowAgg, WindowStats};
 
 /// Events between checkpoints when [`JobConfig::checkpoint_every`] is `None` and no
 /// checkpoint recorded an interval.

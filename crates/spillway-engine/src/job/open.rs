@@ -14,13 +14,13 @@ use crate::checkpoint::layout::{clear_dirs, StoreLayout, STATE_DIR};
 use crate::checkpoint::{self, Front, Identity, Record, StoreIdentity};
 use crate::driver::{Cadence, Driver, StateConfig};
 use crate::error::{Error, Result};
+use crate::operator::over::backfill::{
+    check_rebuildable, copy_kept_state, BackfillReport, GroupMap, NotCovered,
+};
+use crate::operator::over::{Runtime, RuntimeSnapshot};
 use crate::operator::{OperatorSnapshot, QueryPlan};
 use crate::plan::Plan;
 use crate::reservoir::Reservoir;
-use crate::runtime::backfill::{
-    check_rebuildable, copy_kept_state, BackfillReport, GroupMap, NotCovered,
-};
-use crate::runtime::{Runtime, RuntimeSnapshot};
 use crate::source::{schema_columns, Sink, Source};
 use crate::sql::{parse, Query};
 use crate::value::Schema;
@@ -559,7 +559,7 @@ fn checkpointed_plan(
             Ok((Some(plan), specs))
         }
         Query::Windowed(q) => {
-            Ok((None, crate::window_agg::WindowPlan::build(&q).namespace_specs()))
+            Ok((None, crate::operator::windowed::WindowPlan::build(&q).namespace_specs()))
         }
     }
 }

@@ -8,7 +8,7 @@ use super::{HaltPoint, JobConfig};
 use crate::checkpoint::{FilePosition, Front};
 use crate::driver::Io;
 use crate::error::{Error, Result};
-use crate::runtime::Outcome;
+use crate::operator::over::Outcome;
 use crate::source::{is_stream, Sink, Source};
 use crate::value::{Event, Row, Schema};
 

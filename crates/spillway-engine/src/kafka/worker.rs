@@ -112,8 +112,8 @@ use super::{
     ID_HEADER,
 };
 use crate::error::{Error, Result};
+use crate::operator::over::Outcome;
 use crate::operator::QueryPlan;
-use crate::runtime::Outcome;
 use crate::session::{Session, SessionConfig};
 use crate::source::{json_prefixes, json_row, schema_columns};
 use crate::sql::Expr;

@@ -46,7 +46,7 @@
 //! DESCRIPTOR(ts), INTERVAL '5' MINUTE))`, also `HOP`, `CUMULATE`, `SESSION`) and that
 //! groups by `window_start, window_end` is a windowed aggregation ([`WindowedQuery`]):
 //! one row per window and group key when the window fires, computed by
-//! [`crate::window_agg`]. [`parse`] tells the two shapes apart; Flink's `TABLE <name>`
+//! [`crate::operator::windowed`]. [`parse`] tells the two shapes apart; Flink's `TABLE <name>`
 //! argument is parsed by this module's dialect (`sqlparser`'s generic dialect has no
 //! such argument).
 //!
@@ -258,7 +258,7 @@ pub struct WindowSpec {
 }
 
 /// The largest `n` of `ROWS BETWEEN n PRECEDING AND CURRENT ROW`. A late event's result
-/// may read back up to `n` kept rows of its partition (see [`crate::runtime`]), so `n`
+/// may read back up to `n` kept rows of its partition (see [`crate::operator::over`]), so `n`
 /// bounds that work.
 pub const MAX_ROWS_PRECEDING: u64 = 100_000;
 

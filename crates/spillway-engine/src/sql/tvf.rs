@@ -28,7 +28,7 @@
 //! (`window_end - 1`, Flink's rowtime of the result) and aggregates without `OVER`
 //! (the engine's aggregates, each with an optional `FILTER (WHERE ..)`). `WHERE` drops
 //! events before windowing. Firing, lateness and the output convention are the runtime's:
-//! see [`crate::window_agg`].
+//! see [`crate::operator::windowed`].
 
 use sqlparser::ast;
 use sqlparser::ast::Spanned;
@@ -87,53 +87,6 @@ impl TvfWindow {
             TvfWindow::Hop { .. } => "HOP",
             TvfWindow::Cumulate { .. } => "CUMULATE",
             TvfWindow::Session { .. } => "SESSION",
-        }
-    }
-
-    /// The aligned windows `[start, end)` holding time `t`, in ascending order of end
-    /// (sessions are assigned by the runtime: nothing here).
-    pub fn assign(&self, t: i64, out: &mut Vec<(i64, i64)>) {
-        out.clear();
-        let floor = |t: i64, m: i64| t - t.rem_euclid(m);
-        match *self {
-            TvfWindow::Tumble { size } => {
-                let s = floor(t, size);
-                out.push((s, s.saturating_add(size)));
-            }
-            TvfWindow::Hop { slide, size } => {
-                // SlidingEventTimeWindows.assignWindows: starts from the last one at or
-                // before t back while the window still holds t.
-                let last = floor(t, slide);
-                let mut s = last - (size - slide);
-                while s <= last {
-                    if s.saturating_add(size) > t {
-                        out.push((s, s.saturating_add(size)));
-                    }
-                    s += slide;
-                }
-            }
-            TvfWindow::Cumulate { step, size } => {
-                // CumulativeWindowAssigner.assignWindows.
-                let s = floor(t, size);
-                let mut e = floor(t, step).saturating_add(step);
-                while e <= s.saturating_add(size) {
-                    out.push((s, e));
-                    e = e.saturating_add(step);
-                }
-            }
-            TvfWindow::Session { .. } => {}
-        }
-    }
-
-    /// The start of the aligned window ending at `end` (not for sessions).
-    pub fn start_of(&self, end: i64) -> i64 {
-        match *self {
-            TvfWindow::Tumble { size } | TvfWindow::Hop { size, .. } => end - size,
-            TvfWindow::Cumulate { size, .. } => {
-                let last = end - 1;
-                last - last.rem_euclid(size)
-            }
-            TvfWindow::Session { .. } => unreachable!("sessions carry their start"),
         }
     }
 }

@@ -18,18 +18,21 @@
 //! Flink keeps the same split: `OneInputStreamOperator::processElement` for both its
 //! `WindowOperator` and its over-aggregation operators, one driver (`StreamTask`) for all.
 
+pub mod over;
+pub mod windowed;
+
 use std::path::Path;
 
 use spillway_store::{NamespaceSpec, StateStore};
 
 use crate::error::{Error, Result};
+use crate::operator::over::backfill::Retention;
+use crate::operator::over::{Counters, Outcome, Runtime, RuntimeSnapshot};
+use crate::operator::windowed::{WindowAgg, WindowOutput, WindowPlan, WindowSnapshot};
 use crate::plan::{OutputSource, Plan};
 use crate::reservoir::{Position, Reservoir, ReservoirOptions};
-use crate::runtime::backfill::Retention;
-use crate::runtime::{Counters, Outcome, Runtime, RuntimeSnapshot};
 use crate::sql::{parse, Query};
 use crate::value::{DataType, Event, Row, Schema, Value};
-use crate::window_agg::{WindowAgg, WindowOutput, WindowPlan, WindowSnapshot};
 
 /// The plan of a query of either shape.
 #[derive(Clone, Debug)]

@@ -60,6 +60,8 @@
 //! Everything else (watermark, timer chunk counts, counters) is in the
 //! [`WindowSnapshot`] a checkpoint writes next to the store's own checkpoint.
 
+mod assign;
+
 use spillway_store::StateStoreExt;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -69,8 +71,8 @@ use spillway_store::{Ns, Rmw, StateStore};
 use crate::aggregate::external::{tree_layout, HolisticTrees};
 use crate::aggregate::{AggKind, AggSet, AggStateError};
 use crate::error::{Error, Result};
+use crate::operator::over::{prefetch_announced, Counters, Outcome, META_NAMESPACE};
 use crate::plan::call_text;
-use crate::runtime::{prefetch_announced, Counters, Outcome, META_NAMESPACE};
 use crate::sql::{Expr, TvfWindow, WindowedItem, WindowedQuery};
 use crate::value::{DataType, Event, EventKey, Row, Schema, Value};
 
