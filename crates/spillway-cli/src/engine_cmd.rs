@@ -9,9 +9,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use spillway_bench::units::{parse_count, parse_size};
+use std::sync::Arc;
+
 use spillway_engine::checkpoint::Input;
 use spillway_engine::duration::parse_duration;
 use spillway_engine::job::{run_job, HaltPoint, JobConfig, JobSummary, OpenAt, Progress};
+use spillway_engine::metrics::{serve as serve_metrics, Metrics, MetricsServer};
 use spillway_engine::operator::windowed::WindowPlan;
 use spillway_engine::plan::Plan;
 use spillway_engine::reservoir::Compression;
@@ -184,6 +187,13 @@ pub struct RunArgs {
     /// (with a kafka:// input; default: run until SIGINT/SIGTERM)
     #[arg(long, value_name = "DURATION")]
     pub(crate) idle_exit: Option<String>,
+
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics while the job runs: events
+    /// in and out, late and malformed ones, checkpoint (and Kafka commit) durations,
+    /// state keys and bytes, tiered cache hits per level, and with a kafka:// input the
+    /// consumer lag per partition and the bytes uploaded to --checkpoint-store
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) metrics_addr: Option<String>,
 
     #[command(flatten)]
     pub(crate) input_args: InputArgs,
@@ -543,6 +553,17 @@ fn print_summary(s: &JobSummary) {
     }
 }
 
+/// The metrics of `--metrics-addr ADDR` and their server (`None` without the flag).
+pub(crate) fn metrics_server(
+    addr: Option<&str>,
+) -> Result<(Option<Arc<Metrics>>, Option<MetricsServer>)> {
+    let Some(addr) = addr else { return Ok((None, None)) };
+    let m = Metrics::new();
+    let server = serve_metrics(addr, m.clone())?;
+    eprintln!("serving metrics at http://{}/metrics", server.addr());
+    Ok((Some(m), Some(server)))
+}
+
 /// `spillway run`.
 pub fn run(a: RunArgs) -> Result<()> {
     let kafka_input = a.input.to_str().is_some_and(|s| s.starts_with("kafka://"));
@@ -576,6 +597,8 @@ pub fn run(a: RunArgs) -> Result<()> {
                 anyhow!("--checkpoint-every: {e} (a count of input events, e.g. 1M)")
             })?),
         };
+    // The metrics address is taken first: a bad or busy one fails before anything runs.
+    let (metrics, _metrics_server) = metrics_server(a.metrics_addr.as_deref())?;
     let query = read_query(&a.query)?;
     check_from(&query, a.table.as_deref(), source::table_name(&a.input), FILE_TABLE)?;
     let on_error = match a.on_error.unwrap_or(OnErrorArg::Stop) {
@@ -629,6 +652,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         },
         backfill: a.backfill,
         retain,
+        metrics: metrics.clone(),
     };
     let input = a.input.clone();
     // Only the schema: no dead-letter file is created (a resume keeps the existing one).
@@ -700,6 +724,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         halt: None,
         backfill: false,
         retain: None,
+        metrics: None,
     };
     eprintln!(
         "spillway demo: {} payments over {} cards and {} merchants ({}), {} window, store {}\n{}",

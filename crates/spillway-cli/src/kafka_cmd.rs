@@ -366,12 +366,16 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
         watermark_delay: a.watermark_delay.clone().unwrap_or_else(|| "0".into()),
         time_column: a.input_args.time_column.clone(),
         time_unit: a.input_args.time_unit,
+        metrics: None,
     })
 }
 
 /// `spillway run --input kafka://B/T --output kafka://B/OUT --group G --checkpoint-dir DIR`.
 pub fn run_worker(a: RunArgs) -> Result<()> {
-    let cfg = worker_config(&a)?;
+    let mut cfg = worker_config(&a)?;
+    // Taken before the worker joins its group: a bad or busy address fails first.
+    let (metrics, _metrics_server) = crate::engine_cmd::metrics_server(a.metrics_addr.as_deref())?;
+    cfg.metrics = metrics;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;

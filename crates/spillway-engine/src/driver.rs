@@ -25,6 +25,7 @@
 //! [`Driver::checkpoint`] records with the operator's snapshot.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -32,8 +33,9 @@ use spillway_store::{NamespaceSpec, StateStore, StoreKind, StoreOptions, TieredO
 
 use crate::checkpoint::{self, Front, Identity, Record};
 use crate::error::{Error, Result};
+use crate::metrics::{Metrics, Totals};
 use crate::operator::over::backfill::Retention;
-use crate::operator::over::{Outcome, Runtime};
+use crate::operator::over::{Counters, Outcome, Runtime};
 use crate::operator::{self, Operator, OperatorOptions, OperatorSnapshot, QueryPlan};
 use crate::reservoir::{Compression, ReservoirOptions};
 use crate::value::{Event, Row, Schema, Value};
@@ -121,6 +123,8 @@ pub struct Driver {
     retention: Option<Retention>,
     events: u64,
     cadence: Cadence,
+    /// Where to report figures, and this driver's store label there.
+    metrics: Option<(Arc<Metrics>, String)>,
 }
 
 impl Driver {
@@ -171,7 +175,37 @@ impl Driver {
             Some(r) => open_retention(r, span, recorded.0, recorded.1)?,
             None => None,
         };
-        Ok(Driver { op, query: query.to_string(), identity, retention, events, cadence })
+        Ok(Driver {
+            op,
+            query: query.to_string(),
+            identity,
+            retention,
+            events,
+            cadence,
+            metrics: None,
+        })
+    }
+
+    /// Reports this driver's figures to `metrics` from now on, its store labelled `store`
+    /// (see [`crate::metrics`]): totals at each progress tick of [`Driver::run`] and at
+    /// its end, and each checkpoint's duration.
+    pub fn set_metrics(&mut self, metrics: Arc<Metrics>, store: &str) {
+        self.metrics = Some((metrics, store.to_string()));
+    }
+
+    /// Reports the running totals of this run (counters since `start`, and `malformed`)
+    /// and the store's figures, if metrics are set.
+    fn report(&mut self, start: &Counters, malformed: u64) {
+        let Some((m, store)) = &self.metrics else { return };
+        let c = self.op.counters().since(start);
+        m.set_totals(&Totals {
+            events_in: c.events,
+            rows_out: c.emitted,
+            late: c.too_late,
+            malformed,
+            upload_bytes: 0,
+        });
+        m.set_store(store, &self.op.store_mut().stats());
     }
 
     /// The identity this driver records in its checkpoints.
@@ -252,6 +286,7 @@ impl Driver {
     /// look (a backfill switches `store.json` first). Returns the operator's snapshot
     /// event count.
     pub fn checkpoint(&mut self, front: Front) -> Result<u64> {
+        let started = Instant::now();
         let operator: OperatorSnapshot = self.op.snapshot()?;
         let (retain, retain_index) = match (self.op.as_over(), &self.retention) {
             (Some(r), Some(k)) => (k.span(), k.index(r)),
@@ -273,6 +308,9 @@ impl Driver {
         };
         checkpoint::write(self.op.store_mut(), &record)?;
         self.op.store_mut().checkpoint()?;
+        if let Some((m, _)) = &self.metrics {
+            m.observe_checkpoint(started.elapsed().as_secs_f64());
+        }
         Ok(self.events)
     }
 
@@ -304,6 +342,7 @@ impl Driver {
             checkpoints: 0,
         };
         let started = Instant::now();
+        let counters_at_start = self.op.counters();
         let mut next_progress = started + Duration::from_millis(100);
         let batch = batch.max(1);
         let mut rows: Vec<Row> = Vec::new();
@@ -377,6 +416,7 @@ impl Driver {
                     self.checkpoint(front)?;
                     self.release()?;
                     stats.checkpoints += 1;
+                    self.report(&counters_at_start, io.malformed());
                     let _ = stats.pauses_ns.record(clock.delta_as_nanos(p0, clock.raw()).max(1));
                     true
                 } else {
@@ -391,6 +431,7 @@ impl Driver {
                     if now >= next_progress {
                         next_progress = now + Duration::from_millis(100);
                         progress(self.events, started.elapsed().as_secs_f64(), &stats.latency_ns);
+                        self.report(&counters_at_start, io.malformed());
                     }
                 }
             }
@@ -404,6 +445,7 @@ impl Driver {
         self.op.finish(&mut rows)?;
         io.finish(&mut rows)?;
         stats.seconds = started.elapsed().as_secs_f64();
+        self.report(&counters_at_start, io.malformed());
         Ok(stats)
     }
 }
@@ -423,6 +465,10 @@ pub trait Io {
     /// sampled figures.
     fn after_event(&mut self, _events: u64, _op: &mut dyn Operator) -> Result<()> {
         Ok(())
+    }
+    /// Malformed input rows this run skipped (for metrics).
+    fn malformed(&self) -> u64 {
+        0
     }
     /// The rows the operator fired at the end of input; then the outputs are synced.
     fn finish(&mut self, rows: &mut Vec<Row>) -> Result<()>;

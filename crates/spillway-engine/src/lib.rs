@@ -28,6 +28,7 @@
 //! | [`driver`] | the one driver every front-end runs an operator through: opening fresh or from a checkpoint, the event loop, checkpoints, reservoir release |
 //! | [`checkpoint`] | the checkpoint record and its typed identity (FORMAT), `store.json` |
 //! | [`job`] | the file front-end: flags, opening (fresh, resume, `--backfill`), outputs and what a failed run leaves |
+//! | [`metrics`] | Prometheus metrics of a job or worker, served at `--metrics-addr` |
 //! | [`session`] | the push front-end: one query over events pushed from memory (Python, Kafka tasks), checkpoints and resume |
 //! | [`bench`] | Railgun Q1 and windowed-aggregation benchmark runs |
 //!
@@ -44,6 +45,7 @@ pub mod error;
 pub mod job;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod metrics;
 pub mod operator;
 pub mod plan;
 pub mod reservoir;

@@ -262,6 +262,11 @@ impl Session {
         self.driver.counters()
     }
 
+    /// The state store's statistics.
+    pub fn store_stats(&mut self) -> spillway_store::StoreStats {
+        self.driver.operator().store_mut().stats()
+    }
+
     /// Whether the query is a windowed aggregation (rows come as windows fire, through
     /// [`Session::push`] and [`Session::finish`]).
     pub fn is_windowed(&self) -> bool {

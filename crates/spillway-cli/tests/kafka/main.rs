@@ -6,6 +6,7 @@
 //!
 //! - [`exactly_once`]: exactly-once results under seeded kill schedules and fault seams.
 //! - [`flags`]: every `spillway run` flag given to a worker is honoured or refused.
+//! - [`metrics`]: a worker's `--metrics-addr` endpoint scraped while it runs.
 //! - [`produce`]: `kafka produce` is safe to retry; an unreachable broker fails fast.
 //! - [`windows`]: window table functions on workers equal `spillway run`, also after a
 //!   kill.
@@ -14,5 +15,6 @@
 mod common;
 mod exactly_once;
 mod flags;
+mod metrics;
 mod produce;
 mod windows;

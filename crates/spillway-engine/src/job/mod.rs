@@ -150,6 +150,8 @@ pub struct JobConfig {
     /// checkpointed one, rebuilding new and changed metrics from the reservoir (see the
     /// module docs; sliding-window queries only).
     pub backfill: bool,
+    /// Where to report the job's figures (`--metrics-addr`; `None`: nowhere).
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
     /// Keep reservoir events at least this many time units behind the frontier, for a
     /// later backfill of windows up to that long (`None`: what the checkpoint recorded
     /// on a resume, else 0, which keeps only what the query's windows need).
@@ -373,6 +375,9 @@ pub fn run_job(
     progress: &mut dyn FnMut(&Progress<'_>),
 ) -> Result<JobSummary> {
     let mut job = open::open(cfg, open_source)?;
+    if let Some(m) = &cfg.metrics {
+        job.driver.set_metrics(m.clone(), "job");
+    }
     let start_events = job.driver.events();
     if !job.warnings.is_empty() {
         let hist =

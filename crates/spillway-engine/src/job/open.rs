@@ -240,6 +240,7 @@ impl Job<'_> {
     ) -> FileIo {
         let cfg = self.cfg;
         FileIo {
+            skipped_at_start: source.skipped(),
             source,
             sink,
             side,

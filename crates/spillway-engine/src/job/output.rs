@@ -224,6 +224,8 @@ pub(super) struct FileIo {
     /// The output lengths of the last checkpoint whose outputs are durable.
     pub(super) last_cut: Option<Cut>,
     pub(super) halt: Option<HaltPoint>,
+    /// Rows the source had skipped before this run (a resume's), for metrics.
+    pub(super) skipped_at_start: u64,
 }
 
 impl FileIo {
@@ -320,6 +322,10 @@ impl Io for FileIo {
             Some(h) if h.events == events => halt(&h, self),
             _ => Ok(()),
         }
+    }
+
+    fn malformed(&self) -> u64 {
+        self.source.skipped().saturating_sub(self.skipped_at_start)
     }
 
     fn finish(&mut self, rows: &mut Vec<Row>) -> Result<()> {

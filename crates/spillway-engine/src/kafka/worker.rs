@@ -168,6 +168,8 @@ pub struct WorkerConfig {
     /// The event-time unit the caller asked for (`--time-unit`; `None`: not given); a
     /// given one must be the schema's.
     pub time_unit: Option<crate::value::TimeUnit>,
+    /// Where to report the worker's figures (`--metrics-addr`; `None`: nowhere).
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 /// Checks the time column and unit a worker was given ([`WorkerConfig::time_column`],
@@ -661,6 +663,8 @@ impl Worker<'_> {
         // When to ask the brokers again whether every assigned partition was read.
         let mut next_drain_check = last_event;
         let mut last_progress = start;
+        // Lag and state figures are read once a second (the totals at every tick).
+        let mut next_state_report = start;
         // Timers are read once per 64 messages (and on every idle poll): a clock read
         // per message cost 8% of a busy worker's samples.
         let mut since_clock = 0u32;
@@ -739,6 +743,12 @@ impl Worker<'_> {
             if now - last_progress >= Duration::from_millis(100) {
                 last_progress = now;
                 progress(self.st.summary.events);
+                if now >= next_state_report {
+                    next_state_report = now + Duration::from_secs(1);
+                    self.report_metrics(true);
+                } else {
+                    self.report_metrics(false);
+                }
             }
         }
         if self.st.summary.messages > 0 {
@@ -755,7 +765,47 @@ impl Worker<'_> {
             .map(|j| j.pending() as u64)
             .sum();
         progress(self.st.summary.events);
+        self.report_metrics(true);
         Ok(())
+    }
+
+    /// Reports the worker's totals to its metrics, if any; with `state`, also each
+    /// partition's consumer lag (from the consumer's cached high watermarks) and each
+    /// task's store figures.
+    fn report_metrics(&mut self, state: bool) {
+        let Some(m) = self.st.cfg.metrics.clone() else { return };
+        let s = &self.st.summary;
+        m.set_totals(&crate::metrics::Totals {
+            events_in: s.events,
+            rows_out: s.emitted,
+            late: s.late,
+            malformed: s.dead_letters,
+            upload_bytes: s.uploaded_bytes,
+        });
+        if !state {
+            return;
+        }
+        m.clear_lag();
+        // The consumer's position, like `caught_up`: librdkafka moves it past transaction
+        // markers, which a task's next offset never passes.
+        let pos = self.consumer.position().ok();
+        for (&(ti, p), t) in self.st.tasks.iter_mut() {
+            let topic = &self.st.topics[ti];
+            if let Some(high) = cached_high_watermark(&self.consumer, topic, p) {
+                let at = match pos.as_ref().and_then(|l| l.find_partition(topic, p)) {
+                    Some(e) => match e.offset() {
+                        Offset::Offset(o) => o.max(t.pos.next),
+                        _ => t.pos.next,
+                    },
+                    None => t.pos.next,
+                };
+                m.set_lag(topic, p, high - at);
+            }
+            if let Some((_, session)) = &mut t.session {
+                let name = t.dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                m.set_store(&name.unwrap_or_default(), &session.store_stats());
+            }
+        }
     }
 }
 
@@ -1004,6 +1054,29 @@ impl Tasks<'_> {
 /// Output keeps its input's timestamp, as Kafka Streams does
 /// (`ProcessorContext::forward` keeps the record's timestamp): with `kafka produce --rate`
 /// that is the time the event was due, so `kafka consume --latency` measures end to end.
+/// The high watermark of a partition as the consumer last learnt it from a fetch
+/// (`rd_kafka_get_watermark_offsets`: no broker round trip, unlike `fetch_watermarks`);
+/// `None` before the first fetch. rdkafka 0.33 does not wrap this call, hence the one
+/// unsafe block of the engine.
+#[allow(unsafe_code)]
+fn cached_high_watermark(consumer: &BaseConsumer<Ctx>, topic: &str, p: i32) -> Option<i64> {
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the client pointer is valid while `consumer` lives; the topic is a
+    // NUL-terminated string and both out-pointers point to locals.
+    let err = unsafe {
+        rdkafka_sys::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            p,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
+        .then_some(high)
+}
+
 fn with_ts<'a>(rec: BaseRecord<'a, str, [u8]>, ts: Option<i64>) -> BaseRecord<'a, str, [u8]> {
     match ts {
         Some(ms) => rec.timestamp(ms),
@@ -1297,6 +1370,7 @@ impl Worker<'_> {
                     self.st.cfg.group
                 ))
             })?;
+            let commit_started = Instant::now();
             let mut r = self.st.producer.send_offsets_to_transaction(&offsets, &meta, CALL_TIMEOUT);
             if r.is_ok() {
                 self.fault.reached(FaultPoint::BeforeCommit, self.st.summary.commits + 1);
@@ -1316,6 +1390,9 @@ impl Worker<'_> {
                 Err(e) => return self.producer_failed(e, "committing a transaction"),
             }
             self.st.summary.commits += 1;
+            if let Some(m) = &self.st.cfg.metrics {
+                m.observe_commit(commit_started.elapsed().as_secs_f64());
+            }
             for (k, o) in list {
                 let pos = &mut self.st.tasks.get_mut(&k).expect("a listed task").pos;
                 pos.committed = o;
@@ -1326,6 +1403,7 @@ impl Worker<'_> {
         }
         if save && self.st.tasks.values().any(|t| t.unsaved) {
             let round = self.st.summary.checkpoints + 1;
+            let ckpt_started = Instant::now();
             let mut fenced = None;
             for t in self.st.tasks.values_mut().filter(|t| t.unsaved) {
                 // A replaying task's checkpoint covers less than the committed offset
@@ -1361,6 +1439,9 @@ impl Worker<'_> {
                 return self.rebuild();
             }
             self.st.summary.checkpoints += 1;
+            if let Some(m) = &self.st.cfg.metrics {
+                m.observe_checkpoint(ckpt_started.elapsed().as_secs_f64());
+            }
         }
         Ok(())
     }
