@@ -636,6 +636,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         },
         backfill: a.backfill,
         retain,
+        fs: None,
     };
     let input = a.input.clone();
     // Only the schema: no dead-letter file is created (a resume keeps the existing one).
@@ -707,6 +708,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         halt: None,
         backfill: false,
         retain: None,
+        fs: None,
     };
     eprintln!(
         "spillway demo: {} payments over {} cards and {} merchants ({}), {} window, store {}\n{}",

@@ -162,6 +162,10 @@ pub struct JobConfig {
     /// later backfill of windows up to that long (`None`: what the checkpoint recorded
     /// on a resume, else 0, which keeps only what the query's windows need).
     pub retain: Option<i64>,
+    /// The file system the state store and the reservoir go through (`None`: the real
+    /// one). Tests give a `spillway_store::io::CrashFs` to cut the power inside a
+    /// checkpoint. The output files and `store.json` are written with `std::fs`.
+    pub fs: Option<std::sync::Arc<dyn spillway_store::io::Fs>>,
 }
 
 /// A progress report, given to the caller's callback about every 100 ms.
@@ -845,6 +849,9 @@ pub fn run_job(
         for spec in specs {
             o = o.namespace(spec);
         }
+        if let Some(fs) = &cfg.fs {
+            o = o.fs(fs.clone());
+        }
         o
     };
     let ident = identity(cfg, &schema);
@@ -865,6 +872,9 @@ pub fn run_job(
     }
     if let Some(n) = cfg.reservoir_segment_bytes {
         res_opts = res_opts.segment_bytes(n);
+    }
+    if let Some(fs) = &cfg.fs {
+        res_opts = res_opts.fs(fs.clone());
     }
 
     // A store opens only with the namespaces it was created with: those of the query

@@ -101,6 +101,7 @@ fn config(query: &str, output: &Path, ckpt: Option<&Path>, lateness: i64) -> Job
         halt: None,
         backfill: false,
         retain: None,
+        fs: None,
     }
 }
 

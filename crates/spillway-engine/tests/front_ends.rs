@@ -97,6 +97,7 @@ fn job(query: &str, input: &Path, output: &Path) {
         halt: None,
         backfill: false,
         retain: None,
+        fs: None,
     };
     let opts = SourceOptions::new("ts");
     let mut open = |at: OpenAt<'_>| -> spillway_engine::Result<Box<dyn source::Source>> {
