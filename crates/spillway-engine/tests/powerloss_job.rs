@@ -31,7 +31,7 @@ use spillway_store::io::{CrashFs, CrashMode, FileHandle, Fs};
 use spillway_store::StoreKind;
 
 /// Input events.
-const EVENTS: usize = 1600;
+const EVENTS: usize = 1200;
 /// Events between checkpoints.
 const EVERY: u64 = 400;
 /// Allowed lateness (ms): the generator's out-of-order events are within it, its late
