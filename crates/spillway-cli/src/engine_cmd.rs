@@ -653,6 +653,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         backfill: a.backfill,
         retain,
         metrics: metrics.clone(),
+        fs: None,
     };
     let input = a.input.clone();
     // Only the schema: no dead-letter file is created (a resume keeps the existing one).
@@ -725,6 +726,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         backfill: false,
         retain: None,
         metrics: None,
+        fs: None,
     };
     eprintln!(
         "spillway demo: {} payments over {} cards and {} merchants ({}), {} window, store {}\n{}",

@@ -209,6 +209,7 @@ fn bench_driver(
         compression: Compression::Lz4,
         reservoir_chunk_events: None,
         reservoir_segment_bytes: None,
+        fs: None,
     };
     let store = state.open_store(&dir.join("state"), plan.namespace_specs())?;
     let identity = Identity {

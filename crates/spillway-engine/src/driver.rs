@@ -67,6 +67,9 @@ pub struct StateConfig<'a> {
     pub reservoir_chunk_events: Option<usize>,
     /// Reservoir segment size (`None`: the reservoir's default).
     pub reservoir_segment_bytes: Option<u64>,
+    /// The file system the store and the reservoir go through (`None`: the real one;
+    /// tests cut the power with `spillway_store::io::CrashFs`).
+    pub fs: Option<Arc<dyn spillway_store::io::Fs>>,
 }
 
 impl StateConfig<'_> {
@@ -78,6 +81,9 @@ impl StateConfig<'_> {
         }
         for spec in specs {
             o = o.namespace(spec);
+        }
+        if let Some(fs) = &self.fs {
+            o = o.fs(fs.clone());
         }
         o
     }
@@ -96,6 +102,9 @@ impl StateConfig<'_> {
         }
         if let Some(n) = self.reservoir_segment_bytes {
             o = o.segment_bytes(n);
+        }
+        if let Some(fs) = &self.fs {
+            o = o.fs(fs.clone());
         }
         o
     }

@@ -138,6 +138,7 @@ impl SessionConfig {
             compression: self.compression,
             reservoir_chunk_events: self.reservoir_chunk_events,
             reservoir_segment_bytes: self.reservoir_segment_bytes,
+            fs: None,
         }
     }
 }

@@ -98,6 +98,7 @@ fn job(query: &str, input: &Path, output: &Path) {
         backfill: false,
         retain: None,
         metrics: None,
+        fs: None,
     };
     let opts = SourceOptions::new("ts");
     let mut open = |at: OpenAt<'_>| -> spillway_engine::Result<Box<dyn source::Source>> {

@@ -713,6 +713,55 @@ fn writer_errors_surface_on_the_next_call() {
     assert!(matches!(r.sync(), Err(ReservoirError::Broken { .. })));
 }
 
+/// The reservoir's files go through the `Fs` seam of its options: a failed fsync there
+/// (an injected `FaultFs` fault) fails `sync`, naming the segment, and breaks the
+/// reservoir; a torn chunk write (power cut mid-write) fails the next call, and a
+/// recovery from the last synced position reads back exactly the events before it.
+#[test]
+fn file_operations_go_through_the_fs_seam() {
+    use spillway_store::io::{Fault, FaultFs};
+    use std::sync::Arc;
+
+    let s = simple_schema();
+    let events = simple_events(40, 9);
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = FaultFs::new();
+    let opts = ReservoirOptions::new(tmp.path().join("a")).chunk_events(4).fs(Arc::new(fs.clone()));
+    let mut r = Reservoir::create(opts, &s).unwrap();
+    for e in &events[..10] {
+        r.append(e).unwrap();
+    }
+    fs.set(Fault::FailSync);
+    let e = r.sync().unwrap_err();
+    assert!(matches!(e, ReservoirError::Io { op: "fsync segment", .. }), "{e}");
+    assert!(e.to_string().contains("segment-0000000000000000.spr"), "{e}");
+    assert!(matches!(r.sync(), Err(ReservoirError::Broken { .. })));
+
+    let fs = FaultFs::new();
+    let dir = tmp.path().join("b");
+    let opts = ReservoirOptions::new(&dir).chunk_events(4).fs(Arc::new(fs.clone()));
+    let mut r = Reservoir::create(opts.clone(), &s).unwrap();
+    for e in &events[..20] {
+        r.append(e).unwrap();
+    }
+    let pos = r.sync().unwrap();
+    fs.set(Fault::Torn { after_bytes: 0 });
+    let mut failed = false;
+    for e in &events[20..] {
+        if r.append(e).is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed || r.sync().is_err(), "a torn write went unreported");
+    assert!(fs.is_dead());
+    drop(r);
+    let mut r = Reservoir::recover(ReservoirOptions::new(&dir).chunk_events(4), &s, &pos).unwrap();
+    assert_eq!(r.len(), 20);
+    let c = r.cursor(0).unwrap();
+    read_all(&mut r, c, &events[..20]).unwrap();
+}
+
 #[test]
 fn resident_memory_stays_bounded_with_a_far_behind_cursor() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1,9 +1,11 @@
 //! The I/O seam under every file a Spillway store writes (log segments, snapshots,
-//! manifests). Production code uses [`StdFs`]; tests wrap it in [`FaultFs`] to inject
-//! failed, short and torn writes, failed fsyncs and failed reads of one file, and in
-//! [`CrashFs`] to build the file images a power loss would leave (unsynced writes
-//! dropped or torn, unsynced directory entries undone), the way redb's
-//! `StorageBackend` lets its tests do both.
+//! manifests) and under the engine's event reservoir (`spillway_engine::reservoir`).
+//! Production code uses [`StdFs`]; tests wrap it in [`FaultFs`] to inject failed, short
+//! and torn writes, failed fsyncs and failed reads of one file, and in [`CrashFs`] to
+//! build the file images a power loss would leave (unsynced writes dropped or torn,
+//! unsynced directory entries undone), the way redb's `StorageBackend` lets its tests
+//! do both. A store takes its `Fs` from [`StoreOptions::fs`](crate::StoreOptions::fs)
+//! or its `open_with_fs`.
 //!
 //! The trait methods transfer bytes in one call and may transfer fewer than asked;
 //! callers go through [`read_exact_at`] and [`write_all_at`], which check every byte
@@ -651,9 +653,12 @@ impl SplitMix {
 /// [`crash`](Self::crash) then rewrites the files on disk into what a power loss
 /// could leave ([`CrashMode`]), after which a store opened over the directory must
 /// recover its last completed checkpoint. Files present when the `CrashFs` was made
-/// count as durable. A directory created through the seam is an entry of its parent like
-/// a file: unless the parent was fsynced since, a crash takes it away with everything in
-/// it (see [`create_dir_durable`]).
+/// count as durable, and so do files written beside the seam (with `std::fs`, not
+/// through it: a job's `store.json`), which a crash leaves as they are; opening such a
+/// file through the seam later treats it as a new, empty, unsynced one, so route every
+/// file of a store through the seam. A directory created through the seam is an entry of
+/// its parent like a file: unless the parent was fsynced since, a crash takes it away
+/// with everything in it (see [`create_dir_durable`]).
 ///
 /// [`suppress_sync`](Self::suppress_sync) turns `sync_data` and `sync_dir` into
 /// no-ops that still succeed, simulating a store that forgot its fsyncs, to show
@@ -835,14 +840,15 @@ impl CrashFs {
             }
             images.insert(id, image);
         }
-        // Rewrite the tracked directories to match.
+        // Rewrite the tracked directories to match. A file the seam never saw (written
+        // beside it, with std::fs) is left as it is.
         for (dir, entries) in &result {
             if !dir.is_dir() {
                 continue;
             }
             for e in std::fs::read_dir(dir)? {
                 let e = e?;
-                if e.file_type()?.is_file() {
+                if e.file_type()?.is_file() && s.names.contains_key(&e.path()) {
                     std::fs::remove_file(e.path())?;
                 }
             }

@@ -540,6 +540,12 @@ pub struct StoreOptions {
     /// system without `O_DIRECT` fails the open with [`Error::DirectIoUnsupported`].
     /// Default: false.
     pub direct_io: bool,
+    /// The file system every file of the store goes through ([`io::Fs`]). Default:
+    /// `None`, the real one ([`io::StdFs`]). Tests pass an [`io::CrashFs`] to build the
+    /// file images a power loss would leave, or an [`io::FaultFs`] to inject I/O errors;
+    /// a store's `open_with_fs` takes one explicitly instead. RocksDB does its own I/O
+    /// and refuses to open with one ([`Error::Unsupported`]).
+    pub fs: Option<std::sync::Arc<dyn io::Fs>>,
 }
 
 impl StoreOptions {
@@ -552,7 +558,35 @@ impl StoreOptions {
             expected_keys: None,
             recover_at: None,
             direct_io: false,
+            fs: None,
         }
+    }
+
+    /// Sends every file of the store through `fs` (default: the real file system; see
+    /// [`fs`](Self::fs)).
+    pub fn fs(mut self, fs: std::sync::Arc<dyn io::Fs>) -> Self {
+        self.fs = Some(fs);
+        self
+    }
+
+    /// The file system the store's files go through: [`fs`](Self::fs), else the real one.
+    pub(crate) fn file_system(&self) -> std::sync::Arc<dyn io::Fs> {
+        self.fs.clone().unwrap_or_else(|| std::sync::Arc::new(io::StdFs))
+    }
+
+    /// Fails with [`Error::Unsupported`] if a file system was given to `store`, which
+    /// does its own I/O.
+    #[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
+    pub(crate) fn refuse_fs(&self, store: &'static str) -> Result<()> {
+        if self.fs.is_some() {
+            return Err(Error::Unsupported {
+                store,
+                op: "the fs option",
+                hint: "RocksDB does its own file I/O, outside Spillway's I/O seam; open it \
+                       without StoreOptions::fs",
+            });
+        }
+        Ok(())
     }
 
     /// Bypasses the OS page cache for the store's data files (default false; see

@@ -27,7 +27,7 @@ use hashbrown::HashMap;
 use crate::backend::StoreCore;
 use crate::blockfile::{publish, BlockReader, BlockWriter, Cursor, MAX_FRAME};
 use crate::error::{Error, Result};
-use crate::io::{join, Fs, StdFs};
+use crate::io::{join, Fs};
 use crate::manifest::{self, Manifest};
 use crate::{
     check_key, check_value, CheckpointInfo, Ns, Order, Rmw, RmwFn, StateStore, StoreOptions,
@@ -191,9 +191,11 @@ fn max_value(klen: usize) -> usize {
 }
 
 impl MemStore {
-    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one; its
+    /// files go through [`StoreOptions::fs`] (default the real file system).
     pub fn open(opts: StoreOptions) -> Result<Self> {
-        Self::open_with_fs(opts, Arc::new(StdFs))
+        let fs = opts.file_system();
+        Self::open_with_fs(opts, fs)
     }
 
     /// Like [`open`](Self::open), doing all file I/O through `fs`.

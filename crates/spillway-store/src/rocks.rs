@@ -249,6 +249,7 @@ impl RocksStore {
     /// Fails with [`Error::BudgetTooSmall`] below [`MIN_BUDGET`].
     pub fn open(opts: StoreOptions) -> Result<Self> {
         opts.validate()?;
+        opts.refuse_fs(STORE_NAME)?;
         if opts.memory_budget < MIN_BUDGET {
             return Err(Error::BudgetTooSmall {
                 budget: opts.memory_budget,

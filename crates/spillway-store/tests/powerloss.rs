@@ -21,7 +21,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use spillway_store::io::{create_dir_durable, CrashFs, CrashMode, Fs};
 use spillway_store::tiered::{L2Config, RedisServer};
-use spillway_store::{StateStore, StateStoreExt};
+use spillway_store::{NamespaceSpec, StateStore, StateStoreExt, StoreKind, StoreOptions};
 
 /// Empties the test binary's Redis server (one per binary; only
 /// `tiered_l123_recovers_last_checkpoint_after_power_loss` uses it).
@@ -310,6 +310,58 @@ fn a_new_directory_survives_only_if_its_parent_was_fsynced() {
         fs.crash(CrashMode::DropUnsynced, 1).expect("crash");
         assert_eq!(dir.join("x").exists(), durable, "durable parents: {durable}");
         assert_eq!(base.path().join("a").exists(), durable);
+    }
+}
+
+/// A file written beside the seam (with std::fs, as a job writes its `store.json` next to
+/// a store) is not the seam's to undo: a crash leaves it as it is, while a file created
+/// through the seam and never made durable is gone.
+#[test]
+fn a_file_written_beside_the_seam_survives_a_crash() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let fs = CrashFs::new(base.path()).expect("crash fs");
+    let f = fs.open(&base.path().join("seam"), true).expect("create");
+    f.write_at(b"unsynced", 0).expect("write");
+    drop(f);
+    std::fs::write(base.path().join("beside"), b"kept").expect("write");
+    fs.crash(CrashMode::DropUnsynced, 1).expect("crash");
+    assert_eq!(std::fs::read(base.path().join("beside")).expect("read"), b"kept");
+    assert!(!base.path().join("seam").exists(), "an unsynced creation survived");
+}
+
+/// `StoreOptions::fs` sends a store opened by kind (as the engine opens it) through the
+/// seam: its calls are counted, and after a crash it recovers its checkpoint without the
+/// write made after it.
+#[test]
+fn store_options_fs_routes_a_store_through_the_seam() {
+    for kind in [
+        StoreKind::Mem,
+        StoreKind::HashLog,
+        StoreKind::AppendLog,
+        StoreKind::TimeLog,
+        StoreKind::Adaptive,
+    ] {
+        let base = tempfile::tempdir().expect("tempdir");
+        let fs = CrashFs::new(base.path()).expect("crash fs");
+        let dir = base.path().join("store");
+        let opts =
+            || StoreOptions::new(&dir).memory_budget(16 << 20).namespace(NamespaceSpec::list("kv"));
+        let mut store = kind.open(opts().fs(Arc::new(fs.clone()))).expect("open");
+        let ns = store.namespace("kv").expect("ns");
+        store.put(ns, b"k", b"v").expect("put");
+        store.checkpoint().expect("checkpoint");
+        drop(store);
+        let calls = fs.calls();
+        assert!(calls > 3, "{kind:?}: {calls} calls through the seam");
+        let mut store = kind.open(opts().fs(Arc::new(fs.clone()))).expect("reopen");
+        let ns = store.namespace("kv").expect("ns");
+        store.put(ns, b"k2", b"v2").expect("put");
+        drop(store);
+        fs.crash(CrashMode::DropUnsynced, 1).expect("crash");
+        let mut store = kind.open(opts()).expect("open after the crash");
+        let ns = store.namespace("kv").expect("ns");
+        assert_eq!(store.get(ns, b"k").expect("get").as_deref(), Some(&b"v"[..]), "{kind:?}");
+        assert_eq!(store.get(ns, b"k2").expect("get"), None, "{kind:?}");
     }
 }
 

@@ -150,6 +150,10 @@ pub struct JobConfig {
     /// checkpointed one, rebuilding new and changed metrics from the reservoir (see the
     /// module docs; sliding-window queries only).
     pub backfill: bool,
+    /// The file system the state store and the reservoir go through (`None`: the real
+    /// one). Tests give a `spillway_store::io::CrashFs` to cut the power inside a
+    /// checkpoint. The output files and `store.json` are written with `std::fs`.
+    pub fs: Option<std::sync::Arc<dyn spillway_store::io::Fs>>,
     /// Where to report the job's figures (`--metrics-addr`; `None`: nowhere).
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
     /// Keep reservoir events at least this many time units behind the frontier, for a
@@ -446,6 +450,7 @@ impl JobConfig {
             compression: self.compression,
             reservoir_chunk_events: self.reservoir_chunk_events,
             reservoir_segment_bytes: self.reservoir_segment_bytes,
+            fs: self.fs.clone(),
         }
     }
 }

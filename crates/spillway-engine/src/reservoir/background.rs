@@ -1,13 +1,15 @@
 //! The two background threads: the segment writer (compresses, checksums and appends
 //! sealed chunks to segment files, rolls segments, fsyncs on request) and the chunk
 //! reader (reads, verifies, decompresses and decodes chunks that cursors will need next).
+//! Both go through the reservoir's [`Fs`] seam: one positioned write per chunk frame.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
+
+use spillway_store::io::{FileHandle, Fs};
 
 use super::codec::EventCodec;
 use super::segment::{self, SEGMENT_HEADER_LEN};
@@ -41,6 +43,7 @@ pub(crate) enum WriterMsg {
 
 /// Writer thread settings.
 pub(crate) struct WriterConfig {
+    pub fs: Arc<dyn Fs>,
     pub dir: PathBuf,
     pub fingerprint: u64,
     pub segment_bytes: u64,
@@ -56,7 +59,7 @@ struct OpenSegment {
     id: u64,
     first: u64,
     path: PathBuf,
-    file: File,
+    file: Box<dyn FileHandle>,
     len: u64,
 }
 
@@ -90,18 +93,24 @@ impl Writer {
         if roll {
             if let Some(old) = self.cur.take() {
                 old.file
-                    .sync_all()
+                    .sync_data()
                     .map_err(|e| ReservoirError::io("fsync segment", &old.path, e))?;
             }
             let id = self.cfg.next_id;
             let path = segment::segment_path(&self.cfg.dir, id);
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
+            let file = self
+                .cfg
+                .fs
+                .open(&path, true)
                 .map_err(|e| ReservoirError::io("create segment", &path, e))?;
+            // A new segment id is never on disk (recovery deleted every later segment).
+            if file.len().map_err(|e| ReservoirError::io("stat segment", &path, e))? != 0 {
+                let e = io::Error::new(io::ErrorKind::AlreadyExists, "the segment already exists");
+                return Err(ReservoirError::io("create segment", &path, e));
+            }
             let h = segment::segment_header(self.cfg.fingerprint, id, first);
-            file.write_all(&h).map_err(|e| ReservoirError::io("write segment header", &path, e))?;
+            segment::write_all_at(&*file, &h, 0)
+                .map_err(|e| ReservoirError::io("write segment header", &path, e))?;
             self.cfg.next_id += 1;
             self.dir_dirty = true;
             self.cur = Some(OpenSegment { id, first, path, file, len: SEGMENT_HEADER_LEN });
@@ -109,8 +118,9 @@ impl Writer {
         let Some(s) = self.cur.as_mut() else {
             return Err(ReservoirError::Broken { what: "writer has no open segment".into() });
         };
-        s.file.write_all(&frame).map_err(|e| ReservoirError::io("write chunk", &s.path, e))?;
         let offset = s.len;
+        segment::write_all_at(&*s.file, &frame, offset)
+            .map_err(|e| ReservoirError::io("write chunk", &s.path, e))?;
         s.len += frame.len() as u64;
         self.cfg.last = (s.id, s.len);
         Ok(Written { seg: s.id, seg_first: s.first, offset, frame_len, compressed_len })
@@ -118,10 +128,10 @@ impl Writer {
 
     fn sync(&mut self) -> Result<(u64, u64), ReservoirError> {
         if let Some(s) = &self.cur {
-            s.file.sync_all().map_err(|e| ReservoirError::io("fsync segment", &s.path, e))?;
+            s.file.sync_data().map_err(|e| ReservoirError::io("fsync segment", &s.path, e))?;
         }
         if self.dir_dirty {
-            segment::sync_dir(&self.cfg.dir)?;
+            segment::sync_dir(&*self.cfg.fs, &self.cfg.dir)?;
             self.dir_dirty = false;
         }
         Ok(self.cfg.last)
@@ -169,9 +179,9 @@ pub(crate) struct ReadJob {
 }
 
 /// The reader thread's body: serves read jobs until the channel closes.
-pub(crate) fn reader_loop(codec: Arc<EventCodec>, jobs: Receiver<ReadJob>) {
+pub(crate) fn reader_loop(fs: Arc<dyn Fs>, codec: Arc<EventCodec>, jobs: Receiver<ReadJob>) {
     for j in jobs {
-        let r = read_now(&codec, &j.path, j.offset, j.frame_len, j.first, j.count);
+        let r = read_now(&*fs, &codec, &j.path, j.offset, j.frame_len, j.first, j.count);
         let _ = j.reply.send(r);
     }
 }
@@ -182,6 +192,7 @@ pub(crate) fn reader_loop(codec: Arc<EventCodec>, jobs: Receiver<ReadJob>) {
 /// it: a cursor holds a chunk's encoded bytes (tens of bytes per event), not a decoded
 /// `Vec<Event>` (hundreds), so a job with many windows (many cursors) stays small.
 pub(crate) fn read_now(
+    fs: &dyn Fs,
     codec: &EventCodec,
     path: &Path,
     offset: u64,
@@ -189,7 +200,7 @@ pub(crate) fn read_now(
     first: u64,
     count: u32,
 ) -> Result<Arc<Vec<u8>>, ReservoirError> {
-    let raw = segment::read_chunk(path, offset, frame_len, first, count)?;
+    let raw = segment::read_chunk(fs, path, offset, frame_len, first, count)?;
     let mut pos = 0usize;
     let mut prev = (0i64, 0u64);
     let mut ev = Event { time: 0, seq: 0, row: Vec::new() };
@@ -219,6 +230,7 @@ pub(crate) fn read_now(
 mod tests {
     use super::*;
     use crate::value::{DataType, Field, Schema, TimeUnit, Value};
+    use spillway_store::io::StdFs;
 
     /// Frames whose checksums are right but whose payload does not decode as `count`
     /// events are still refused, naming file and frame offset.
@@ -256,7 +268,7 @@ mod tests {
             let mut file = segment::segment_header(1, 0, 10).to_vec();
             file.extend_from_slice(&frame);
             std::fs::write(&path, &file).unwrap();
-            let r = read_now(&codec, &path, 36, frame.len() as u32, 10, count);
+            let r = read_now(&StdFs, &codec, &path, 36, frame.len() as u32, 10, count);
             match (r, want) {
                 (Ok(d), None) => {
                     let (mut pos, mut prev) = (0, (0, 0));

@@ -45,13 +45,24 @@
 //! **Release**: [`Reservoir::release_before`] deletes whole segments whose events all lie
 //! before an index, never the newest segment (so the writer's file is never deleted).
 //!
+//! **I/O seam**: every file operation (creating the directory, the schema file and
+//! segments, chunk writes, fsyncs of files and of the directory, truncation, renames,
+//! deletions, listing and reads) goes through the [`Fs`] of `spillway_store::io` that
+//! [`ReservoirOptions::fs`] gives ([`StdFs`], the real file system, by default), as the
+//! state stores' files do. Tests pass a `CrashFs` to build the files a power loss would
+//! leave (`tests/powerloss_job.rs` cuts the power at every call of a job's checkpoint) or
+//! a `FaultFs` to inject I/O errors. Each chunk frame is one positioned write at the
+//! segment's end (one dynamic call per chunk, none per event); fsyncs are `fdatasync`.
+//!
 //! # FORMAT
 //!
 //! All integers are little-endian and fixed-width unless called varints. A reservoir
 //! directory holds:
 //!
 //! * `schema.json`: `{"format_version": 1, "fingerprint": u64, "schema": Schema}` (serde
-//!   JSON of [`Schema`]), written atomically at create time.
+//!   JSON of [`Schema`]), written atomically at create time (`schema.json.tmp`, fsync,
+//!   rename, fsync of the directory; the directory itself is created durably, its
+//!   parent fsynced).
 //! * `segment-NNNNNNNNNNNNNNNN.spr` (16 decimal digits = segment id, ascending, contiguous
 //!   from the oldest live segment).
 //!
@@ -119,6 +130,8 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use spillway_store::io::{create_dir_durable, Fs, StdFs};
+
 use crate::value::{Event, Schema, Value};
 
 use background::{ReadJob, WriteJob, WriterConfig, WriterMsg, Written};
@@ -144,8 +157,13 @@ pub enum Compression {
 /// Where and how a reservoir stores its events.
 #[derive(Clone, Debug)]
 pub struct ReservoirOptions {
-    /// Directory of the reservoir (created if missing).
+    /// Directory of the reservoir (created if missing, durably: the parent of each
+    /// directory created is fsynced).
     pub dir: PathBuf,
+    /// The file system every file operation goes through (default [`StdFs`], the real
+    /// one). Tests give a `spillway_store::io::CrashFs` to build the files a power loss
+    /// would leave, or a `FaultFs` to inject I/O errors.
+    pub fs: Arc<dyn Fs>,
     /// Chunk compression (default LZ4). Readers handle either codec regardless.
     pub compression: Compression,
     /// Events per chunk (default 4096, at least 1).
@@ -156,10 +174,12 @@ pub struct ReservoirOptions {
 }
 
 impl ReservoirOptions {
-    /// Options with the defaults: LZ4, 4096 events per chunk, 64 MiB segments.
+    /// Options with the defaults: LZ4, 4096 events per chunk, 64 MiB segments, the real
+    /// file system.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         ReservoirOptions {
             dir: dir.into(),
+            fs: Arc::new(StdFs),
             compression: Compression::Lz4,
             chunk_events: 4096,
             segment_bytes: 64 << 20,
@@ -184,6 +204,13 @@ impl ReservoirOptions {
     #[must_use]
     pub fn segment_bytes(mut self, n: u64) -> Self {
         self.segment_bytes = n;
+        self
+    }
+
+    /// Sends every file operation through `fs` (default [`StdFs`], the real file system).
+    #[must_use]
+    pub fn fs(mut self, fs: Arc<dyn Fs>) -> Self {
+        self.fs = fs;
         self
     }
 
@@ -320,6 +347,7 @@ enum Source {
 /// The event reservoir. See the module docs.
 pub struct Reservoir {
     dir: PathBuf,
+    fs: Arc<dyn Fs>,
     codec: Arc<EventCodec>,
     chunk_events: u32,
     open_buf: Vec<u8>,
@@ -359,13 +387,16 @@ impl Reservoir {
     pub fn create(opts: ReservoirOptions, schema: &Schema) -> Result<Reservoir, ReservoirError> {
         let chunk_events = opts.validate()?;
         let dir = opts.dir.clone();
-        std::fs::create_dir_all(&dir)
+        let fs = opts.fs;
+        create_dir_durable(&*fs, &dir)
             .map_err(|e| ReservoirError::io("create directory", &dir, e))?;
-        if dir.join(SCHEMA_FILE).exists() || !segment::list_segments(&dir)?.is_empty() {
+        let names = segment::list_dir(&*fs, &dir)?;
+        if names.iter().any(|n| n == SCHEMA_FILE || segment::parse_segment_name(n).is_some()) {
             return Err(ReservoirError::AlreadyExists { path: dir });
         }
-        segment::write_schema(&dir, schema)?;
+        segment::write_schema(&*fs, &dir, schema)?;
         let writer = WriterConfig {
+            fs: Arc::clone(&fs),
             dir: dir.clone(),
             fingerprint: segment::fingerprint(schema),
             segment_bytes: opts.segment_bytes,
@@ -380,7 +411,7 @@ impl Reservoir {
             segments: VecDeque::new(),
             writer,
         };
-        Reservoir::start(dir, schema, chunk_events, start)
+        Reservoir::start(dir, fs, schema, chunk_events, start)
     }
 
     /// Reopens a reservoir after a crash, a kill or a clean drop, keeping exactly the
@@ -394,14 +425,15 @@ impl Reservoir {
     ) -> Result<Reservoir, ReservoirError> {
         let chunk_events = opts.validate()?;
         let dir = opts.dir.clone();
-        segment::check_schema(&dir, schema)?;
+        let fs = opts.fs;
+        segment::check_schema(&*fs, &dir, schema)?;
         let fp = segment::fingerprint(schema);
         let mut changed = false;
         let mut live = Vec::new();
-        for id in segment::list_segments(&dir)? {
+        for id in segment::list_segments(&*fs, &dir)? {
             if id > pos.segment || (id == pos.segment && pos.segment_len == 0) {
                 let path = segment_path(&dir, id);
-                std::fs::remove_file(&path).map_err(|e| {
+                fs.remove_file(&path).map_err(|e| {
                     ReservoirError::io("delete segment past the recovery position", &path, e)
                 })?;
                 changed = true;
@@ -412,12 +444,8 @@ impl Reservoir {
         if pos.segment_len > 0 {
             let path = segment_path(&dir, pos.segment);
             if live.last() == Some(&pos.segment) {
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| ReservoirError::io("open segment", &path, e))?;
-                let len =
-                    f.metadata().map_err(|e| ReservoirError::io("stat segment", &path, e))?.len();
+                let f = segment::open_existing(&*fs, &path, "open segment")?;
+                let len = f.len().map_err(|e| ReservoirError::io("stat segment", &path, e))?;
                 if len < pos.segment_len {
                     return Err(ReservoirError::corrupt(
                         &path,
@@ -430,7 +458,7 @@ impl Reservoir {
                 }
                 if len > pos.segment_len {
                     f.set_len(pos.segment_len)
-                        .and_then(|()| f.sync_all())
+                        .and_then(|()| f.sync_data())
                         .map_err(|e| ReservoirError::io("truncate segment", &path, e))?;
                     changed = true;
                 }
@@ -447,7 +475,7 @@ impl Reservoir {
             // else: every segment up to the position was released; nothing is live.
         }
         if changed {
-            segment::sync_dir(&dir)?;
+            segment::sync_dir(&*fs, &dir)?;
         }
         for w in live.windows(2) {
             if w[1] != w[0] + 1 {
@@ -463,7 +491,7 @@ impl Reservoir {
         let mut end: Option<u64> = None;
         for &id in &live {
             let path = segment_path(&dir, id);
-            let s = segment::scan_segment(&path, id, fp)?;
+            let s = segment::scan_segment(&*fs, &path, id, fp)?;
             if let Some(e) = end {
                 if s.first != e {
                     return Err(ReservoirError::corrupt(
@@ -512,6 +540,7 @@ impl Reservoir {
             ));
         }
         let writer = WriterConfig {
+            fs: Arc::clone(&fs),
             dir: dir.clone(),
             fingerprint: fp,
             segment_bytes: opts.segment_bytes,
@@ -520,11 +549,12 @@ impl Reservoir {
             next_id: if pos.segment_len > 0 { pos.segment + 1 } else { pos.segment },
         };
         let start = Start { len: pos.events, first_live, chunks, segments, writer };
-        Reservoir::start(dir, schema, chunk_events, start)
+        Reservoir::start(dir, fs, schema, chunk_events, start)
     }
 
     fn start(
         dir: PathBuf,
+        fs: Arc<dyn Fs>,
         schema: &Schema,
         chunk_events: u32,
         s: Start,
@@ -542,13 +572,15 @@ impl Reservoir {
         let (rjobs, rjobs_rx) = mpsc::channel();
         let codec = Arc::new(EventCodec::new(schema));
         let rcodec = Arc::clone(&codec);
+        let rfs = Arc::clone(&fs);
         let rthread = std::thread::Builder::new()
             .name("reservoir-reader".into())
-            .spawn(move || background::reader_loop(rcodec, rjobs_rx))
+            .spawn(move || background::reader_loop(rfs, rcodec, rjobs_rx))
             .map_err(|e| ReservoirError::io("start reader thread for", &dir, e))?;
         let written_upto = s.chunks.len() as u64;
         Ok(Reservoir {
             dir,
+            fs,
             codec,
             chunk_events,
             open_buf: Vec::with_capacity(64 * 1024),
@@ -809,13 +841,13 @@ impl Reservoir {
         while self.segments.len() >= 2 && self.segments[1].first <= index {
             let Some(s) = self.segments.pop_front() else { break };
             let path = segment_path(&self.dir, s.id);
-            match std::fs::remove_file(&path) {
+            match self.fs.remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(ReservoirError::io("delete released segment", &path, e)),
             }
             // One deletion durable before the next: a crash never leaves a gap.
-            segment::sync_dir(&self.dir)?;
+            segment::sync_dir(&*self.fs, &self.dir)?;
             self.stats.segments_deleted += 1;
         }
         if let Some(front) = self.segments.front().copied() {
@@ -1036,6 +1068,7 @@ impl Reservoir {
                         self.stats.chunk_reads_from_disk += 1;
                         let path = segment_path(&self.dir, e.seg);
                         let d = background::read_now(
+                            &*self.fs,
                             &self.codec,
                             &path,
                             e.offset,

@@ -1,11 +1,12 @@
 //! Segment files and chunk frames on disk: header layouts, building a frame, reading and
 //! verifying one chunk, scanning a segment's chunk headers, the schema file and the schema
-//! fingerprint. Byte layouts are in the FORMAT section of the module docs.
+//! fingerprint. Byte layouts are in the FORMAT section of the module docs. Every file
+//! operation goes through the [`Fs`] seam of `spillway_store::io`.
 
-use std::fs::File;
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::io;
 use std::path::{Path, PathBuf};
+
+use spillway_store::io::{FileHandle, Fs};
 
 use crate::value::{DataType, Schema, TimeUnit};
 
@@ -43,25 +44,71 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// Names of the entries of `dir`.
+pub(crate) fn list_dir(fs: &dyn Fs, dir: &Path) -> Result<Vec<String>, ReservoirError> {
+    fs.list_dir(dir).map_err(|e| ReservoirError::io("list directory", dir, e))
+}
+
 /// Ids of the segment files in `dir`, ascending.
-pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>, ReservoirError> {
-    let rd = std::fs::read_dir(dir).map_err(|e| ReservoirError::io("list directory", dir, e))?;
-    let mut ids = Vec::new();
-    for ent in rd {
-        let ent = ent.map_err(|e| ReservoirError::io("list directory", dir, e))?;
-        if let Some(id) = ent.file_name().to_str().and_then(parse_segment_name) {
-            ids.push(id);
-        }
-    }
+pub(crate) fn list_segments(fs: &dyn Fs, dir: &Path) -> Result<Vec<u64>, ReservoirError> {
+    let mut ids: Vec<u64> =
+        list_dir(fs, dir)?.iter().filter_map(|n| parse_segment_name(n)).collect();
     ids.sort_unstable();
     Ok(ids)
 }
 
 /// fsyncs a directory so that created, renamed and removed entries are durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), ReservoirError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| ReservoirError::io("fsync directory", dir, e))
+pub(crate) fn sync_dir(fs: &dyn Fs, dir: &Path) -> Result<(), ReservoirError> {
+    fs.sync_dir(dir).map_err(|e| ReservoirError::io("fsync directory", dir, e))
+}
+
+/// Opens an existing file for positioned reads (and writes).
+pub(crate) fn open_existing(
+    fs: &dyn Fs,
+    path: &Path,
+    op: &'static str,
+) -> Result<Box<dyn FileHandle>, ReservoirError> {
+    fs.open(path, false).map_err(|e| ReservoirError::io(op, path, e))
+}
+
+/// Reads exactly `buf.len()` bytes at `offset` through one or more positioned reads;
+/// [`io::ErrorKind::UnexpectedEof`] if the file ends first.
+pub(crate) fn read_exact_at(f: &dyn FileHandle, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the file ends after {done} of {} bytes", buf.len()),
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` at `offset` through one or more positioned writes (one, unless
+/// the device writes short); [`io::ErrorKind::WriteZero`] if a write transfers nothing.
+pub(crate) fn write_all_at(f: &dyn FileHandle, buf: &[u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.write_at(&buf[done..], offset + done as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!("the device took {done} of {} bytes", buf.len()),
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A 64-bit FNV-1a hash of a canonical encoding of the schema (field names and types,
@@ -104,7 +151,7 @@ struct SchemaFile {
 }
 
 /// Writes the schema file atomically (temporary file, fsync, rename, fsync directory).
-pub(crate) fn write_schema(dir: &Path, schema: &Schema) -> Result<(), ReservoirError> {
+pub(crate) fn write_schema(fs: &dyn Fs, dir: &Path, schema: &Schema) -> Result<(), ReservoirError> {
     let body = SchemaFile {
         format_version: SCHEMA_FILE_VERSION,
         fingerprint: fingerprint(schema),
@@ -114,27 +161,36 @@ pub(crate) fn write_schema(dir: &Path, schema: &Schema) -> Result<(), ReservoirE
         ReservoirError::io("encode schema", dir.join(SCHEMA_FILE), io::Error::other(e))
     })?;
     let tmp = dir.join(format!("{SCHEMA_FILE}.tmp"));
-    let mut f = File::create(&tmp).map_err(|e| ReservoirError::io("create", &tmp, e))?;
-    f.write_all(&text).map_err(|e| ReservoirError::io("write", &tmp, e))?;
-    f.sync_all().map_err(|e| ReservoirError::io("fsync", &tmp, e))?;
+    {
+        let f = fs.open(&tmp, true).map_err(|e| ReservoirError::io("create", &tmp, e))?;
+        // A create interrupted before its rename may have left a longer one.
+        f.set_len(0).map_err(|e| ReservoirError::io("truncate", &tmp, e))?;
+        write_all_at(&*f, &text, 0).map_err(|e| ReservoirError::io("write", &tmp, e))?;
+        f.sync_data().map_err(|e| ReservoirError::io("fsync", &tmp, e))?;
+    }
     let dst = dir.join(SCHEMA_FILE);
-    std::fs::rename(&tmp, &dst).map_err(|e| ReservoirError::io("rename schema file", &dst, e))?;
-    sync_dir(dir)
+    fs.rename(&tmp, &dst).map_err(|e| ReservoirError::io("rename schema file", &dst, e))?;
+    sync_dir(fs, dir)
 }
 
 /// Reads the schema file and checks it equals `schema`.
-pub(crate) fn check_schema(dir: &Path, schema: &Schema) -> Result<(), ReservoirError> {
+pub(crate) fn check_schema(fs: &dyn Fs, dir: &Path, schema: &Schema) -> Result<(), ReservoirError> {
     let path = dir.join(SCHEMA_FILE);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
+    let f = match fs.open(&path, false) {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(ReservoirError::NotAReservoir {
                 path: dir.to_path_buf(),
                 reason: format!("it has no `{SCHEMA_FILE}`"),
             })
         }
-        Err(e) => return Err(ReservoirError::io("read", path, e)),
+        Err(e) => return Err(ReservoirError::io("open", path, e)),
     };
+    let len = f.len().map_err(|e| ReservoirError::io("stat", &path, e))?;
+    let len = usize::try_from(len)
+        .map_err(|_| ReservoirError::corrupt(&path, 0, format!("schema file of {len} bytes")))?;
+    let mut text = vec![0u8; len];
+    read_exact_at(&*f, &mut text, 0).map_err(|e| ReservoirError::io("read", &path, e))?;
     let stored: SchemaFile = serde_json::from_slice(&text).map_err(|e| {
         let offset = line_col_offset(&text, e.line(), e.column());
         ReservoirError::corrupt(&path, offset, format!("bad schema file ({e})"))
@@ -308,16 +364,16 @@ pub(crate) fn parse_frame_header(
 
 /// Reads `buf.len()` bytes at `offset`; a short file is `Corrupt` naming the offset.
 fn read_at(
-    f: &File,
+    f: &dyn FileHandle,
     path: &Path,
     buf: &mut [u8],
     offset: u64,
     what: &str,
 ) -> Result<(), ReservoirError> {
-    match f.read_exact_at(buf, offset) {
+    match read_exact_at(f, buf, offset) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            let len = f.len().unwrap_or(0);
             Err(ReservoirError::corrupt(
                 path,
                 offset,
@@ -332,15 +388,16 @@ fn read_at(
 /// in-memory index) to hold `count` events starting at `first`, and returns its raw
 /// (decompressed) payload.
 pub(crate) fn read_chunk(
+    fs: &dyn Fs,
     path: &Path,
     offset: u64,
     frame_len: u32,
     first: u64,
     count: u32,
 ) -> Result<Vec<u8>, ReservoirError> {
-    let f = File::open(path).map_err(|e| ReservoirError::io("open segment", path, e))?;
+    let f = open_existing(fs, path, "open segment")?;
     let mut buf = vec![0u8; frame_len as usize];
-    read_at(&f, path, &mut buf, offset, "chunk frame")?;
+    read_at(&*f, path, &mut buf, offset, "chunk frame")?;
     let h = parse_frame_header(&buf, path, offset)?;
     if h.frame_len() != u64::from(frame_len) || h.first != first || h.count != count {
         return Err(ReservoirError::corrupt(
@@ -388,14 +445,15 @@ pub(crate) struct ScannedSegment {
 /// Reads and verifies a segment's header and every chunk header (payloads are verified
 /// when read). The frames must tile the file exactly.
 pub(crate) fn scan_segment(
+    fs: &dyn Fs,
     path: &Path,
     id: u64,
     fingerprint: u64,
 ) -> Result<ScannedSegment, ReservoirError> {
-    let f = File::open(path).map_err(|e| ReservoirError::io("open segment", path, e))?;
-    let len = f.metadata().map_err(|e| ReservoirError::io("stat segment", path, e))?.len();
+    let f = open_existing(fs, path, "open segment")?;
+    let len = f.len().map_err(|e| ReservoirError::io("stat segment", path, e))?;
     let mut h = [0u8; SEGMENT_HEADER_LEN as usize];
-    read_at(&f, path, &mut h, 0, "segment header")?;
+    read_at(&*f, path, &mut h, 0, "segment header")?;
     if &h[0..4] != SEGMENT_MAGIC {
         return Err(ReservoirError::corrupt(
             path,
@@ -442,7 +500,7 @@ pub(crate) fn scan_segment(
     let mut next = first;
     let mut fh = [0u8; FRAME_HEADER_LEN];
     while offset < len {
-        read_at(&f, path, &mut fh, offset, "chunk header")?;
+        read_at(&*f, path, &mut fh, offset, "chunk header")?;
         let c = parse_frame_header(&fh, path, offset)?;
         if c.first != next {
             return Err(ReservoirError::corrupt(

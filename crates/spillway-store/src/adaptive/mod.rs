@@ -124,7 +124,7 @@ use std::sync::Arc;
 use self::observer::{Observer, Seen};
 use crate::backend::StoreCore;
 use crate::error::{Error, Result};
-use crate::io::{join, Fs, StdFs};
+use crate::io::{join, Fs};
 use crate::manifest::{self, Manifest};
 use crate::stats::NamespaceLayout;
 use crate::{
@@ -446,9 +446,11 @@ fn in_bounds(k: &[u8], start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
 }
 
 impl AdaptiveStore {
-    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one; its
+    /// files go through [`StoreOptions::fs`] (default the real file system).
     pub fn open(opts: StoreOptions, aopts: AdaptiveOptions) -> Result<Self> {
-        Self::open_with_fs(opts, aopts, Arc::new(StdFs))
+        let fs = opts.file_system();
+        Self::open_with_fs(opts, aopts, fs)
     }
 
     /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam; the

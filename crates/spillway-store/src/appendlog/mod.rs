@@ -114,7 +114,7 @@ use std::sync::Arc;
 pub(crate) use self::head::CHUNK_NO_LEN;
 use self::head::{chunk_key, Head, FLAG_OPAQUE};
 use crate::error::{Error, Result};
-use crate::io::{Fs, StdFs};
+use crate::io::Fs;
 use crate::list;
 use crate::{
     CheckpointInfo, HashLogOptions, HashLogStore, MergeOp, NamespaceSpec, Ns, Order, Rmw, RmwFn,
@@ -264,9 +264,11 @@ type ChunkVisitor<'a> = dyn FnMut(u32, usize, &[u8]) -> std::result::Result<bool
 const KEEP_SCRATCH: usize = 4096;
 
 impl AppendLogStore {
-    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one; its
+    /// files go through [`StoreOptions::fs`] (default the real file system).
     pub fn open(opts: StoreOptions, aopts: AppendLogOptions) -> Result<Self> {
-        Self::open_with_fs(opts, aopts, Arc::new(StdFs))
+        let fs = opts.file_system();
+        Self::open_with_fs(opts, aopts, fs)
     }
 
     /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam).

@@ -278,7 +278,7 @@ use self::record::{record_size, write_record, write_tombstone, Rec, PAGE_HDR, RE
 use self::snapshot::{read_index, LogRange, SnapshotWriter};
 use crate::backend::StoreCore;
 use crate::error::{Error, Result};
-use crate::io::{join, Fs, StdFs};
+use crate::io::{join, Fs};
 use crate::manifest::{self, Manifest};
 use crate::{
     check_key, BatchKind, BatchOp, CheckpointInfo, MergeOp, MultiRmwFn, Ns, Order, Rmw, RmwFn,

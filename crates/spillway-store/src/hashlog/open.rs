@@ -4,9 +4,11 @@
 use super::*;
 
 impl HashLogStore {
-    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one; its
+    /// files go through [`StoreOptions::fs`] (default the real file system).
     pub fn open(opts: StoreOptions, hopts: HashLogOptions) -> Result<Self> {
-        Self::open_with_fs(opts, hopts, Arc::new(StdFs))
+        let fs = opts.file_system();
+        Self::open_with_fs(opts, hopts, fs)
     }
 
     /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam).

@@ -365,9 +365,11 @@ impl std::fmt::Debug for TieredStore {
 }
 
 impl TieredStore {
-    /// Opens (or recovers, with L3) a tiered store in `opts.dir`.
+    /// Opens (or recovers, with L3) a tiered store in `opts.dir`; its files (L3's) go
+    /// through [`StoreOptions::fs`] (default the real file system).
     pub fn open(opts: StoreOptions, t: TieredOptions) -> Result<Self> {
-        Self::open_with_fs(opts, t, Arc::new(crate::io::StdFs))
+        let fs = opts.file_system();
+        Self::open_with_fs(opts, t, fs)
     }
 
     /// [`open`](Self::open) with every file of the store (its directory and L3's) going

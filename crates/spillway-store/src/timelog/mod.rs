@@ -161,7 +161,7 @@ use self::partition::Partition;
 use crate::backend::StoreCore;
 use crate::cursor::half_open;
 use crate::error::{Error, Result};
-use crate::io::{Fs, StdFs};
+use crate::io::Fs;
 use crate::manifest;
 use crate::{
     check_key, check_value, CheckpointInfo, Direction, MergeOp, Ns, Order, Rmw, RmwFn, StateStore,
@@ -196,9 +196,11 @@ pub struct TimeLogStore {
 }
 
 impl TimeLogStore {
-    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one.
+    /// Opens the store in `opts.dir`, recovering its last checkpoint if there is one; its
+    /// files go through [`StoreOptions::fs`] (default the real file system).
     pub fn open(opts: StoreOptions, topts: TimeLogOptions) -> Result<Self> {
-        Self::open_with_fs(opts, topts, Arc::new(StdFs))
+        let fs = opts.file_system();
+        Self::open_with_fs(opts, topts, fs)
     }
 
     /// Like [`open`](Self::open), doing all file I/O through `fs` (the test seam).
