@@ -291,10 +291,7 @@ impl CheckpointStore {
                     b = b.with_config(key, *v);
                 }
                 let endpoint: String = $endpoint(&b);
-                let store = b
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?;
+                let store = b.with_retry(retry).build().map_err(|e| bad(e.to_string()))?;
                 (Arc::new(store) as Arc<dyn ObjectStore>, endpoint)
             }};
         }
@@ -305,25 +302,38 @@ impl CheckpointStore {
                 let endpoint = |b: &AmazonS3Builder| {
                     b.get_config_value(&K::Endpoint).unwrap_or_else(|| {
                         let region = b.get_config_value(&K::Region);
-                        format!("https://s3.{}.amazonaws.com", region.as_deref().unwrap_or("us-east-1"))
+                        format!(
+                            "https://s3.{}.amazonaws.com",
+                            region.as_deref().unwrap_or("us-east-1")
+                        )
                     })
                 };
                 (builder!(AmazonS3Builder, endpoint), cloud_path().map_err(|e| bad(e.to_string()))?)
             }
             "gs" => {
                 use object_store::gcp::GoogleCloudStorageBuilder;
-                let endpoint = |_: &GoogleCloudStorageBuilder| "https://storage.googleapis.com".to_string();
-                (builder!(GoogleCloudStorageBuilder, endpoint), cloud_path().map_err(|e| bad(e.to_string()))?)
+                let endpoint =
+                    |_: &GoogleCloudStorageBuilder| "https://storage.googleapis.com".to_string();
+                (
+                    builder!(GoogleCloudStorageBuilder, endpoint),
+                    cloud_path().map_err(|e| bad(e.to_string()))?,
+                )
             }
             "az" | "azure" | "abfs" | "abfss" => {
                 use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
                 let endpoint = |b: &MicrosoftAzureBuilder| {
                     b.get_config_value(&K::Endpoint).unwrap_or_else(|| {
                         let account = b.get_config_value(&K::AccountName);
-                        format!("https://{}.blob.core.windows.net", account.as_deref().unwrap_or("ACCOUNT"))
+                        format!(
+                            "https://{}.blob.core.windows.net",
+                            account.as_deref().unwrap_or("ACCOUNT")
+                        )
                     })
                 };
-                (builder!(MicrosoftAzureBuilder, endpoint), cloud_path().map_err(|e| bad(e.to_string()))?)
+                (
+                    builder!(MicrosoftAzureBuilder, endpoint),
+                    cloud_path().map_err(|e| bad(e.to_string()))?,
+                )
             }
             "file" => {
                 let dir = parsed
@@ -416,10 +426,9 @@ impl CheckpointStore {
                 "{endpoint} overwrote an existing object on a conditional create \
                  (If-None-Match), which fencing needs; use a store that supports it"
             )),
-            Err(e) => Err(explain(
-                "a conditional create (If-None-Match), which fencing needs, failed",
-                e,
-            )),
+            Err(e) => {
+                Err(explain("a conditional create (If-None-Match), which fencing needs, failed", e))
+            }
         }
     }
 
@@ -468,7 +477,9 @@ impl CheckpointStore {
         loop {
             match self.rt.block_on(op()) {
                 Ok(v) => return Ok(Ok(v)),
-                Err(e) if permanent(&e) || matches!(e, object_store::Error::AlreadyExists { .. }) => {
+                Err(e)
+                    if permanent(&e) || matches!(e, object_store::Error::AlreadyExists { .. }) =>
+                {
                     return Ok(Err(e))
                 }
                 Err(e) if attempt >= self.retry.attempts => {

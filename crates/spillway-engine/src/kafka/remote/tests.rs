@@ -131,7 +131,8 @@ fn assert_only_current_objects(cs: &CheckpointStore, task: &str) {
     let ptr = cs.read_pointer(&pointers[0].1).unwrap();
     let rel = ptr.manifest.expect("a manifest");
     let m = cs.read_manifest(&base, &rel).unwrap();
-    let mut want: Vec<String> = m.files.iter().flat_map(|f| f.chunks.iter().map(|c| c.key.clone())).collect();
+    let mut want: Vec<String> =
+        m.files.iter().flat_map(|f| f.chunks.iter().map(|c| c.key.clone())).collect();
     want.push(rel);
     want.push(format!("{HEAD}/{:020}", pointers[0].0));
     want.sort();
@@ -173,10 +174,7 @@ fn s3_store_restores_identical_bytes_and_uploads_only_changes() {
     restore_is_identical_and_uploads_are_incremental(&cs);
     // The objects live where the URL says: under ckpts/job-1/ of the bucket.
     let files = s3_server::files_under(&S3Server::get().bucket_dir("incremental"));
-    assert!(
-        files.iter().any(|f| f.starts_with("ckpts/job-1/events-0/HEAD/")),
-        "{files:?}"
-    );
+    assert!(files.iter().any(|f| f.starts_with("ckpts/job-1/events-0/HEAD/")), "{files:?}");
 }
 
 /// Fails every put whose key contains `needle` while `armed`.
@@ -523,7 +521,8 @@ fn measure_restore_of_one_gib() {
 fn measure_s3_failover_of_one_gib_of_hashlog_state() {
     use rand::{Rng, SeedableRng};
     use spillway_store::{
-        merges, HashLogOptions, HashLogStore, NamespaceSpec, StateStore, StateStoreExt, StoreOptions,
+        merges, HashLogOptions, HashLogStore, NamespaceSpec, StateStore, StateStoreExt,
+        StoreOptions,
     };
 
     const KEYS: u64 = 1 << 20;
@@ -548,7 +547,10 @@ fn measure_s3_failover_of_one_gib_of_hashlog_state() {
         store.put(ns, &k.to_be_bytes(), &value(k, 0)).unwrap();
     }
     store.checkpoint().unwrap();
-    eprintln!("loaded {KEYS} keys of {VALUE} B and checkpointed in {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "loaded {KEYS} keys of {VALUE} B and checkpointed in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     eprintln!("| checkpoint | keys rewritten | state (MiB) | uploaded (MiB) | uploaded / state | objects | upload time (s) |");
     eprintln!("|---|---|---|---|---|---|---|");
     let row = |i: &str, rewritten: u64, s: &UploadStats| {
@@ -585,7 +587,8 @@ fn measure_s3_failover_of_one_gib_of_hashlog_state() {
     let claim_s = t.elapsed().as_secs_f64();
     let r = next.restored.expect("restored into an empty directory");
     let t = Instant::now();
-    let mut reopened = HashLogStore::open(opts(&b.join("state")), HashLogOptions::default()).unwrap();
+    let mut reopened =
+        HashLogStore::open(opts(&b.join("state")), HashLogOptions::default()).unwrap();
     let open_s = t.elapsed().as_secs_f64();
     let ns = reopened.namespace("kv").unwrap();
     assert_eq!(reopened.get(ns, &0u64.to_be_bytes()).unwrap().map(|v| v.len()), Some(VALUE));
@@ -600,4 +603,3 @@ fn measure_s3_failover_of_one_gib_of_hashlog_state() {
     );
     assert_eq!(r.bytes, last.state_bytes);
 }
-
