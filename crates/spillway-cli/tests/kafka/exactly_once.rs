@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 
 use crate::common::{broker, consume, ok, payments, spillway, stderr, BIN};
+use crate::s3_server::{files_under, S3Server};
 
 /// The scenarios start many processes on a 2-core machine: one at a time.
 static HEAVY: Mutex<()> = Mutex::new(());
@@ -54,6 +55,8 @@ struct Job {
     /// A `--checkpoint-store` URL: each worker start then gets a private, empty
     /// `--checkpoint-dir` under `dir` (a new machine), and restores from the store.
     store: Option<String>,
+    /// Environment variables of every worker (the S3 endpoint and credentials).
+    env: Vec<(&'static str, String)>,
 }
 
 /// The two jobs of a scenario named `tag`, in `dir`, over the events in `input` (a file
@@ -79,6 +82,7 @@ fn jobs(tag: &str, dir: &Path, input: &Path, checkpoint_every: [&'static str; 2]
             checkpoint_every: checkpoint_every[i],
             want,
             store: None,
+            env: Vec::new(),
         }
     };
     [mk(0, QUERY, "pay", "out"), mk(1, ROUTED, "pay1", "rout")]
@@ -213,6 +217,7 @@ impl<'a> Fleet<'a> {
         if let Some(url) = &job.store {
             c.args(["--checkpoint-store", url]);
         }
+        c.envs(job.env.iter().map(|(k, v)| (k, v)));
         match fault {
             Some(f) => c.env("SPILLWAY_KAFKA_FAULT", f),
             None => c.env_remove("SPILLWAY_KAFKA_FAULT"),
@@ -427,15 +432,17 @@ const SCHEDULES: [Schedule; 4] =
 /// Runs `schedule` with `seed` under the topic prefix `tag`; returns a one-line summary
 /// or what went wrong.
 fn run_schedule(schedule: Schedule, seed: u64, tag: &str) -> Result<String, String> {
-    run_schedule_with(schedule, seed, tag, None)
+    run_schedule_with(schedule, seed, tag, None, &[])
 }
 
-/// [`run_schedule`], with the workers' checkpoints in the store `store` when given.
+/// [`run_schedule`], with the workers' checkpoints in the store `store` when given, and
+/// `env` in every worker's environment.
 fn run_schedule_with(
     schedule: Schedule,
     seed: u64,
     tag: &str,
     store: Option<&str>,
+    env: &[(&'static str, String)],
 ) -> Result<String, String> {
     let tmp = tempfile::tempdir().expect("tempdir");
     let t = tmp.path();
@@ -445,6 +452,7 @@ fn run_schedule_with(
     let mut jobs = jobs(tag, t, &input, ["300ms", "1s"]);
     for j in &mut jobs {
         j.store = store.map(String::from);
+        j.env = env.to_vec();
     }
     // Produced at 3,000 events/s: 8 s during which the schedule runs.
     let producers =
@@ -578,16 +586,14 @@ fn restores_logged(dir: &Path) -> usize {
 }
 
 /// Workers on simulated machines: every start gets its own empty `--checkpoint-dir`
-/// (no directory is shared), so each partition's next owner restores from a `file://`
-/// checkpoint store; under SIGKILLs and a worker that never returns, both jobs' results
-/// equal the single-process run's, and restores from the store did happen.
-#[test]
-fn private_directories_with_a_checkpoint_store_give_every_result_once() {
+/// (no directory is shared), so each partition's next owner restores from the checkpoint
+/// store `url` (workers get `env`); under SIGKILLs (every worker at once, then seeded
+/// ones) and a worker that never returns, both jobs' results equal the single-process
+/// run's, and restores from the store did happen.
+fn private_directories_with(url: &str, env: &[(&'static str, String)], tag: &str) {
     let _g = heavy();
-    let store = tempfile::tempdir().expect("tempdir");
-    let url = format!("file://{}", store.path().display());
     for (k, s) in [Schedule::AllKilled, Schedule::Lost].into_iter().enumerate() {
-        match run_schedule_with(s, 31 + k as u64, &format!("rs{k}"), Some(&url)) {
+        match run_schedule_with(s, 31 + k as u64, &format!("{tag}{k}"), Some(url), env) {
             Ok(line) => {
                 eprintln!("{line}");
                 let restores: usize = line
@@ -597,9 +603,29 @@ fn private_directories_with_a_checkpoint_store_give_every_result_once() {
                     .unwrap();
                 assert!(restores > 0, "no task was restored from the store: {line}");
             }
-            Err(e) => panic!("{s:?}: {e}"),
+            Err(e) => panic!("{url}, {s:?}: {e}"),
         }
     }
+}
+
+/// [`private_directories_with`] a `file://` store.
+#[test]
+fn private_directories_with_a_checkpoint_store_give_every_result_once() {
+    let store = tempfile::tempdir().expect("tempdir");
+    private_directories_with(&format!("file://{}", store.path().display()), &[], "rs");
+}
+
+/// [`private_directories_with`] an `s3://` store: this binary's S3 server on loopback
+/// (s3s-fs), reached through the environment variables a user sets (`AWS_ENDPOINT`,
+/// `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`).
+#[test]
+fn private_directories_with_an_s3_checkpoint_store_give_every_result_once() {
+    let server = S3Server::get();
+    server.bucket("kafka-checkpoints");
+    private_directories_with("s3://kafka-checkpoints/jobs", &server.env(), "s3rs");
+    // The workers' checkpoints are in the bucket, under the URL's prefix.
+    let objects = files_under(&server.bucket_dir("kafka-checkpoints"));
+    assert!(objects.iter().any(|o| o.starts_with("jobs/") && o.contains("/HEAD/")), "{objects:?}");
 }
 
 #[test]

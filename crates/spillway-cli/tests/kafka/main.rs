@@ -4,7 +4,9 @@
 //! within a second of this binary's exit, however the binary ends.
 //! Every test uses its own topics and groups, so the tests can share it.
 //!
-//! - [`exactly_once`]: exactly-once results under seeded kill schedules and fault seams.
+//! - [`exactly_once`]: exactly-once results under seeded kill schedules and fault seams,
+//!   also with private directories and a `file://` or `s3://` checkpoint store (an S3
+//!   server on loopback, [`s3_server`], started on first use like the broker).
 //! - [`flags`]: every `spillway run` flag given to a worker is honoured or refused.
 //! - [`metrics`]: a worker's `--metrics-addr` endpoint scraped while it runs.
 //! - [`produce`]: `kafka produce` is safe to retry; an unreachable broker fails fast.
@@ -13,8 +15,11 @@
 #![cfg(feature = "kafka")]
 
 mod common;
+// The S3 server on loopback of the engine's checkpoint-store tests, one per test binary.
 mod exactly_once;
 mod flags;
 mod metrics;
 mod produce;
+#[path = "../../../spillway-engine/src/kafka/remote/tests/s3_server.rs"]
+mod s3_server;
 mod windows;

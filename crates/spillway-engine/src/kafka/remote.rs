@@ -212,12 +212,13 @@ pub enum Published {
 const SCHEMES: &str =
     "s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or file:///PATH";
 
-/// The `object_store` error kinds that another attempt cannot fix.
+/// The `object_store` error kinds that another attempt cannot fix. Not `AlreadyExists`:
+/// outside a conditional create ([`CheckpointStore::create`] hands it back) it is S3's
+/// `409 Conflict` (a conflicting operation in progress), which passes.
 fn permanent(e: &object_store::Error) -> bool {
     matches!(
         e,
         object_store::Error::NotFound { .. }
-            | object_store::Error::AlreadyExists { .. }
             | object_store::Error::Precondition { .. }
             | object_store::Error::NotSupported { .. }
             | object_store::Error::NotImplemented { .. }
@@ -226,6 +227,18 @@ fn permanent(e: &object_store::Error) -> bool {
             | object_store::Error::Unauthenticated { .. }
             | object_store::Error::UnknownConfigurationKey { .. }
     )
+}
+
+/// The transport failure (no HTTP answer: connect, timeout, ...) behind `e`, if that is
+/// what it is.
+fn transport_failure(e: &object_store::Error) -> Option<object_store::client::HttpErrorKind> {
+    let mut cur: &(dyn std::error::Error + 'static) = e;
+    loop {
+        if let Some(h) = cur.downcast_ref::<object_store::client::HttpError>() {
+            return Some(h.kind());
+        }
+        cur = cur.source()?;
+    }
 }
 
 fn key_path(base: &Path, rel: &str) -> Path {
@@ -253,9 +266,10 @@ impl CheckpointStore {
         // HTTP stores verify TLS with rustls over ring (no aws-lc-rs build); installing
         // the process default twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = object_store::ClientOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_timeout(Duration::from_secs(60));
+        // Timeouts go in as configuration keys, before the environment's and `options`'
+        // keys are applied on top: `with_client_options` would replace the client options
+        // those set (`aws_allow_http` among them: an `http://` endpoint was refused).
+        let timeouts = [("connect_timeout", "5s"), ("timeout", "60s")];
         // The engine retries itself (`Retry`), so the client gives up quickly: an
         // unreachable endpoint fails the start-up probe in seconds.
         let retry = object_store::RetryConfig {
@@ -263,34 +277,64 @@ impl CheckpointStore {
             retry_timeout: Duration::from_secs(15),
             ..Default::default()
         };
-        // A cloud builder from the environment, the URL and `options`.
+        // A cloud builder from the environment, the URL and `options`, and the endpoint
+        // it will talk to (named in start-up errors).
         macro_rules! builder {
-            ($b:ty) => {{
-                let mut b = <$b>::from_env().with_url(url);
+            ($b:ty, $endpoint:expr) => {{
+                let mut b = <$b>::from_env();
+                for (k, v) in timeouts {
+                    b = b.with_config(k.parse().expect("a client option"), v);
+                }
+                b = b.with_url(url);
                 for (k, v) in options {
                     let key = k.parse().map_err(|e| bad(format!("option {k}: {e}")))?;
                     b = b.with_config(key, *v);
                 }
-                b.with_client_options(client)
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?
+                let endpoint: String = $endpoint(&b);
+                let store = b.with_retry(retry).build().map_err(|e| bad(e.to_string()))?;
+                (Arc::new(store) as Arc<dyn ObjectStore>, endpoint)
             }};
         }
         let cloud_path = || Path::parse(parsed.path().trim_start_matches('/'));
-        let (store, prefix): (Arc<dyn ObjectStore>, Path) = match parsed.scheme() {
-            "s3" | "s3a" => (
-                Arc::new(builder!(object_store::aws::AmazonS3Builder)),
-                cloud_path().map_err(|e| bad(e.to_string()))?,
-            ),
-            "gs" => (
-                Arc::new(builder!(object_store::gcp::GoogleCloudStorageBuilder)),
-                cloud_path().map_err(|e| bad(e.to_string()))?,
-            ),
-            "az" | "azure" | "abfs" | "abfss" => (
-                Arc::new(builder!(object_store::azure::MicrosoftAzureBuilder)),
-                cloud_path().map_err(|e| bad(e.to_string()))?,
-            ),
+        let ((store, endpoint), prefix) = match parsed.scheme() {
+            "s3" | "s3a" => {
+                use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
+                let endpoint = |b: &AmazonS3Builder| {
+                    b.get_config_value(&K::Endpoint).unwrap_or_else(|| {
+                        let region = b.get_config_value(&K::Region);
+                        format!(
+                            "https://s3.{}.amazonaws.com",
+                            region.as_deref().unwrap_or("us-east-1")
+                        )
+                    })
+                };
+                (builder!(AmazonS3Builder, endpoint), cloud_path().map_err(|e| bad(e.to_string()))?)
+            }
+            "gs" => {
+                use object_store::gcp::GoogleCloudStorageBuilder;
+                let endpoint =
+                    |_: &GoogleCloudStorageBuilder| "https://storage.googleapis.com".to_string();
+                (
+                    builder!(GoogleCloudStorageBuilder, endpoint),
+                    cloud_path().map_err(|e| bad(e.to_string()))?,
+                )
+            }
+            "az" | "azure" | "abfs" | "abfss" => {
+                use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
+                let endpoint = |b: &MicrosoftAzureBuilder| {
+                    b.get_config_value(&K::Endpoint).unwrap_or_else(|| {
+                        let account = b.get_config_value(&K::AccountName);
+                        format!(
+                            "https://{}.blob.core.windows.net",
+                            account.as_deref().unwrap_or("ACCOUNT")
+                        )
+                    })
+                };
+                (
+                    builder!(MicrosoftAzureBuilder, endpoint),
+                    cloud_path().map_err(|e| bad(e.to_string()))?,
+                )
+            }
             "file" => {
                 let dir = parsed
                     .to_file_path()
@@ -299,12 +343,12 @@ impl CheckpointStore {
                     .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| bad(e.to_string()))?;
-                (Arc::new(fs), Path::default())
+                ((Arc::new(fs) as Arc<dyn ObjectStore>, dir.display().to_string()), Path::default())
             }
             s => return Err(bad(format!("unknown scheme {s}://; expected {SCHEMES}"))),
         };
         let cs = CheckpointStore::with_store(store, prefix, url);
-        cs.probe().map_err(|e| bad(e.to_string()))?;
+        cs.probe(parsed.host_str().unwrap_or_default(), &endpoint).map_err(bad)?;
         Ok(cs)
     }
 
@@ -330,8 +374,36 @@ impl CheckpointStore {
         &self.url
     }
 
-    fn probe(&self) -> Result<()> {
+    /// Writes, reads, conditionally re-creates (which must be refused) and deletes a probe
+    /// object; the error says what is wrong, naming `bucket` (the URL's host) and
+    /// `endpoint`. Each step is one call (the client's own few quick retries only), so a
+    /// store that cannot work fails in seconds.
+    fn probe(&self, bucket: &str, endpoint: &str) -> std::result::Result<(), String> {
         let key = self.prefix.clone().join(format!(".probe-{:016x}", rand::random::<u64>()));
+        let explain = |doing: &str, e: object_store::Error| -> String {
+            use object_store::client::HttpErrorKind as H;
+            if let Some(kind @ (H::Connect | H::Request | H::Timeout | H::Interrupted)) =
+                transport_failure(&e)
+            {
+                return format!(
+                    "cannot reach {endpoint} ({kind:?} error {doing}; is the endpoint right \
+                     and the server up?): {e}"
+                );
+            }
+            match e {
+                object_store::Error::NotFound { .. } => format!(
+                    "bucket {bucket} does not exist at {endpoint} (or the prefix is not \
+                     writable): {doing}: {e}"
+                ),
+                object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. } => format!(
+                    "{endpoint} refused the credentials (AWS_ACCESS_KEY_ID / \
+                     AWS_SECRET_ACCESS_KEY or the store's equivalents, or their rights on \
+                     bucket {bucket}): {doing}: {e}"
+                ),
+                e => format!("{doing} at {endpoint}: {e}"),
+            }
+        };
         let once = |mode| {
             self.rt.block_on(self.store.put_opts(
                 &key,
@@ -340,25 +412,23 @@ impl CheckpointStore {
             ))
         };
         once(PutMode::Overwrite)
-            .map_err(|e| Error::Checkpoint(format!("cannot write a probe object {key}: {e}")))?;
+            .map_err(|e| explain(&format!("writing a probe object {key}"), e))?;
         let read = self.rt.block_on(async { self.store.get(&key).await?.bytes().await });
-        let read =
-            read.map_err(|e| Error::Checkpoint(format!("cannot read the probe object {key}: {e}")));
         let again = once(PutMode::Create);
         let _ = self.rt.block_on(self.store.delete(&key));
-        if read? != b"probe"[..] {
-            return Err(Error::Checkpoint(format!("the probe object {key} read back different")));
+        let read = read.map_err(|e| explain(&format!("reading the probe object {key}"), e))?;
+        if read != b"probe"[..] {
+            return Err(format!("the probe object {key} read back different at {endpoint}"));
         }
         match again {
             Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
-            Ok(_) => Err(Error::Checkpoint(
-                "the store overwrote an existing object on a conditional create \
+            Ok(_) => Err(format!(
+                "{endpoint} overwrote an existing object on a conditional create \
                  (If-None-Match), which fencing needs; use a store that supports it"
-                    .into(),
             )),
-            Err(e) => Err(Error::Checkpoint(format!(
-                "a conditional create (If-None-Match), which fencing needs, failed: {e}"
-            ))),
+            Err(e) => {
+                Err(explain("a conditional create (If-None-Match), which fencing needs, failed", e))
+            }
         }
     }
 
@@ -407,7 +477,11 @@ impl CheckpointStore {
         loop {
             match self.rt.block_on(op()) {
                 Ok(v) => return Ok(Ok(v)),
-                Err(e) if permanent(&e) => return Ok(Err(e)),
+                Err(e)
+                    if permanent(&e) || matches!(e, object_store::Error::AlreadyExists { .. }) =>
+                {
+                    return Ok(Err(e))
+                }
                 Err(e) if attempt >= self.retry.attempts => {
                     return Err(Error::Checkpoint(format!(
                         "{} in {}: {e} (gave up after {attempt} attempts)",
