@@ -15,6 +15,7 @@ use spillway_engine::checkpoint::Input;
 use spillway_engine::duration::parse_duration;
 use spillway_engine::job::{run_job, HaltPoint, JobConfig, JobSummary, OpenAt, Progress};
 use spillway_engine::metrics::{serve as serve_metrics, Metrics, MetricsServer};
+use spillway_engine::operator::over::peers::Ties;
 use spillway_engine::operator::windowed::WindowPlan;
 use spillway_engine::plan::Plan;
 use spillway_engine::reservoir::Compression;
@@ -219,6 +220,13 @@ pub struct RunArgs {
     /// e.g. 5s; later events go to the side output
     #[arg(long, default_value = "0", value_name = "DURATION")]
     pub(crate) allowed_lateness: String,
+
+    /// How OVER ... RANGE frames treat rows of equal time: per-event (each event's
+    /// result covers what arrived no later than it) or peers (SQL's and Flink's: a row's
+    /// frame holds every row of its partition with the same time; rows are emitted once
+    /// their time is complete, when a later time arrives or the input ends)
+    #[arg(long, default_value = "per-event", value_parser = Ties::parse, value_name = "per-event|peers")]
+    pub(crate) ties: Ties,
 
     /// Windowed aggregations (TUMBLE/HOP/CUMULATE/SESSION): the watermark trails the
     /// newest event time by this, e.g. 2s; a window fires when the watermark reaches its
@@ -653,6 +661,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         backfill: a.backfill,
         retain,
         metrics: metrics.clone(),
+        ties: a.ties,
         fs: None,
     };
     let input = a.input.clone();
@@ -726,6 +735,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
         backfill: false,
         retain: None,
         metrics: None,
+        ties: Default::default(),
         fs: None,
     };
     eprintln!(

@@ -334,6 +334,7 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
     check_from(&query, a.table.as_deref(), Some(input.topic.clone()), "the input topic's name")?;
     // Every task processor's store and reservoir (each task gets the whole budget).
     let mut session = SessionConfig::new(query);
+    session.ties = a.ties;
     session.store = a.store;
     session.tiered = a.tier_args.options(a.store, a.memory_budget)?;
     session.memory_budget = a.memory_budget;

@@ -210,6 +210,7 @@ fn bench_driver(
         reservoir_chunk_events: None,
         reservoir_segment_bytes: None,
         fs: None,
+        ties: Default::default(),
     };
     let store = state.open_store(&dir.join("state"), plan.namespace_specs())?;
     let identity = Identity {
@@ -219,6 +220,7 @@ fn bench_driver(
         watermark_delay: 0,
         store: StoreIdentity::of(state.store),
         items: None,
+        ties: Default::default(),
     };
     Driver::open(
         &state,

@@ -35,6 +35,7 @@ use crate::checkpoint::{self, Front, Identity, Record};
 use crate::error::{Error, Result};
 use crate::metrics::{Metrics, Totals};
 use crate::operator::over::backfill::Retention;
+use crate::operator::over::peers::Ties;
 use crate::operator::over::{Counters, Outcome, Runtime};
 use crate::operator::{self, Operator, OperatorOptions, OperatorSnapshot, QueryPlan};
 use crate::reservoir::{Compression, ReservoirOptions};
@@ -67,6 +68,8 @@ pub struct StateConfig<'a> {
     pub reservoir_chunk_events: Option<usize>,
     /// Reservoir segment size (`None`: the reservoir's default).
     pub reservoir_segment_bytes: Option<u64>,
+    /// How `RANGE` frames treat rows of equal time ([`Ties`]).
+    pub ties: Ties,
     /// The file system the store and the reservoir go through (`None`: the real one;
     /// tests cut the power with `spillway_store::io::CrashFs`).
     pub fs: Option<Arc<dyn spillway_store::io::Fs>>,
@@ -159,6 +162,7 @@ impl Driver {
             allowed_lateness: cfg.allowed_lateness,
             watermark_delay: cfg.watermark_delay,
             reservoir: &res,
+            ties: cfg.ties,
         };
         let (snapshot, events, recorded) = match from {
             Some(r) => (Some(r.operator), r.events, (r.retain, r.retain_index)),
@@ -356,7 +360,7 @@ impl Driver {
         let batch = batch.max(1);
         let mut rows: Vec<Row> = Vec::new();
         let mut out: Vec<Value> = Vec::new();
-        let per_event = self.op.as_windowed().is_none();
+        let per_event = self.op.one_row_per_event();
         // Events are read in batches so the store can prefetch their state; each is then
         // processed on its own, exactly as one at a time. A batch never reads past a
         // checkpoint (the checkpoint records the input position after its last event),

@@ -99,6 +99,9 @@ pub struct SessionConfig {
     /// Directory of the store, reservoir and checkpoints (default `None`: a temporary
     /// directory removed when the session is dropped; no checkpoints).
     pub dir: Option<PathBuf>,
+    /// How `RANGE` frames treat rows of equal time (default per-event; see
+    /// [`crate::operator::over::peers`]).
+    pub ties: crate::operator::over::peers::Ties,
     /// Compute only these SELECT items (positions in the query, in output order) and the
     /// windows they use; `None`: all of them. A Kafka routing stage computes the metrics
     /// of its key this way ([`crate::sql::QuerySpec::retain_items`]).
@@ -121,6 +124,7 @@ impl SessionConfig {
             reservoir_segment_bytes: None,
             dir: None,
             items: None,
+            ties: Default::default(),
         }
     }
 }
@@ -139,6 +143,7 @@ impl SessionConfig {
             reservoir_chunk_events: self.reservoir_chunk_events,
             reservoir_segment_bytes: self.reservoir_segment_bytes,
             fs: None,
+            ties: self.ties,
         }
     }
 }
@@ -189,6 +194,7 @@ impl Session {
             watermark_delay: cfg.watermark_delay,
             store: StoreIdentity::of(cfg.store),
             items: cfg.items.clone(),
+            ties: cfg.ties,
         };
         let had_state = state_dir.exists();
         let mut store = state.open_store(&state_dir, plan.namespace_specs())?;
@@ -274,6 +280,13 @@ impl Session {
         self.windowed
     }
 
+    /// Whether each event's row (if any) comes back from its own call, so
+    /// [`Session::process`] serves: per-event metrics without peer rows. Otherwise rows
+    /// come through [`Session::push`] and [`Session::finish`].
+    pub fn one_row_per_event(&mut self) -> bool {
+        self.driver.operator().one_row_per_event()
+    }
+
     /// Processes the next event: `row` holds one value per schema field (its time field
     /// equal to `time`). The rows it emits are appended to `rows`: the event's own row
     /// for per-event metrics ([`Outcome::Emitted`]), the rows of the windows it closed for
@@ -290,10 +303,11 @@ impl Session {
     /// [`Outcome::Emitted`], `out` holds it. A windowed aggregation is refused (its rows
     /// are not the event's; use `push`).
     pub fn process(&mut self, time: i64, row: Row, out: &mut Vec<Value>) -> Result<Outcome> {
-        if self.windowed {
+        if !self.driver.operator().one_row_per_event() {
             return Err(Error::Config(
-                "a windowed aggregation emits rows as its windows fire, not one per event: \
-                 push events with Session::push and end with Session::finish"
+                "this query emits rows later than their events (a windowed aggregation as its \
+                 windows fire, peer rows once their time is complete): push events with \
+                 Session::push and end with Session::finish"
                     .into(),
             ));
         }

@@ -103,6 +103,7 @@ fn config(query: &str, output: &Path, ckpt: Option<&Path>, lateness: i64) -> Job
         backfill: false,
         retain: None,
         metrics: None,
+        ties: Default::default(),
         fs: None,
     }
 }

@@ -98,6 +98,7 @@ fn job(query: &str, input: &Path, output: &Path) {
         backfill: false,
         retain: None,
         metrics: None,
+        ties: Default::default(),
         fs: None,
     };
     let opts = SourceOptions::new("ts");

@@ -106,6 +106,7 @@ fn config(store: StoreKind, output: &Path, ckpt: &Path, fs: Option<Arc<dyn Fs>>)
         retain: None,
         fs,
         metrics: None,
+        ties: Default::default(),
     }
 }
 

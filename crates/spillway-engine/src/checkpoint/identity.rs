@@ -24,6 +24,8 @@ pub struct Identity {
     pub store: StoreIdentity,
     /// The SELECT items computed (a Kafka routing stage computes some); `None`: all.
     pub items: Option<Vec<usize>>,
+    /// How `RANGE` frames treat rows of equal time.
+    pub ties: crate::operator::over::peers::Ties,
 }
 
 /// Where a checkpointed job's events come from.
@@ -169,6 +171,7 @@ impl Identity {
             Some(v) => format!("{v:?}"),
         };
         cmp("SELECT items", items(&self.items), items(&now.items));
+        cmp("ties", self.ties.name().to_string(), now.ties.name().to_string());
         out
     }
 }
@@ -195,6 +198,7 @@ mod tests {
             watermark_delay: 0,
             store: StoreIdentity::of(spillway_store::StoreKind::HashLog),
             items: None,
+            ties: Default::default(),
         }
     }
 

@@ -249,6 +249,7 @@ mod tests {
             watermark_delay: 0,
             store: StoreIdentity::of(StoreKind::HashLog),
             items: None,
+            ties: Default::default(),
         }
     }
 

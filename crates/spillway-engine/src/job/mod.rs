@@ -154,6 +154,8 @@ pub struct JobConfig {
     /// one). Tests give a `spillway_store::io::CrashFs` to cut the power inside a
     /// checkpoint. The output files and `store.json` are written with `std::fs`.
     pub fs: Option<std::sync::Arc<dyn spillway_store::io::Fs>>,
+    /// How `RANGE` frames treat rows of equal time (`--ties`; default per-event).
+    pub ties: crate::operator::over::peers::Ties,
     /// Where to report the job's figures (`--metrics-addr`; `None`: nowhere).
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
     /// Keep reservoir events at least this many time units behind the frontier, for a
@@ -451,6 +453,7 @@ impl JobConfig {
             reservoir_chunk_events: self.reservoir_chunk_events,
             reservoir_segment_bytes: self.reservoir_segment_bytes,
             fs: self.fs.clone(),
+            ties: self.ties,
         }
     }
 }

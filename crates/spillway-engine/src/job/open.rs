@@ -195,6 +195,7 @@ fn identity(cfg: &JobConfig, schema: &Schema) -> Identity {
         watermark_delay: cfg.watermark_delay,
         store: StoreIdentity::of(cfg.store),
         items: None,
+        ties: cfg.ties,
     }
 }
 
@@ -401,6 +402,13 @@ impl Job<'_> {
             return Err(other_query(&self.base));
         }
         let pos = self.file_position(&record)?;
+        if cfg.ties == crate::operator::over::peers::Ties::Peers {
+            return Err(Error::Config(
+                "--backfill does not support --ties peers yet: the rows a checkpoint holds \
+                 back for their peers belong to the old query's columns"
+                    .into(),
+            ));
+        }
         let specs = plan.namespace_specs();
         let (QueryPlan::Over(plan), OperatorSnapshot::Over { runtime, reservoir }) =
             (plan, record.operator.clone())

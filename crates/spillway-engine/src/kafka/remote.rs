@@ -91,6 +91,9 @@ use crate::error::{Error, Result};
 
 /// Bytes per chunk object (the last chunk of a file is shorter).
 pub const CHUNK_BYTES: usize = 8 << 20;
+/// Chunks a restore fetches concurrently (so up to this many times [`CHUNK_BYTES`] in
+/// memory).
+const DOWNLOAD_AHEAD: usize = 8;
 /// Version of the manifest and pointer encodings.
 const FORMAT_VERSION: u32 = 1;
 /// The local marker file: the manifest key the directory was last in step with.
@@ -656,7 +659,18 @@ impl CheckpointStore {
             r.map_err(|e| io("cannot remove", &p, e))?;
         }
         let mut stats = RestoreStats::default();
-        for f in &m.files {
+        // Chunks are fetched DOWNLOAD_AHEAD at a time, concurrently (one round trip per
+        // chunk would leave the link idle); a chunk whose concurrent fetch fails is
+        // fetched again on its own with the usual retries.
+        let all: Vec<(usize, &Chunk)> = m
+            .files
+            .iter()
+            .enumerate()
+            .flat_map(|(i, f)| f.chunks.iter().map(move |c| (i, c)))
+            .collect();
+        let mut next = 0;
+        let mut fetched: std::collections::VecDeque<Vec<u8>> = Default::default();
+        for (fi, f) in m.files.iter().enumerate() {
             let path = local_path(dir, &f.path)?;
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| io("cannot create", parent, e))?;
@@ -664,8 +678,27 @@ impl CheckpointStore {
             let mut out =
                 std::fs::File::create(&path).map_err(|e| io("cannot create", &path, e))?;
             for c in &f.chunks {
+                if fetched.is_empty() {
+                    let group = &all[next..(next + DOWNLOAD_AHEAD).min(all.len())];
+                    let keys: Vec<Path> =
+                        group.iter().map(|(_, c)| key_path(base, &c.key)).collect();
+                    let got = self.rt.block_on(futures_util::future::join_all(
+                        keys.iter().map(|k| async move { self.store.get(k).await?.bytes().await }),
+                    ));
+                    for (k, r) in keys.iter().zip(got) {
+                        fetched.push_back(match r {
+                            Ok(b) => b.to_vec(),
+                            Err(_) => self.get(k)?,
+                        });
+                    }
+                    next += group.len();
+                }
+                debug_assert!(
+                    std::ptr::eq(all[next - fetched.len()].1, c)
+                        && all[next - fetched.len()].0 == fi
+                );
                 let key = key_path(base, &c.key);
-                let bytes = self.get(&key)?;
+                let bytes = fetched.pop_front().expect("fetched ahead");
                 if bytes.len() as u64 != c.len || hash_hex(&bytes) != c.hash {
                     return Err(Error::Checkpoint(format!(
                         "chunk {key} in {} does not match manifest entry {} ({} bytes read, {} expected, or another hash): damaged store?",

@@ -967,15 +967,14 @@ impl Tasks<'_> {
         // windows it closed (a windowed aggregation, which runs in place, never joins).
         let (mut out, mut rows) = (std::mem::take(&mut self.out), std::mem::take(&mut self.rows));
         rows.clear();
-        let outcome = if session.is_windowed() {
+        let per_event = session.one_row_per_event();
+        let outcome = if !per_event {
             session.push(time, row, &mut rows)
         } else {
             session.process(time, row, &mut out)
         };
         let sent = match &outcome {
-            Ok(Outcome::Emitted) if produce && !session.is_windowed() => {
-                self.send_row(stage, &out, ts)
-            }
+            Ok(Outcome::Emitted) if produce && per_event => self.send_row(stage, &out, ts),
             Ok(_) if produce => rows.iter().try_for_each(|r| self.send_row(stage, r, ts)),
             _ => Ok(()),
         };

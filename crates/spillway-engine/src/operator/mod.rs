@@ -27,6 +27,7 @@ use spillway_store::{NamespaceSpec, StateStore};
 
 use crate::error::{Error, Result};
 use crate::operator::over::backfill::Retention;
+use crate::operator::over::peers::{Peers, Ties};
 use crate::operator::over::{Counters, Outcome, Runtime, RuntimeSnapshot};
 use crate::operator::windowed::{WindowAgg, WindowOutput, WindowPlan, WindowSnapshot};
 use crate::plan::{OutputSource, Plan};
@@ -151,6 +152,16 @@ pub enum OperatorSnapshot {
         /// The reservoir's synced position.
         reservoir: Position,
     },
+    /// Per-event metrics with SQL's peer rows ([`over::peers`]): as `Over`, and the rows
+    /// held until their time is complete.
+    OverPeers {
+        /// The runtime's cursors and counters.
+        runtime: RuntimeSnapshot,
+        /// The reservoir's synced position.
+        reservoir: Position,
+        /// The held rows.
+        peers: over::peers::PeersSnapshot,
+    },
     /// A windowed aggregation.
     Windowed(WindowSnapshot),
 }
@@ -159,7 +170,8 @@ impl OperatorSnapshot {
     /// Events the operator had taken when the snapshot was made.
     pub fn events(&self) -> u64 {
         match self {
-            OperatorSnapshot::Over { runtime, .. } => runtime.counters.events,
+            OperatorSnapshot::Over { runtime, .. }
+            | OperatorSnapshot::OverPeers { runtime, .. } => runtime.counters.events,
             OperatorSnapshot::Windowed(w) => w.counters().events,
         }
     }
@@ -172,6 +184,13 @@ pub trait Operator: Send {
 
     /// Processes one event; the rows it emits are appended to `rows`.
     fn process(&mut self, event: Event, rows: &mut Vec<Row>) -> Result<Outcome>;
+
+    /// Whether every event's row (if any) comes out of its own `process` call, so a
+    /// driver may use [`process_row`](Self::process_row): per-event metrics. A windowed
+    /// aggregation, or peer rows held until their time completes, emit later.
+    fn one_row_per_event(&self) -> bool {
+        false
+    }
 
     /// Processes one event of an operator that emits at most one row per event
     /// (per-event metrics), writing the row into `out` on [`Outcome::Emitted`], so a
@@ -234,6 +253,10 @@ impl Operator for Runtime {
 
     fn process_row(&mut self, event: Event, out: &mut Vec<Value>) -> Result<Outcome> {
         Runtime::process(self, event, out)
+    }
+
+    fn one_row_per_event(&self) -> bool {
+        true
     }
 
     fn finish(&mut self, _: &mut Vec<Row>) -> Result<()> {
@@ -301,6 +324,8 @@ pub struct OperatorOptions<'a> {
     pub watermark_delay: i64,
     /// The reservoir of an OVER query: its directory and options.
     pub reservoir: &'a ReservoirOptions,
+    /// How an OVER query's `RANGE` frames treat rows of equal time.
+    pub ties: Ties,
 }
 
 /// The operator of `plan` over `store`: fresh, or continuing from `snapshot` (whose
@@ -314,14 +339,45 @@ pub fn open(
     snapshot: Option<OperatorSnapshot>,
     dir: &Path,
 ) -> Result<Box<dyn Operator>> {
+    if opts.ties == Ties::Peers && matches!(plan, QueryPlan::Windowed(_)) {
+        return Err(Error::Config(
+            "ties = peers applies to OVER ... RANGE windows (per-event metrics); a windowed \
+             aggregation (a window table function in FROM) groups rows by window"
+                .into(),
+        ));
+    }
+    let peers = opts.ties == Ties::Peers;
     Ok(match (plan, snapshot) {
         (QueryPlan::Over(plan), None) => {
             let reservoir = Reservoir::create(opts.reservoir.clone(), schema)?;
-            Box::new(Runtime::new(plan, store, reservoir, opts.allowed_lateness, None)?)
+            let rt = Runtime::new(plan, store, reservoir, opts.allowed_lateness, None)?;
+            if peers {
+                Box::new(Peers::new(rt, None))
+            } else {
+                Box::new(rt)
+            }
         }
-        (QueryPlan::Over(plan), Some(OperatorSnapshot::Over { runtime, reservoir })) => {
+        (QueryPlan::Over(plan), Some(OperatorSnapshot::Over { runtime, reservoir })) if !peers => {
             let reservoir = Reservoir::recover(opts.reservoir.clone(), schema, &reservoir)?;
             Box::new(Runtime::new(plan, store, reservoir, opts.allowed_lateness, Some(runtime))?)
+        }
+        (
+            QueryPlan::Over(plan),
+            Some(OperatorSnapshot::OverPeers { runtime, reservoir, peers: held }),
+        ) if peers => {
+            let reservoir = Reservoir::recover(opts.reservoir.clone(), schema, &reservoir)?;
+            let rt = Runtime::new(plan, store, reservoir, opts.allowed_lateness, Some(runtime))?;
+            Box::new(Peers::new(rt, Some(held)))
+        }
+        (
+            QueryPlan::Over(_),
+            Some(OperatorSnapshot::Over { .. } | OperatorSnapshot::OverPeers { .. }),
+        ) => {
+            return Err(Error::Checkpoint(format!(
+                "{} was checkpointed with ties = {}; resume with the same --ties",
+                dir.display(),
+                if peers { Ties::PerEvent.name() } else { Ties::Peers.name() }
+            )))
         }
         (QueryPlan::Windowed(plan), snap @ (None | Some(OperatorSnapshot::Windowed(_)))) => {
             let snap = match snap {

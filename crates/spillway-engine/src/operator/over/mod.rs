@@ -59,6 +59,7 @@
 //! times `n + 1` rows.
 
 pub mod backfill;
+pub mod peers;
 mod recent;
 
 use spillway_store::StateStoreExt;

@@ -1,0 +1,220 @@
+//! SQL's peer rows for `OVER (... RANGE ...)` windows, on request (`--ties peers`,
+//! `ties="peers"` in Python): a row's frame includes every row of its partition with the
+//! same `ORDER BY` time, also those that arrive after it.
+//!
+//! The default is per-event: each event's result covers what arrived no later than it
+//! (as Railgun scores a payment when it arrives, and as pandas' `rolling` does). In SQL,
+//! and in Flink (`RowTimeRangeBoundedPrecedingFunction` and
+//! `RowTimeRangeUnboundedPrecedingFunction` aggregate all rows of one timestamp together
+//! once the watermark passes it, then emit each of them with that aggregate), `CURRENT
+//! ROW` of a `RANGE` frame stands for all of the row's peers. [`Peers`] gives that
+//! semantics over the same [`Runtime`]:
+//!
+//! - The rows of the newest time seen are held back until that time is complete: an
+//!   event with a later time arrives, or the input ends ([`Operator::finish`]). Then they
+//!   are emitted in arrival order, each metric of a `RANGE` window taking the value the
+//!   *last* peer of the row's partition (for that window's `PARTITION BY`) got. That
+//!   peer's per-event result covers every peer before it, so the value is the SQL one.
+//! - `ROWS` frames count rows, not times: their metrics keep the row's own value.
+//! - A late event (older than the newest time, within the allowed lateness) is emitted at
+//!   once: its peers that arrived before it are in its result; rows already emitted are
+//!   not revised (a stream cannot take a row back).
+//! - A checkpoint records the held rows ([`PeersSnapshot`]), so a resume emits them as an
+//!   uninterrupted run would.
+
+use std::collections::HashMap;
+
+use spillway_store::StateStore;
+
+use super::backfill::Retention;
+use super::{Counters, Outcome, Runtime};
+use crate::error::Result;
+use crate::operator::{Operator, OperatorSnapshot};
+use crate::plan::OutputSource;
+use crate::value::{Event, Row, Value};
+
+/// How rows with equal `ORDER BY` times see each other in `RANGE` frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Ties {
+    /// Each event's result covers what arrived no later than it (the default).
+    #[default]
+    PerEvent,
+    /// SQL's peer rows: every row of the same time (see the module docs).
+    Peers,
+}
+
+impl Ties {
+    /// `per-event` or `peers`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ties::PerEvent => "per-event",
+            Ties::Peers => "peers",
+        }
+    }
+
+    /// Parses `per-event` or `peers`.
+    pub fn parse(s: &str) -> std::result::Result<Ties, String> {
+        match s {
+            "per-event" => Ok(Ties::PerEvent),
+            "peers" => Ok(Ties::Peers),
+            _ => Err(format!("expected per-event or peers, got {s:?}")),
+        }
+    }
+}
+
+/// The rows a [`Peers`] operator holds back at a checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PeersSnapshot {
+    /// The newest time seen (the held rows' time).
+    pub at: Option<i64>,
+    /// The held rows, in arrival order, each with its partition key per `RANGE` group
+    /// that an output column reads.
+    pub held: Vec<(Row, Vec<Vec<u8>>)>,
+}
+
+/// The per-event [`Runtime`] with SQL's peer rows. See the module docs.
+pub struct Peers {
+    rt: Runtime,
+    /// (output column, index into `groups`) of every metric of a `RANGE` group.
+    columns: Vec<(usize, usize)>,
+    /// The `RANGE` group-by nodes those columns read.
+    groups: Vec<usize>,
+    state: PeersSnapshot,
+    /// Per entry of `groups`: partition key -> index in `held` of its last peer.
+    last: Vec<HashMap<Vec<u8>, usize>>,
+    out: Vec<Value>,
+}
+
+impl Peers {
+    /// Peer rows over `rt`, holding `snapshot`'s rows if it continues a checkpoint.
+    pub fn new(rt: Runtime, snapshot: Option<PeersSnapshot>) -> Peers {
+        let plan = rt.plan();
+        let mut groups: Vec<usize> = Vec::new();
+        let mut columns = Vec::new();
+        for (i, (_, src)) in plan.outputs.iter().enumerate() {
+            if let OutputSource::Metric { group, .. } = *src {
+                if plan.groups[group].rows.is_some() {
+                    continue;
+                }
+                let gi = groups.iter().position(|&g| g == group).unwrap_or_else(|| {
+                    groups.push(group);
+                    groups.len() - 1
+                });
+                columns.push((i, gi));
+            }
+        }
+        let mut p = Peers {
+            rt,
+            last: vec![HashMap::new(); groups.len()],
+            columns,
+            groups,
+            state: snapshot.unwrap_or_default(),
+            out: Vec::new(),
+        };
+        for i in 0..p.state.held.len() {
+            for (g, k) in p.state.held[i].1.iter().enumerate() {
+                p.last[g].insert(k.clone(), i);
+            }
+        }
+        p
+    }
+
+    /// Emits the held rows with their peers' final values.
+    fn flush(&mut self, rows: &mut Vec<Row>) {
+        let held = std::mem::take(&mut self.state.held);
+        for (row, keys) in &held {
+            let mut r = row.clone();
+            for &(c, g) in &self.columns {
+                let last = self.last[g][&keys[g]];
+                r[c] = held[last].0[c].clone();
+            }
+            rows.push(r);
+        }
+        for l in &mut self.last {
+            l.clear();
+        }
+    }
+
+    /// The runtime underneath.
+    pub fn runtime(&mut self) -> &mut Runtime {
+        &mut self.rt
+    }
+}
+
+impl Operator for Peers {
+    fn prefetch(&mut self, events: &[Event]) {
+        self.rt.prefetch(events);
+    }
+
+    fn process(&mut self, event: Event, rows: &mut Vec<Row>) -> Result<Outcome> {
+        if self.rt.plan().filter.as_ref().is_some_and(|f| !f.eval_bool(&event.row)) {
+            // Dropped by WHERE: it moves no time forward (the runtime counts it).
+            return self.rt.process(event, &mut self.out);
+        }
+        let t = event.time;
+        let late = self.state.at.is_some_and(|a| t < a);
+        if !late && self.state.at.is_some_and(|a| t > a) {
+            self.flush(rows);
+        }
+        let keys: Vec<Vec<u8>> = if late {
+            Vec::new()
+        } else {
+            let plan = self.rt.plan();
+            self.groups
+                .iter()
+                .map(|&g| {
+                    let mut k = Vec::new();
+                    for &c in &plan.groups[g].partition_by {
+                        event.row[c].encode_key(&mut k);
+                    }
+                    k
+                })
+                .collect()
+        };
+        let outcome = self.rt.process(event, &mut self.out)?;
+        if outcome != Outcome::Emitted {
+            return Ok(outcome);
+        }
+        if late {
+            rows.push(self.out.clone());
+        } else {
+            self.state.at = Some(t);
+            let i = self.state.held.len();
+            for (g, k) in keys.iter().enumerate() {
+                self.last[g].insert(k.clone(), i);
+            }
+            self.state.held.push((self.out.clone(), keys));
+        }
+        Ok(outcome)
+    }
+
+    fn finish(&mut self, rows: &mut Vec<Row>) -> Result<()> {
+        self.flush(rows);
+        Ok(())
+    }
+
+    fn counters(&self) -> Counters {
+        self.rt.counters()
+    }
+
+    fn store_mut(&mut self) -> &mut dyn StateStore {
+        self.rt.store_mut()
+    }
+
+    fn snapshot(&mut self) -> Result<OperatorSnapshot> {
+        let reservoir = self.rt.reservoir_mut().sync()?;
+        Ok(OperatorSnapshot::OverPeers {
+            runtime: self.rt.snapshot(),
+            reservoir,
+            peers: self.state.clone(),
+        })
+    }
+
+    fn release_reservoir(&mut self, retention: Option<&Retention>) -> Result<()> {
+        self.rt.release_reservoir_keeping(retention)
+    }
+
+    fn as_over(&mut self) -> Option<&mut Runtime> {
+        Some(&mut self.rt)
+    }
+}
