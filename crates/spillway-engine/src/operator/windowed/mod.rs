@@ -47,7 +47,8 @@
 //!   partly cleaned up enters the others and misses those. Flink drops it from the
 //!   cleaned windows silently (`WindowOperator` skips each `isWindowLate` window;
 //!   SQL's `AbstractSliceWindowAggProcessor.processElement` adds a record whose slice
-//!   has fired to the first unfired window only). Here each missed window is counted
+//!   has fired to that slice, which only the windows not yet fired still read, and drops
+//!   it when its last window has fired). Here each missed window is counted
 //!   ([`WindowStats::missed_windows`]) and reported with the event
 //!   ([`WindowAgg::take_missed`]).
 //! - **Counters**: [`Counters::late_in_bounds`] counts the events taken into a window
