@@ -38,7 +38,8 @@ command -v mvn >/dev/null || apt_install maven
 # Flink's jars (cached: ~/.m2, then lib/ until the pom changes).
 if [ ! -f "$W/lib/.resolved" ] || [ "$SRC/pom.xml" -nt "$W/lib/.resolved" ]; then
     rm -rf "$W/lib"
-    mvn -q -B -Dstyle.color=never -f "$SRC/pom.xml" dependency:copy-dependencies -DoutputDirectory="$W/lib"
+    mvn -q -B -Dstyle.color=never -f "$SRC/pom.xml" dependency:copy-dependencies \
+        -DoutputDirectory="$W/lib" >"$W/mvn.log" 2>&1 || { cat "$W/mvn.log" >&2; exit 1; }
     touch "$W/lib/.resolved"
 fi
 CP="$W/lib/*"
