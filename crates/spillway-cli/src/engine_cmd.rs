@@ -228,9 +228,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "per-event", value_parser = Ties::parse, value_name = "per-event|peers")]
     pub(crate) ties: Ties,
 
-    /// Windowed aggregations (TUMBLE/HOP/CUMULATE/SESSION): the watermark trails the
-    /// newest event time by this, e.g. 2s; a window fires when the watermark reaches its
-    /// end [default: 0]
+    /// Windowed aggregations (TUMBLE/HOP/CUMULATE/SESSION): the watermark is the newest
+    /// event time minus this minus one time unit (events tied with the newest are never
+    /// late), e.g. 2s; a window [start, end) fires when the watermark reaches end - 1
+    /// [default: 0]
     #[arg(long, value_name = "DURATION")]
     pub(crate) watermark_delay: Option<String>,
 
@@ -494,11 +495,12 @@ fn print_summary(s: &JobSummary) {
     );
     if let Some(w) = &s.windows {
         eprintln!(
-            "windows{}: {} rows fired, {} late updates (a late event re-emitted its window), {} session merges",
+            "windows{}: {} rows fired, {} late updates (a late event re-emitted its window), {} session merges, {} windows missed by events taken into others",
             if t.events != c.events { " (whole job)" } else { "" },
             w.fired,
             w.late_updates,
-            w.session_merges
+            w.session_merges,
+            w.missed_windows
         );
     }
     if let Some(b) = &s.backfill {

@@ -410,3 +410,18 @@ fn a_resume_with_other_arguments_names_each_change_with_both_values() {
     // The checkpoint is untouched: the same arguments still resume it.
     run_ok(&ckpt_args(&input, &out, &ckpt));
 }
+
+#[test]
+fn a_windowed_jobs_side_output_names_each_missed_window() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("pay.csv");
+    // TUMBLE 10 s: 25000 fires [0, 10000); 5000 then misses it.
+    std::fs::write(&input, "card,amount,ts\na,1,1000\na,2,25000\na,3,5000\n").unwrap();
+    let out = d.path().join("out.csv");
+    let q = "SELECT card, window_start, window_end, COUNT(*) AS n FROM \
+             TABLE(TUMBLE(TABLE pay, DESCRIPTOR(ts), INTERVAL '10' SECOND)) \
+             GROUP BY card, window_start, window_end";
+    run_ok(&["run", "--query", q, "--input", s(&input), "--output", s(&out), "-q"]);
+    let late = std::fs::read_to_string(d.path().join("out.late.csv")).unwrap();
+    assert_eq!(late, "card,amount,ts,window_start,window_end\na,3,5000,0,10000\n");
+}

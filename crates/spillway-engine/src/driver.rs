@@ -416,6 +416,9 @@ impl Driver {
                     self.process(event, &mut rows)?
                 };
                 io.emit(&mut rows, outcome)?;
+                if let Some(m) = self.op.take_missed() {
+                    io.missed(&m)?;
+                }
                 if per_event {
                     if let Some(r) = rows.pop() {
                         out = r;
@@ -470,6 +473,11 @@ pub trait Io {
     fn next_event(&mut self) -> Result<Option<Event>>;
     /// The rows one event emitted (`outcome` says whether it was too late).
     fn emit(&mut self, rows: &mut Vec<Row>, outcome: Outcome) -> Result<()>;
+    /// What one event of a windowed aggregation missed: the windows already cleaned up
+    /// that it fell in (all of them for an event too late for every window).
+    fn missed(&mut self, _missed: &crate::operator::windowed::Missed) -> Result<()> {
+        Ok(())
+    }
     /// Makes everything written so far durable and says where the front-end stands, for
     /// the checkpoint about to be made of the first `events` events.
     fn sync(&mut self, events: u64) -> Result<Front>;

@@ -156,20 +156,25 @@ struct Bag {
     reg: u64,
 }
 
-/// What the oracle says: per event its outcome (0 emitted, 1 filtered, 2 too late), and
-/// the rows in order.
-fn oracle(
-    w: TvfWindow,
-    events: &[Event],
-    lateness: i64,
-    delay: i64,
-    where_flag: bool,
-) -> (Vec<u8>, Vec<Vec<Value>>) {
+/// What the oracle says: per event its outcome (0 emitted, 1 filtered, 2 too late) and
+/// the windows it missed, and the rows in order.
+struct Oracle {
+    outcomes: Vec<u8>,
+    missed: Vec<Vec<(i64, i64)>>,
+    rows: Vec<Vec<Value>>,
+    /// Events taken although older than the newest before them.
+    late_in_bounds: u64,
+}
+
+/// Flink's `BoundedOutOfOrdernessWatermarks`: the newest time minus the delay minus 1.
+fn oracle(w: TvfWindow, events: &[Event], lateness: i64, delay: i64, where_flag: bool) -> Oracle {
     let mut outcomes = Vec::new();
+    let mut missed = Vec::new();
+    let mut late_in_bounds = 0;
     let mut rows = Vec::new();
     let mut max_t: Option<i64> = None;
     let mut counter = 0u64;
-    let wm_of = |m: Option<i64>| m.map_or(i64::MIN, |m| m - delay);
+    let wm_of = |m: Option<i64>| m.map_or(i64::MIN, |m| m - delay - 1);
     match w {
         TvfWindow::Session { gap } => {
             struct S {
@@ -201,6 +206,7 @@ fn oracle(
             };
             for e in events {
                 let wm = wm_of(max_t);
+                missed.push(Vec::new());
                 if !passes_where(e, where_flag) {
                     outcomes.push(1);
                 } else {
@@ -215,8 +221,10 @@ fn oracle(
                     }
                     if end - 1 + lateness <= wm {
                         outcomes.push(2);
+                        missed.last_mut().unwrap().push((start, end));
                     } else {
                         outcomes.push(0);
+                        late_in_bounds += u64::from(max_t.is_some_and(|m| e.time < m));
                         let mut evs = vec![e.clone()];
                         ss.retain_mut(|s| {
                             if s.start <= e.time + gap && s.end >= e.time {
@@ -266,6 +274,7 @@ fn oracle(
                 };
             for e in events {
                 let wm = wm_of(max_t);
+                missed.push(Vec::new());
                 if !passes_where(e, where_flag) {
                     outcomes.push(1);
                 } else {
@@ -273,6 +282,7 @@ fn oracle(
                     let mut taken = false;
                     for (s, end) in brute_windows(w, e.time) {
                         if end - 1 + lateness <= wm {
+                            missed.last_mut().unwrap().push((s, end));
                             continue;
                         }
                         taken = true;
@@ -287,6 +297,7 @@ fn oracle(
                         }
                     }
                     outcomes.push(if taken { 0 } else { 2 });
+                    late_in_bounds += u64::from(taken && max_t.is_some_and(|m| e.time < m));
                 }
                 max_t = Some(max_t.map_or(e.time, |m| m.max(e.time)));
                 fire(&mut bags, wm_of(max_t), &mut rows);
@@ -294,7 +305,7 @@ fn oracle(
             fire(&mut bags, i64::MAX, &mut rows);
         }
     }
-    (outcomes, rows)
+    Oracle { outcomes, missed, rows, late_in_bounds }
 }
 
 fn open_store(kind: StoreKind, dir: &std::path::Path, plan: &WindowPlan) -> Box<dyn StateStore> {
@@ -334,7 +345,7 @@ fn run(
     where_flag: bool,
     kind: StoreKind,
     restart_at: Option<usize>,
-) -> (Vec<u8>, Vec<Vec<Value>>) {
+) -> Oracle {
     let dir = tempfile::tempdir().unwrap();
     let plan = plan_of(w, where_flag);
     let mut agg =
@@ -342,6 +353,7 @@ fn run(
             .unwrap();
     let mut rows = Vec::new();
     let mut outcomes = Vec::new();
+    let mut missed = Vec::new();
     let batch = 1 + events.len() % 7;
     for (i, e) in events.iter().enumerate() {
         if Some(i) == restart_at {
@@ -368,17 +380,30 @@ fn run(
                 2
             }
         });
+        missed.push(match agg.take_missed() {
+            Some(m) => {
+                assert_eq!(m.row, e.row);
+                assert!(!m.windows.is_empty());
+                m.windows
+            }
+            None => Vec::new(),
+        });
     }
     agg.finish(&mut rows).unwrap();
     let c = agg.counters();
     assert_eq!(c.emitted, rows.len() as u64);
     assert_eq!(c.events, events.len() as u64);
+    assert_eq!(c.too_late, outcomes.iter().filter(|&&o| o == 2).count() as u64);
+    // Windows missed by events taken into others, one count per window.
+    let partly: usize =
+        outcomes.iter().zip(&missed).filter(|(&o, _)| o == 0).map(|(_, m)| m.len()).sum();
+    assert_eq!(agg.stats().missed_windows, partly as u64);
     // Everything fired at the end: no window state is left behind.
     let st = agg.store_mut().stats();
     if let Some(live) = st.live_keys {
         assert_eq!(live, 0, "window state left after the end of input");
     }
-    (outcomes, rows)
+    Oracle { outcomes, missed, rows, late_in_bounds: c.late_in_bounds }
 }
 
 fn window_strategy() -> impl Strategy<Value = TvfWindow> {
@@ -439,10 +464,12 @@ proptest! {
         hashlog in any::<bool>(),
     ) {
         let kind = if hashlog { StoreKind::HashLog } else { StoreKind::Mem };
-        let (want_out, want_rows) = oracle(w, &events, lateness, delay, where_flag);
-        let (out, rows) = run(w, &events, lateness, delay, where_flag, kind, None);
-        prop_assert_eq!(&out, &want_out);
-        prop_assert!(same_rows(&rows, &want_rows), "{w:?} L={lateness} delay={delay}\n got {rows:?}\nwant {want_rows:?}");
+        let want = oracle(w, &events, lateness, delay, where_flag);
+        let got = run(w, &events, lateness, delay, where_flag, kind, None);
+        prop_assert_eq!(&got.outcomes, &want.outcomes);
+        prop_assert_eq!(&got.missed, &want.missed);
+        prop_assert_eq!(got.late_in_bounds, want.late_in_bounds);
+        prop_assert!(same_rows(&got.rows, &want.rows), "{w:?} L={lateness} delay={delay}\n got {:?}\nwant {:?}", got.rows, want.rows);
     }
 
     #[test]
@@ -453,10 +480,12 @@ proptest! {
         cut in 0usize..80,
     ) {
         let cut = cut.min(events.len());
-        let (want_out, want_rows) = oracle(w, &events, lateness, 0, false);
-        let (out, rows) = run(w, &events, lateness, 0, false, StoreKind::HashLog, Some(cut));
-        prop_assert_eq!(&out, &want_out);
-        prop_assert!(same_rows(&rows, &want_rows), "{w:?} cut {cut}\n got {rows:?}\nwant {want_rows:?}");
+        let want = oracle(w, &events, lateness, 0, false);
+        let got = run(w, &events, lateness, 0, false, StoreKind::HashLog, Some(cut));
+        prop_assert_eq!(&got.outcomes, &want.outcomes);
+        prop_assert_eq!(&got.missed, &want.missed);
+        prop_assert_eq!(got.late_in_bounds, want.late_in_bounds);
+        prop_assert!(same_rows(&got.rows, &want.rows), "{w:?} cut {cut}\n got {:?}\nwant {:?}", got.rows, want.rows);
     }
 }
 
@@ -468,34 +497,110 @@ fn ev(seq: u64, time: i64, k: i64, v: i64) -> Event {
     }
 }
 
-/// The documented edges, spelled out: a window fires when the watermark reaches
-/// `end - 1`; with delay 0 a second event at `end - 1` is late; with lateness it updates
-/// the window, which is emitted again.
+/// The documented edges, spelled out: a window fires when the watermark (the newest
+/// time minus the delay minus 1) reaches `end - 1`, so with delay 0 at the first event at
+/// or after `end`; a tie with the newest event is in time; an event at `end - 1` after
+/// that is late, and with lateness it updates the window, which is emitted again.
+/// (Before issue #29 the watermark was the newest time itself and the second event at
+/// t=4 below was already late, as Flink SQL's `WATERMARK FOR ts AS ts`.)
 #[test]
 fn firing_edges_and_late_updates() {
     let w = TvfWindow::Tumble { size: 5 };
-    let events = vec![ev(0, 0, 1, 1), ev(1, 4, 1, 2), ev(2, 4, 1, 3), ev(3, 5, 1, 4)];
-    // Lateness 0: the event at t=4 after the watermark reached 4 is dropped.
-    let (out, rows) = run(w, &events, 0, 0, false, StoreKind::Mem, None);
-    assert_eq!(out, vec![0, 0, 2, 0]);
-    assert_eq!(rows.len(), 2);
-    assert_eq!(&rows[0][..4], &[Value::Int(1), Value::Int(0), Value::Int(5), Value::Int(2)]);
-    // Lateness 1: it updates [0, 5), emitted again at once with 3 events.
-    let (out, rows) = run(w, &events, 1, 0, false, StoreKind::Mem, None);
-    assert_eq!(out, vec![0, 0, 0, 0]);
-    let counts: Vec<(Value, Value)> = rows.iter().map(|r| (r[2].clone(), r[3].clone())).collect();
+    let events =
+        vec![ev(0, 0, 1, 1), ev(1, 4, 1, 2), ev(2, 4, 1, 3), ev(3, 5, 1, 4), ev(4, 4, 1, 5)];
+    // Lateness 0: the tie at t=4 is in time; the event at t=4 after t=5 is dropped.
+    let got = run(w, &events, 0, 0, false, StoreKind::Mem, None);
+    assert_eq!(got.outcomes, vec![0, 0, 0, 0, 2]);
+    assert_eq!(got.missed[4], vec![(0, 5)]);
+    assert_eq!(got.late_in_bounds, 0);
+    assert_eq!(got.rows.len(), 2);
+    let head = |r: &[Value]| r[..5].to_vec();
+    let row = |start: i64, end: i64, n: i64, s: i64| {
+        vec![Value::Int(1), Value::Int(start), Value::Int(end), Value::Int(n), Value::Int(s)]
+    };
+    assert_eq!(head(&got.rows[0]), row(0, 5, 3, 6));
+    // Lateness 1: it updates [0, 5), emitted again at once with 4 events.
+    let got = run(w, &events, 1, 0, false, StoreKind::Mem, None);
+    assert_eq!(got.outcomes, vec![0, 0, 0, 0, 0]);
+    assert_eq!(got.late_in_bounds, 1, "only the event older than the newest");
+    let heads: Vec<Vec<Value>> = got.rows.iter().map(|r| head(r)).collect();
+    assert_eq!(heads, vec![row(0, 5, 3, 6), row(0, 5, 4, 11), row(5, 10, 1, 4)]);
+    // A watermark delay of 1: the event one behind the newest is in time.
+    let got = run(w, &events, 0, 1, false, StoreKind::Mem, None);
+    assert_eq!(got.outcomes, vec![0, 0, 0, 0, 0]);
+    assert_eq!(got.late_in_bounds, 1);
+    assert_eq!(head(&got.rows[0]), row(0, 5, 4, 11));
+}
+
+/// Issue #29 §2: an event late for some of its HOP windows and in time for others enters
+/// those, misses the cleaned ones, and each missed window is counted and reported with
+/// the event; an event none of whose windows is open is too late (all of them missed).
+#[test]
+fn an_event_late_for_some_windows_reports_each_missed_one() {
+    // HOP size 6 slide 2: t=5 is in [0, 6), [2, 8), [4, 10).
+    let w = TvfWindow::Hop { slide: 2, size: 6 };
+    // After t=9 the watermark is 8: [0, 6) and [2, 8) have fired (and are cleaned, L=0).
+    let events = vec![ev(0, 1, 1, 1), ev(1, 9, 1, 2), ev(2, 5, 1, 3), ev(3, 1, 1, 4)];
+    let got = run(w, &events, 0, 0, false, StoreKind::Mem, None);
+    assert_eq!(got.outcomes, vec![0, 0, 0, 2]);
+    assert_eq!(got.missed[2], vec![(0, 6), (2, 8)], "t=5 enters [4, 10) only");
+    assert_eq!(got.missed[3], vec![(-4, 2), (-2, 4), (0, 6)], "t=1: all windows gone");
+    assert_eq!(got.late_in_bounds, 1, "t=5: older than the newest, in time for [4, 10)");
+    let want = oracle(w, &events, 0, 0, false);
+    assert!(same_rows(&got.rows, &want.rows));
+    // [4, 10) holds t=5 (v=3) and t=9 (v=2).
+    let r = got.rows.iter().find(|r| r[1] == Value::Int(4)).unwrap();
+    assert_eq!(&r[3..5], &[Value::Int(2), Value::Int(5)]);
+}
+
+/// The side output format for what events missed: the input's columns, then the window,
+/// one row per missed window.
+#[test]
+fn missed_windows_are_written_one_row_per_window() {
+    use spillway_engine::operator::windowed::Missed;
+    use spillway_engine::source::Sink;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.late.csv");
+    let mut side = Sink::create_window_side_output(&path, &schema()).unwrap();
+    let e = ev(2, 5, 1, 3);
+    side.write_missed(&Missed { row: e.row, windows: vec![(0, 6), (2, 8)] }).unwrap();
+    side.sync().unwrap();
     assert_eq!(
-        counts,
+        std::fs::read_to_string(&path).unwrap(),
+        "k,v,flag,ts,window_start,window_end\n1,3,true,5,0,6\n1,3,true,5,2,8\n"
+    );
+}
+
+/// Issue #29 §1, the reported case: a time-sorted file with two events at 59999 under
+/// `TUMBLE(.., INTERVAL '1' MINUTE)`. The second 59999 was late (the watermark was the
+/// newest time); now `[0, 60000)` holds all three and nothing is late.
+#[test]
+fn events_tied_with_the_newest_are_never_late() {
+    use spillway_engine::session::{Session, SessionConfig};
+    use spillway_engine::source::{self, SourceOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("pay.csv");
+    std::fs::write(&input, "ts,card,amount\n1000,a,1\n59999,a,2\n59999,a,3\n60000,a,4\n").unwrap();
+    let mut src = source::open(&input, &SourceOptions::new("ts")).unwrap();
+    let q = "SELECT card, window_start, window_end, COUNT(*) AS n, SUM(amount) AS s \
+             FROM TABLE(TUMBLE(TABLE pay, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) \
+             GROUP BY card, window_start, window_end";
+    let mut s = Session::open(&SessionConfig::new(q), src.schema().clone()).unwrap();
+    let mut rows = Vec::new();
+    while let Some(e) = src.next_event().unwrap() {
+        assert_eq!(s.push(e.time, e.row, &mut rows).unwrap(), Outcome::Emitted);
+    }
+    s.finish(&mut rows).unwrap();
+    let a = || Value::Str("a".into());
+    assert_eq!(
+        rows,
         vec![
-            (Value::Int(5), Value::Int(2)),
-            (Value::Int(5), Value::Int(3)),
-            (Value::Int(10), Value::Int(1)),
+            vec![a(), Value::Int(0), Value::Int(60_000), Value::Int(3), Value::Int(6)],
+            vec![a(), Value::Int(60_000), Value::Int(120_000), Value::Int(1), Value::Int(4)],
         ]
     );
-    // A watermark delay of 1: the second event at t=4 is in time.
-    let (out, rows) = run(w, &events, 0, 1, false, StoreKind::Mem, None);
-    assert_eq!(out, vec![0, 0, 0, 0]);
-    assert_eq!(rows[0][3], Value::Int(3));
+    let c = s.counters();
+    assert_eq!((c.too_late, c.late_in_bounds), (0, 0));
 }
 
 /// Timer lists longer than one chunk, over RocksDB-free stores: many keys in one window.
@@ -503,8 +608,8 @@ fn firing_edges_and_late_updates() {
 fn many_keys_in_one_window() {
     let w = TvfWindow::Hop { slide: 10, size: 20 };
     let events: Vec<Event> = (0..5000u64).map(|i| ev(i, (i / 1000) as i64, i as i64, 1)).collect();
-    let (_, rows) = run(w, &events, 0, 0, false, StoreKind::HashLog, None);
-    let (_, want) = oracle(w, &events, 0, 0, false);
-    assert!(same_rows(&rows, &want));
-    assert_eq!(rows.len(), 10_000);
+    let got = run(w, &events, 0, 0, false, StoreKind::HashLog, None);
+    let want = oracle(w, &events, 0, 0, false);
+    assert!(same_rows(&got.rows, &want.rows));
+    assert_eq!(got.rows.len(), 10_000);
 }

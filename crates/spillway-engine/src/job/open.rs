@@ -238,9 +238,11 @@ impl Job<'_> {
         sink: Option<Sink>,
         side: Option<Sink>,
         delivery: Delivery,
+        windowed: bool,
     ) -> FileIo {
         let cfg = self.cfg;
         FileIo {
+            windowed,
             skipped_at_start: source.skipped(),
             source,
             sink,
@@ -291,6 +293,7 @@ impl Job<'_> {
             None => open_source(OpenAt::Start)?,
         };
         let columns = plan.column_names();
+        let windowed = plan.is_windowed();
         let every = self.every(None);
         let cadence = self.cadence(every, false);
         let driver = Driver::open(
@@ -317,7 +320,7 @@ impl Job<'_> {
             let path = cfg.output.as_deref().map(|p| write_path(delivery, p));
             Some(Sink::create(path.as_deref(), &columns)?)
         };
-        Ok(self.opened(driver, self.io(source, sink, None, delivery), every))
+        Ok(self.opened(driver, self.io(source, sink, None, delivery, windowed), every))
     }
 
     /// The position a record of a file job holds (a session's is refused).
@@ -351,6 +354,7 @@ impl Job<'_> {
             ));
         }
         let columns = plan.column_names();
+        let windowed = plan.is_windowed();
         let every = self.every(Some(&record));
         let cadence = self.cadence(every, true);
         let events = record.events;
@@ -378,12 +382,20 @@ impl Job<'_> {
             }
         };
         let side = if self.side_path.exists() {
-            Some(Sink::resume(&self.side_path, &schema_columns(&self.schema), pos.side_len)?)
+            let columns = if windowed {
+                Sink::window_side_output_columns(&self.schema)
+            } else {
+                schema_columns(&self.schema)
+            };
+            Some(Sink::resume(&self.side_path, &columns, pos.side_len)?)
         } else {
             None
         };
-        let mut o =
-            self.opened(driver, self.io(source, sink, side, Delivery::InPlace(Some(cut))), every);
+        let mut o = self.opened(
+            driver,
+            self.io(source, sink, side, Delivery::InPlace(Some(cut)), windowed),
+            every,
+        );
         o.warnings = warnings;
         Ok(o)
     }
@@ -491,7 +503,7 @@ impl Job<'_> {
                 ))
             })?;
         }
-        let mut io = self.io(source, sink, None, Delivery::InPlace(None));
+        let mut io = self.io(source, sink, None, Delivery::InPlace(None), false);
         // One checkpoint of the new store, then the switch to it.
         let front = crate::driver::Io::sync(&mut io, driver.events())?;
         driver.checkpoint(front)?;

@@ -226,6 +226,9 @@ pub(super) struct FileIo {
     pub(super) halt: Option<HaltPoint>,
     /// Rows the source had skipped before this run (a resume's), for metrics.
     pub(super) skipped_at_start: u64,
+    /// A windowed aggregation: the side output holds one row per missed window (the
+    /// event's columns, `window_start`, `window_end`) instead of one per late event.
+    pub(super) windowed: bool,
 }
 
 impl FileIo {
@@ -292,6 +295,10 @@ impl Io for FileIo {
             }
         }
         if let Outcome::TooLate(e) = outcome {
+            if self.windowed {
+                // Written with its windows by `missed`.
+                return Ok(());
+            }
             if self.side.is_none() {
                 self.side = Some(Sink::create_side_output(&self.side_write_path, &self.schema)?);
             }
@@ -322,6 +329,16 @@ impl Io for FileIo {
             Some(h) if h.events == events => halt(&h, self),
             _ => Ok(()),
         }
+    }
+
+    fn missed(&mut self, missed: &crate::operator::windowed::Missed) -> Result<()> {
+        if self.side.is_none() {
+            self.side = Some(Sink::create_window_side_output(&self.side_write_path, &self.schema)?);
+        }
+        if let Some(s) = self.side.as_mut() {
+            s.write_missed(missed)?;
+        }
+        Ok(())
     }
 
     fn malformed(&self) -> u64 {

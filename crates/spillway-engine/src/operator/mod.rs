@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::operator::over::backfill::Retention;
 use crate::operator::over::peers::{Peers, Ties};
 use crate::operator::over::{Counters, Outcome, Runtime, RuntimeSnapshot};
-use crate::operator::windowed::{WindowAgg, WindowOutput, WindowPlan, WindowSnapshot};
+use crate::operator::windowed::{Missed, WindowAgg, WindowOutput, WindowPlan, WindowSnapshot};
 use crate::plan::{OutputSource, Plan};
 use crate::reservoir::{Position, Reservoir, ReservoirOptions};
 use crate::sql::{parse, Query};
@@ -235,6 +235,14 @@ pub trait Operator: Send {
     fn as_windowed(&self) -> Option<&WindowAgg> {
         None
     }
+
+    /// After [`process`](Self::process): the windows the event missed, with its row,
+    /// for the side output (a windowed aggregation's; see [`WindowAgg::take_missed`]).
+    /// Per-event metrics have no windows to miss: their late events are only
+    /// [`Outcome::TooLate`].
+    fn take_missed(&mut self) -> Option<Missed> {
+        None
+    }
 }
 
 impl Operator for Runtime {
@@ -312,6 +320,10 @@ impl Operator for WindowAgg {
 
     fn as_windowed(&self) -> Option<&WindowAgg> {
         Some(self)
+    }
+
+    fn take_missed(&mut self) -> Option<Missed> {
+        WindowAgg::take_missed(self)
     }
 }
 

@@ -21,6 +21,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use super::{io_err, SourceError};
+use crate::operator::windowed::Missed;
 use crate::value::{Event, Schema, Value};
 
 /// Output formats.
@@ -167,6 +168,33 @@ impl Sink {
     /// with [`Sink::write_event`].
     pub fn create_side_output(path: &Path, schema: &Schema) -> Result<Sink, SourceError> {
         Sink::create(Some(path), &schema_columns(schema))
+    }
+
+    /// The columns of a windowed aggregation's side output: the input schema's, then
+    /// `window_start` and `window_end` (one row per event and window it missed; see
+    /// [`crate::operator::windowed`]).
+    pub fn window_side_output_columns(schema: &Schema) -> Vec<String> {
+        let mut columns = schema_columns(schema);
+        columns.extend(["window_start".to_string(), "window_end".to_string()]);
+        columns
+    }
+
+    /// A sink for a windowed aggregation's side output
+    /// ([`Sink::window_side_output_columns`]), rows written with [`Sink::write_missed`].
+    pub fn create_window_side_output(path: &Path, schema: &Schema) -> Result<Sink, SourceError> {
+        Sink::create(Some(path), &Sink::window_side_output_columns(schema))
+    }
+
+    /// Writes the rows of what one event missed: its row and one missed window per row.
+    pub fn write_missed(&mut self, missed: &Missed) -> Result<(), SourceError> {
+        let mut values = Vec::with_capacity(missed.row.len() + 2);
+        for &(start, end) in &missed.windows {
+            values.clear();
+            values.extend_from_slice(&missed.row);
+            values.extend([Value::Int(start), Value::Int(end)]);
+            self.write_row(&values)?;
+        }
+        Ok(())
     }
 
     /// Reopens `path` after a restart: truncates it to `len` bytes (the length a

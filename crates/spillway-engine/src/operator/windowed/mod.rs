@@ -11,13 +11,29 @@
 //!   overlap or touch (`TimeWindow.intersects`: `start <= other.end && end >=
 //!   other.start`, merged by `TimeWindow.mergeWindows`).
 //! - **Watermark**: the largest event time seen (every event counts, also those `WHERE`
-//!   drops) minus the watermark delay, advanced after each event as Flink's
-//!   `WatermarkAssignerOperator.processElement` does with `pipeline.auto-watermark-interval`
-//!   0 (the event is processed under the watermark before it).
+//!   drops) minus the watermark delay minus one time unit, advanced after each event as
+//!   Flink's `WatermarkAssignerOperator.processElement` does with
+//!   `pipeline.auto-watermark-interval` 0 (the event is processed under the watermark
+//!   before it). Flink SQL has two usual watermark strategies, and this is the second:
+//!   - `WATERMARK FOR ts AS ts` (strictly ascending timestamps, in Flink's docs): the
+//!     largest time itself. A second event at the newest time is then late for a window
+//!     ending right after it (`[0, 60000)` fires at 59999, so a second 59999 is dropped).
+//!   - `WATERMARK FOR ts AS ts - INTERVAL '0.001' SECOND` (Flink's docs, for timestamps
+//!     that can repeat), the DataStream API's default: `WatermarkStrategy
+//!     .forBoundedOutOfOrderness(d)` emits `maxTimestamp - outOfOrdernessMillis - 1`
+//!     (`BoundedOutOfOrdernessWatermarks.onPeriodicEmit`, "there is potential for
+//!     matching timestamps to still be received"), and
+//!     `WatermarkStrategy.forMonotonousTimestamps` is that with `d = 0`
+//!     (`AscendingTimestampsWatermarks`): `maxTimestamp - 1`.
+//!
+//!   So the watermark is `max_time - delay - 1`, `--watermark-delay` (default 0) playing
+//!   `outOfOrdernessMillis` in the time column's unit: an event at the newest time seen
+//!   (a tie) is never late, in-order data never reaches the side output, and a delay of
+//!   `d` takes events up to `d` behind the newest into every window they belong to.
 //! - **Firing**: a window fires when the watermark reaches `end - 1`
 //!   (`TimeWindowUtil.isWindowFired`: `windowEnd - 1 <= watermark`, i.e. Flink's
-//!   `EventTimeTrigger` at `window.maxTimestamp()`). So with delay 0, a second event at
-//!   time `end - 1` is already late for that window, as in Flink.
+//!   `EventTimeTrigger` at `window.maxTimestamp()`), that is, with delay 0, at the first
+//!   event at or after `end`. Every event at `end - 1`, ties included, is in time.
 //! - **Lateness** follows the DataStream `WindowOperator` with `allowedLateness(L)`
 //!   (Flink SQL's window TVF aggregation has no allowed lateness: its
 //!   `AbstractWindowAggProcessor.processElement` drops a record whose windows have all
@@ -27,7 +43,28 @@
 //!   side output and is counted (`isSkippedElement`). An event added to a window that has
 //!   fired fires it again at once (`EventTimeTrigger.onElement` returns `FIRE` when
 //!   `maxTimestamp <= watermark`).
+//! - **Missed windows** (HOP, CUMULATE, and lateness): an event whose windows are
+//!   partly cleaned up enters the others and misses those. Flink drops it from the
+//!   cleaned windows silently (`WindowOperator` skips each `isWindowLate` window;
+//!   SQL's `AbstractSliceWindowAggProcessor.processElement` adds a record whose slice
+//!   has fired to that slice, which only the windows not yet fired still read, and drops
+//!   it when its last window has fired). Here each missed window is counted
+//!   ([`WindowStats::missed_windows`]) and reported with the event
+//!   ([`WindowAgg::take_missed`]).
+//! - **Counters**: [`Counters::late_in_bounds`] counts the events taken into a window
+//!   although older than the newest event seen before them (out of order but in time;
+//!   ties with the newest are in order); [`Counters::too_late`] the events no window took
+//!   (the side output).
 //! - **End of input**: every open window fires (Flink's final `MAX_WATERMARK`).
+//!
+//! # Side output
+//! [`WindowAgg::take_missed`] hands over, after [`WindowAgg::process`], the event's row
+//! and every window `[start, end)` it missed: all of them for an event returned as
+//! [`Outcome::TooLate`], the cleaned ones for an event taken into others. A front-end's
+//! side output of a windowed aggregation writes one row per missed window, the input's
+//! columns followed by `window_start, window_end` (`Sink::create_window_side_output`,
+//! `Sink::write_missed`), so a reader sees which window lacks which event, and an event
+//! that only missed some of its windows is recorded too (Flink drops those silently).
 //!
 //! # Output convention
 //! One row per firing: the SELECT list evaluated for one group key and one window. Rows
@@ -353,6 +390,19 @@ pub struct WindowStats {
     pub late_updates: u64,
     /// Session merges (two or more sessions became one).
     pub session_merges: u64,
+    /// Windows that events taken into other windows could not enter (their state was
+    /// cleaned up), one per event and window; events no window took are
+    /// [`Counters::too_late`] instead. See the module docs.
+    pub missed_windows: u64,
+}
+
+/// What one event missed (see [`WindowAgg::take_missed`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Missed {
+    /// The event's row (input columns).
+    pub row: Row,
+    /// The windows `[start, end)` it missed, in ascending order of end.
+    pub windows: Vec<(i64, i64)>,
 }
 
 /// Serializable position of a windowed aggregation (part of a checkpoint).
@@ -451,7 +501,10 @@ pub struct WindowAgg {
     next_session: u64,
     counters: Counters,
     stats: WindowStats,
+    /// What the last event processed missed.
+    missed: Option<Missed>,
     // scratch
+    missed_windows: Vec<(i64, i64)>,
     windows: Vec<(i64, i64)>,
     group: Vec<u8>,
     key: Vec<u8>,
@@ -515,6 +568,8 @@ impl WindowAgg {
             next_session: 0,
             counters: Counters::default(),
             stats: WindowStats::default(),
+            missed: None,
+            missed_windows: Vec::new(),
             windows: Vec::new(),
             group: Vec::new(),
             key: Vec::new(),
@@ -555,9 +610,10 @@ impl WindowAgg {
         self.store.as_mut()
     }
 
-    /// The current watermark (`None` before the first event).
+    /// The current watermark, `max_time - delay - 1` (`None` before the first event; see
+    /// the module docs).
     pub fn watermark(&self) -> Option<i64> {
-        self.max_time.map(|m| m.saturating_sub(self.delay))
+        self.max_time.map(|m| m.saturating_sub(self.delay).saturating_sub(1))
     }
 
     /// The position, for a checkpoint.
@@ -614,6 +670,8 @@ impl WindowAgg {
     /// output).
     pub fn process(&mut self, event: Event, rows: &mut Vec<Vec<Value>>) -> Result<Outcome> {
         self.counters.events += 1;
+        self.missed = None;
+        self.missed_windows.clear();
         let wm = self.watermark().unwrap_or(i64::MIN);
         let t = event.time;
         let outcome = if self.plan.filter.as_ref().is_some_and(|f| !f.eval_bool(&event.row)) {
@@ -624,8 +682,17 @@ impl WindowAgg {
                 TvfWindow::Session { gap } => self.add_to_session(&event, gap, wm, rows)?,
                 _ => self.add_to_windows(&event, wm, rows)?,
             };
+            if !self.missed_windows.is_empty() {
+                if taken {
+                    self.stats.missed_windows += self.missed_windows.len() as u64;
+                }
+                self.missed = Some(Missed {
+                    row: event.row.clone(),
+                    windows: std::mem::take(&mut self.missed_windows),
+                });
+            }
             if taken {
-                if t <= wm {
+                if self.max_time.is_some_and(|m| t < m) {
                     self.counters.late_in_bounds += 1;
                 }
                 Outcome::Emitted
@@ -638,6 +705,14 @@ impl WindowAgg {
         let wm = self.watermark().unwrap_or(i64::MIN);
         self.advance(wm, rows)?;
         Ok(outcome)
+    }
+
+    /// What the event just given to [`process`](Self::process) missed, if anything: its
+    /// row and the windows that did not take it (all of them for
+    /// [`Outcome::TooLate`], the cleaned-up ones for an event taken into others; see the
+    /// module docs). Cleared by the next `process`.
+    pub fn take_missed(&mut self) -> Option<Missed> {
+        self.missed.take()
     }
 
     /// End of input: every open window fires and all window state is released.
@@ -661,8 +736,9 @@ impl WindowAgg {
         encode_group(&self.plan.group_by, &event.row, &mut self.group);
         let mut taken = false;
         let ekey = event.key();
-        for &(_, end) in &windows {
+        for &(start, end) in &windows {
             if self.cleaned(end, wm) {
+                self.missed_windows.push((start, end));
                 continue;
             }
             taken = true;
@@ -950,6 +1026,7 @@ impl WindowAgg {
         }
         if self.cleaned(merged.end, wm) {
             // Only possible when nothing live merges with it (live sessions end later).
+            self.missed_windows.push((merged.start, merged.end));
             let mut back = rest;
             back.extend(touching);
             back.sort_by_key(|s| s.start);
