@@ -8,6 +8,7 @@
 //! - [`flags`]: every `spillway run` flag given to a worker is honoured or refused.
 //! - [`metrics`]: a worker's `--metrics-addr` endpoint scraped while it runs.
 //! - [`produce`]: `kafka produce` is safe to retry; an unreachable broker fails fast.
+//! - [`status`]: `kafka status` shows a running job's members, offsets and lag.
 //! - [`windows`]: window table functions on workers equal `spillway run`, also after a
 //!   kill.
 #![cfg(feature = "kafka")]
@@ -17,4 +18,5 @@ mod exactly_once;
 mod flags;
 mod metrics;
 mod produce;
+mod status;
 mod windows;
