@@ -5,7 +5,8 @@
 //!   once their results are all committed, `status --json` lists both static members
 //!   owning the two input partitions between them, each partition with a committed
 //!   offset at its end (lag 0), and the table names the group, the members and the
-//!   partitions.
+//!   partitions. Once the workers stopped and the coordinator dropped them, the group
+//!   is Empty and keeps its offsets.
 //! - A group that never existed is reported as such (state Dead, nothing else).
 //! - A closed port fails within seconds, naming the address; a missing flag is clap's.
 //!
@@ -197,6 +198,25 @@ fn status_shows_two_workers_owning_the_input_and_no_lag_once_done() {
         let o = w.wait_with_output().expect("wait for a worker");
         assert!(o.status.success(), "a worker failed: {}", stderr(&o));
     }
+    // Static members do not leave: the coordinator drops them after the session timeout
+    // (6 s), and the group is then Empty, its offsets kept (bounded wait).
+    let since = Instant::now();
+    let s = loop {
+        let s = status_json(b, "status-job");
+        if s["state"] == "Empty" {
+            break s;
+        }
+        assert!(since.elapsed() < Duration::from_secs(60), "never empty: {s:#}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(s["members"], serde_json::json!([]), "{s:#}");
+    let rows = input_rows(&s);
+    assert_eq!(rows.len(), 2, "{s:#}");
+    assert!(rows.iter().all(|r| r["owner"].is_null() && r["lag"] == 0), "{s:#}");
+    let t = status(b, "status-job", &[]);
+    ok(&t);
+    let table = String::from_utf8_lossy(&t.stdout).into_owned();
+    assert!(table.starts_with("group status-job: Empty, 0 members"), "{table}");
 }
 
 #[test]

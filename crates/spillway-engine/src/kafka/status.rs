@@ -2,7 +2,8 @@
 //! partition's committed offset, end and lag, read without disturbing the group.
 //!
 //! - **Members** come from the group coordinator's description of the group
-//!   (`fetch_group_list`, Kafka's ListGroups + DescribeGroups): member id, client id and
+//!   (`rd_kafka_list_groups`, what rdkafka's `fetch_group_list` calls: Kafka's ListGroups
+//!   and DescribeGroups; read directly, see `describe_group`): member id, client id and
 //!   host, and the member's assignment, the ConsumerProtocol `Assignment` bytes the
 //!   group leader chose ([`decode_assignment`]). The description has no field for a
 //!   static member's `group.instance.id` in this client, so it is read from the member id
@@ -285,18 +286,15 @@ pub fn group_status(brokers: &str, group: &str) -> Result<GroupStatus> {
         .set("isolation.level", "read_uncommitted")
         .create()
         .map_err(kerr(b, "creating a consumer"))?;
-    let list = offsets
-        .fetch_group_list(Some(group), CALL_TIMEOUT)
-        .map_err(kerr(b, &format!("describing group {group}")))?;
-    let info = list.groups().iter().find(|g| g.name() == group);
-    let (state, protocol_type, protocol) = match info {
-        Some(g) => (g.state().to_string(), g.protocol_type().to_string(), g.protocol().to_string()),
+    let info = describe_group(&offsets, b, group)?;
+    let (state, protocol_type, protocol) = match &info {
+        Some(g) => (g.state.clone(), g.protocol_type.clone(), g.protocol.clone()),
         None => ("Dead".to_string(), String::new(), String::new()),
     };
     let mut members = Vec::new();
-    for m in info.map(|g| g.members()).unwrap_or_default() {
+    for m in info.as_ref().map(|g| g.members.as_slice()).unwrap_or_default() {
         let (assignment, assignment_error) = if protocol_type == "consumer" {
-            match decode_assignment(m.assignment().unwrap_or_default()) {
+            match decode_assignment(&m.assignment) {
                 Ok(a) => (a.partitions, None),
                 Err(e) => (Vec::new(), Some(format!("malformed assignment: {e}"))),
             }
@@ -304,10 +302,10 @@ pub fn group_status(brokers: &str, group: &str) -> Result<GroupStatus> {
             (Vec::new(), Some(format!("protocol type {protocol_type:?} is not \"consumer\"")))
         };
         members.push(Member {
-            member_id: m.id().to_string(),
-            client_id: m.client_id().to_string(),
-            host: m.client_host().to_string(),
-            group_instance_id: instance_id(m.id(), m.client_id()),
+            group_instance_id: instance_id(&m.member_id, &m.client_id),
+            member_id: m.member_id.clone(),
+            client_id: m.client_id.clone(),
+            host: m.host.clone(),
             assignment,
             assignment_error,
         });
@@ -383,7 +381,7 @@ pub fn group_status(brokers: &str, group: &str) -> Result<GroupStatus> {
     }
     resolve_markers(b, &mut partitions)?;
 
-    let exists = info.is_some_and(|g| g.state() != "Dead" || !g.members().is_empty())
+    let exists = info.as_ref().is_some_and(|g| g.state != "Dead" || !g.members.is_empty())
         || !committed.is_empty();
     Ok(GroupStatus {
         group: group.to_string(),
@@ -395,6 +393,137 @@ pub fn group_status(brokers: &str, group: &str) -> Result<GroupStatus> {
         members,
         partitions,
     })
+}
+
+/// A group as the coordinator describes it, copied out of librdkafka's list.
+struct GroupDescription {
+    state: String,
+    protocol_type: String,
+    protocol: String,
+    members: Vec<MemberDescription>,
+}
+
+struct MemberDescription {
+    member_id: String,
+    client_id: String,
+    host: String,
+    assignment: Vec<u8>,
+}
+
+/// Frees a group list however the reading of it ends.
+struct GroupList(*const rdkafka_sys::rd_kafka_group_list);
+
+impl Drop for GroupList {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the list came from rd_kafka_list_groups and is freed once, here.
+            unsafe { rdkafka_sys::rd_kafka_group_list_destroy(self.0) }
+        }
+    }
+}
+
+/// Describes `group` (`rd_kafka_list_groups`: ListGroups, then DescribeGroups of the
+/// group if it is listed); `None` when no broker lists it or the coordinator says there
+/// is no such group. rdkafka 0.33's `fetch_group_list` wraps the same call, but its
+/// `GroupInfo::members` builds a slice from the list's null member pointer when a group
+/// has no members (an empty group: undefined behaviour, which debug builds abort on), so
+/// the list is read here, every pointer checked, and copied into owned values.
+#[allow(unsafe_code)]
+fn describe_group(c: &BaseConsumer, b: &str, group: &str) -> Result<Option<GroupDescription>> {
+    use rdkafka::types::RDKafkaErrorCode;
+    use rdkafka_sys::rd_kafka_resp_err_t as RespErr;
+    use std::ffi::{c_char, CStr, CString};
+
+    /// Owned text of a C string; NULL is empty.
+    ///
+    /// SAFETY (caller): `p` is NULL or a NUL-terminated string that outlives the call.
+    unsafe fn text(p: *const c_char) -> String {
+        if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: see above.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    }
+    /// Owned copy of `n` bytes at `p`; NULL or a size below 1 is empty.
+    ///
+    /// SAFETY (caller): a non-NULL `p` points to `n` readable bytes.
+    unsafe fn bytes(p: *const std::ffi::c_void, n: std::ffi::c_int) -> Vec<u8> {
+        if p.is_null() || n <= 0 {
+            Vec::new()
+        } else {
+            // SAFETY: see above.
+            unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n as usize) }.to_vec()
+        }
+    }
+
+    let name = CString::new(group)
+        .map_err(|_| Error::Config(format!("--group {group:?}: a group id has no NUL byte")))?;
+    let mut list: *const rdkafka_sys::rd_kafka_group_list = std::ptr::null();
+    let timeout = std::ffi::c_int::try_from(CALL_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: the client pointer is valid while `c` lives, the name is NUL-terminated and
+    // `list` is a local out-pointer.
+    let err = unsafe {
+        rdkafka_sys::rd_kafka_list_groups(
+            c.client().native_ptr(),
+            name.as_ptr(),
+            &mut list,
+            timeout,
+        )
+    };
+    let list = GroupList(list);
+    if err != RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return Err(Error::Kafka(format!(
+            "describing group {group} (brokers {b}): {}",
+            RDKafkaErrorCode::from(err)
+        )));
+    }
+    if list.0.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: librdkafka filled the list: `groups` points to `group_cnt` group infos,
+    // each with `members` pointing to `member_cnt` members (NULL when there are none), and
+    // every string is NUL-terminated or NULL. All of it lives until `list` is dropped, and
+    // only owned copies leave this block.
+    unsafe {
+        let l = &*list.0;
+        if l.groups.is_null() || l.group_cnt <= 0 {
+            return Ok(None);
+        }
+        for g in std::slice::from_raw_parts(l.groups, l.group_cnt as usize) {
+            if text(g.group) != group {
+                continue;
+            }
+            if g.err == RespErr::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND {
+                return Ok(None);
+            }
+            if g.err != RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(Error::Kafka(format!(
+                    "describing group {group} (brokers {b}): {}",
+                    RDKafkaErrorCode::from(g.err)
+                )));
+            }
+            let mut members = Vec::new();
+            if !g.members.is_null() && g.member_cnt > 0 {
+                for m in std::slice::from_raw_parts(g.members, g.member_cnt as usize) {
+                    members.push(MemberDescription {
+                        member_id: text(m.member_id),
+                        client_id: text(m.client_id),
+                        host: text(m.client_host),
+                        assignment: bytes(m.member_assignment, m.member_assignment_size),
+                    });
+                }
+            }
+            return Ok(Some(GroupDescription {
+                state: text(g.state),
+                protocol_type: text(g.protocol_type),
+                protocol: text(g.protocol),
+                members,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// Sets the lag of partitions whose few offsets before the end hold no readable message
