@@ -1,4 +1,4 @@
-//! `spillway kafka produce|consume` and the worker mode of `spillway run` (a kafka://
+//! `spillway kafka produce|consume|status` and the worker mode of `spillway run` (a kafka://
 //! input): argument handling and printing around `spillway_engine::kafka`.
 
 use std::path::PathBuf;
@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use spillway_engine::duration::parse_duration;
 use spillway_engine::kafka::consume::{consume, ConsumeConfig};
 use spillway_engine::kafka::produce::{produce, Mode, ProduceConfig};
+use spillway_engine::kafka::status::{group_status, render_table};
 use spillway_engine::kafka::worker::{run_worker as worker, WorkerConfig};
 use spillway_engine::kafka::{check_topic_name, KafkaUrl};
 use spillway_engine::session::SessionConfig;
@@ -29,6 +30,24 @@ pub enum KafkaCommand {
     Produce(ProduceArgs),
     /// Read a result (or event) topic's committed messages into a CSV / JSON Lines file.
     Consume(ConsumeArgs),
+    /// Show a consumer group (the workers of a job): its members and the partitions each
+    /// owns, and per partition the committed offset, the end (last stable offset) and the
+    /// lag. Reads without joining the group.
+    Status(StatusArgs),
+}
+
+/// `spillway kafka status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Bootstrap servers, e.g. 127.0.0.1:9092
+    #[arg(long, value_name = "HOST:PORT,...")]
+    brokers: String,
+    /// Consumer group (a job's --group)
+    #[arg(long, value_name = "G")]
+    group: String,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
 }
 
 /// `spillway kafka produce`.
@@ -179,6 +198,15 @@ pub fn run(cmd: KafkaCommand) -> Result<()> {
                 s.per_sec,
                 notes.iter().map(|n| format!("; {n}")).collect::<String>()
             );
+            Ok(())
+        }
+        KafkaCommand::Status(a) => {
+            let s = group_status(&a.brokers, &a.group)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                print!("{}", render_table(&s));
+            }
             Ok(())
         }
         KafkaCommand::Consume(a) => {

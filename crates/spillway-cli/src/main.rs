@@ -57,7 +57,8 @@ enum Command {
     /// Cache policies: simulate hit ratios on key-access traces.
     #[command(subcommand)]
     Cache(cache_cmd::CacheCommand),
-    /// Kafka topics: produce a file to a topic, consume a result topic (workers are
+    /// Kafka topics: produce a file to a topic, consume a result topic, show a group's
+    /// members, offsets and lag (workers are
     /// `spillway run --input kafka://...`).
     #[cfg(feature = "kafka")]
     #[command(subcommand)]

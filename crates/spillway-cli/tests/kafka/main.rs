@@ -10,16 +10,18 @@
 //! - [`flags`]: every `spillway run` flag given to a worker is honoured or refused.
 //! - [`metrics`]: a worker's `--metrics-addr` endpoint scraped while it runs.
 //! - [`produce`]: `kafka produce` is safe to retry; an unreachable broker fails fast.
+//! - [`status`]: `kafka status` shows a running job's members, offsets and lag.
 //! - [`windows`]: window table functions on workers equal `spillway run`, also after a
 //!   kill.
 #![cfg(feature = "kafka")]
 
 mod common;
-// The S3 server on loopback of the engine's checkpoint-store tests, one per test binary.
 mod exactly_once;
 mod flags;
 mod metrics;
 mod produce;
+// The S3 server on loopback of the engine's checkpoint-store tests, one per test binary.
 #[path = "../../../spillway-engine/src/kafka/remote/tests/s3_server.rs"]
 mod s3_server;
+mod status;
 mod windows;

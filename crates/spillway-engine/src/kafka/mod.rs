@@ -3,7 +3,8 @@
 //! Debian through `rdkafka`'s dynamic linking).
 //!
 //! This module owns the topic conventions (names, message layouts, the schema topic) and
-//! the client settings; [`produce`], [`consume`] and [`worker`] are the three programs.
+//! the client settings; [`produce`], [`consume`] and [`worker`] are the three programs,
+//! and [`status`] reads a group's members, offsets and lag without joining it.
 //! The design follows Railgun (shared/papers/004): a processor unit owns a set of
 //! (topic, partition) task processors, each with its own reservoir, plan and state; a
 //! failed unit's partitions are reassigned and rewound to the last checkpoint.
@@ -39,6 +40,7 @@ pub mod consume;
 pub mod produce;
 pub mod remote;
 pub mod route;
+pub mod status;
 pub mod worker;
 
 use std::time::{Duration, Instant};

@@ -1056,7 +1056,7 @@ impl Tasks<'_> {
 /// The high watermark of a partition as the consumer last learnt it from a fetch
 /// (`rd_kafka_get_watermark_offsets`: no broker round trip, unlike `fetch_watermarks`);
 /// `None` before the first fetch. rdkafka 0.33 does not wrap this call, hence the one
-/// unsafe block of the engine.
+/// unsafe blocks of the engine (the other is in `status.rs`).
 #[allow(unsafe_code)]
 fn cached_high_watermark(consumer: &BaseConsumer<Ctx>, topic: &str, p: i32) -> Option<i64> {
     let topic = std::ffi::CString::new(topic).ok()?;
