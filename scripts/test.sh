@@ -5,11 +5,12 @@
 # RocksDB baseline linked against Debian's librocksdb (never the bundled C++ build) and
 # the Kafka client against Debian's librdkafka (the Kafka test starts its own broker; the
 # tiered-store tests start their own redis-server, one per test binary),
-# then builds the Python package into a virtualenv and runs its pytest suite.
+# then builds the Python package into a virtualenv and runs its pytest suite, and
+# compares window TVFs and OVER frames with real Flink (scripts/flink-parity.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(librocksdb-dev libclang-dev clang pkg-config liblzma-dev python3-venv python3-pip librdkafka-dev openjdk-17-jre-headless maven redis-server)
+packages=(librocksdb-dev libclang-dev clang pkg-config liblzma-dev python3-venv python3-pip librdkafka-dev openjdk-17-jre-headless openjdk-17-jdk-headless maven redis-server)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -38,3 +39,5 @@ echo "==> Kafka 4.3.1 jars (Maven; the Kafka test starts and stops its own broke
 cargo test --workspace --features spillway-cli/rocksdb,spillway-cli/kafka
 echo "==> Python package (crates/spillway-py)"
 ./scripts/test-python.sh
+echo "==> differential check against Apache Flink 1.20 (Maven-resolved jars, local environment)"
+SPILLWAY_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/spillway" ./scripts/flink-parity.sh
