@@ -152,3 +152,29 @@ fn per_event_calls_are_refused_for_peer_rows() {
     let e = s.process(0, vec![Value::Int(0); 4], &mut Vec::new()).unwrap_err();
     assert!(e.to_string().contains("Session::push"), "{e}");
 }
+
+#[test]
+fn a_late_row_keeps_its_own_result_and_its_place_in_line() {
+    let q = "SELECT ts, COUNT(*) OVER (PARTITION BY card ORDER BY ts \
+             RANGE BETWEEN 10 PRECEDING AND CURRENT ROW) AS n FROM t";
+    let mut c = SessionConfig::new(q);
+    c.ties = Ties::Peers;
+    c.allowed_lateness = 100;
+    let mut s = Session::open(&c, schema()).unwrap();
+    let mut out = Vec::new();
+    for t in [10, 20, 20, 15, 30] {
+        let row = vec![Value::Int(t), Value::Int(1), Value::Int(0), Value::Int(1)];
+        assert_eq!(s.push(t, row, &mut out).unwrap(), Outcome::Emitted);
+    }
+    s.finish(&mut out).unwrap();
+    // The rows at 20 see both peers (not the later, late 15); the late 15 sees 10 and
+    // itself; rows come out in arrival order.
+    let got: Vec<(i64, i64)> = out
+        .iter()
+        .map(|r| match (&r[0], &r[1]) {
+            (Value::Int(t), Value::Int(n)) => (*t, *n),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(got, [(10, 1), (20, 3), (20, 3), (15, 2), (30, 3)]);
+}

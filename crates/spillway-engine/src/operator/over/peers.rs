@@ -16,9 +16,10 @@
 //!   *last* peer of the row's partition (for that window's `PARTITION BY`) got. That
 //!   peer's per-event result covers every peer before it, so the value is the SQL one.
 //! - `ROWS` frames count rows, not times: their metrics keep the row's own value.
-//! - A late event (older than the newest time, within the allowed lateness) is emitted at
-//!   once: its peers that arrived before it are in its result; rows already emitted are
-//!   not revised (a stream cannot take a row back).
+//! - A late event (older than the newest time, within the allowed lateness) keeps its own
+//!   result (its peers that arrived before it are in it; rows already emitted are not
+//!   revised: a stream cannot take a row back) and waits in line behind the held rows,
+//!   so rows always come out in arrival order, as per-event rows do.
 //! - A checkpoint records the held rows ([`PeersSnapshot`]), so a resume emits them as an
 //!   uninterrupted run would.
 
@@ -68,7 +69,7 @@ pub struct PeersSnapshot {
     /// The newest time seen (the held rows' time).
     pub at: Option<i64>,
     /// The held rows, in arrival order, each with its partition key per `RANGE` group
-    /// that an output column reads.
+    /// that an output column reads (none for a late row, which keeps its own values).
     pub held: Vec<(Row, Vec<Vec<u8>>)>,
 }
 
@@ -124,6 +125,10 @@ impl Peers {
         let held = std::mem::take(&mut self.state.held);
         for (row, keys) in &held {
             let mut r = row.clone();
+            if keys.is_empty() {
+                rows.push(r);
+                continue;
+            }
             for &(c, g) in &self.columns {
                 let last = self.last[g][&keys[g]];
                 r[c] = held[last].0[c].clone();
@@ -175,16 +180,15 @@ impl Operator for Peers {
         if outcome != Outcome::Emitted {
             return Ok(outcome);
         }
-        if late {
-            rows.push(self.out.clone());
-        } else {
+        if !late {
             self.state.at = Some(t);
             let i = self.state.held.len();
             for (g, k) in keys.iter().enumerate() {
                 self.last[g].insert(k.clone(), i);
             }
-            self.state.held.push((self.out.clone(), keys));
         }
+        // A late row (no keys) keeps its own values when the line is flushed.
+        self.state.held.push((self.out.clone(), keys));
         Ok(outcome)
     }
 
