@@ -85,9 +85,9 @@ pub struct SessionConfig {
     pub expected_keys: Option<u64>,
     /// Allowed lateness in the time column's unit (default 0).
     pub allowed_lateness: i64,
-    /// How far a windowed aggregation's watermark trails the newest event time, in the
-    /// time column's unit (default 0; per-event metrics have no watermark and refuse
-    /// another value).
+    /// How far a windowed aggregation's watermark trails the newest event time (beyond
+    /// the one unit that keeps ties in time), in the time column's unit (default 0;
+    /// per-event metrics have no watermark and refuse another value).
     pub watermark_delay: i64,
     /// Reservoir chunk compression (default LZ4).
     pub compression: Compression,

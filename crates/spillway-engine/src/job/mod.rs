@@ -122,7 +122,8 @@ pub struct JobConfig {
     /// Allowed lateness in the time column's unit.
     pub allowed_lateness: i64,
     /// Watermark delay in the time column's unit (windowed aggregations only: the
-    /// watermark is the largest event time seen minus this).
+    /// watermark is the largest event time seen minus this minus one unit, so events tied
+    /// with the newest are never late).
     pub watermark_delay: i64,
     /// Checkpoint directory (`None`: a temporary directory, no checkpoints).
     pub checkpoint_dir: Option<PathBuf>,
