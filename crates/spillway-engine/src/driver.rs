@@ -425,8 +425,9 @@ impl Driver {
                     }
                 }
                 rows.clear();
-                let _ = stats.latency_ns.record(clock.delta_as_nanos(t0, clock.raw()).max(1));
+                // One clock read ends this event's latency and starts a pause, if any.
                 let p0 = clock.raw();
+                let _ = stats.latency_ns.record(clock.delta_as_nanos(t0, p0).max(1));
                 let paused = if self.checkpoint_due() {
                     let front = io.sync(self.events)?;
                     self.checkpoint(front)?;
