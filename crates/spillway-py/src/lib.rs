@@ -19,9 +19,10 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use spillway_engine::duration::parse_duration as engine_parse_duration;
+use spillway_engine::operator::over::peers::Ties;
+use spillway_engine::operator::over::Outcome;
 use spillway_engine::operator::QueryPlan;
 use spillway_engine::reservoir::Compression;
-use spillway_engine::operator::over::Outcome;
 use spillway_engine::session::{Session as EngineSession, SessionConfig};
 use spillway_engine::source::{self, parse_schema_overrides, RowProblem, SourceOptions};
 use spillway_engine::sql::SqlError;
@@ -64,6 +65,7 @@ fn config(
     allowed_lateness: i64,
     compression: &str,
     dir: Option<PathBuf>,
+    ties: &str,
 ) -> PyResult<SessionConfig> {
     let store: StoreKind = store.parse().map_err(ConfigError::new_err)?;
     if !store.available() {
@@ -87,6 +89,14 @@ fn config(
         }
     };
     cfg.dir = dir;
+    cfg.ties = Ties::parse(ties).map_err(|e| ConfigError::new_err(format!("ties: {e}")))?;
+    if cfg.ties == Ties::Peers && cfg.dir.is_some() {
+        return Err(ConfigError::new_err(
+            "ties=\"peers\" with a checkpoint_dir is not supported yet: the rows held for \
+             their peers at a checkpoint could not be matched to your DataFrame's index after \
+             a resume",
+        ));
+    }
     Ok(cfg)
 }
 
@@ -100,7 +110,7 @@ struct Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (sql, fields, time_column, time_unit, store, memory_budget, expected_keys, allowed_lateness, compression, dir))]
+    #[pyo3(signature = (sql, fields, time_column, time_unit, store, memory_budget, expected_keys, allowed_lateness, compression, dir, ties="per-event"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         sql: &str,
@@ -113,10 +123,19 @@ impl Session {
         allowed_lateness: i64,
         compression: &str,
         dir: Option<PathBuf>,
+        ties: &str,
     ) -> PyResult<Session> {
         let schema = schema_of(&fields, time_column, time_unit)?;
-        let cfg =
-            config(sql, store, memory_budget, expected_keys, allowed_lateness, compression, dir)?;
+        let cfg = config(
+            sql,
+            store,
+            memory_budget,
+            expected_keys,
+            allowed_lateness,
+            compression,
+            dir,
+            ties,
+        )?;
         let inner = EngineSession::open(&cfg, schema).map_err(to_py)?;
         let fields = inner.schema().fields().iter().map(|f| (f.name.clone(), f.ty)).collect();
         Ok(Session { inner, fields })
@@ -153,6 +172,13 @@ impl Session {
         self.inner.is_windowed()
     }
 
+    /// Whether each input row's result comes back from the push that scores it (false
+    /// for a windowed aggregation, and for peer rows, held until their time completes).
+    #[getter]
+    fn per_event(&mut self) -> bool {
+        self.inner.one_row_per_event()
+    }
+
     /// Runtime counters.
     fn counters(&self) -> HashMap<&'static str, u64> {
         let c = self.inner.counters();
@@ -187,6 +213,7 @@ impl Session {
             }
         }
         let windowed = self.inner.is_windowed();
+        let per_event = self.inner.one_row_per_event();
         let mut out_cols = builders(self.inner.columns().iter().map(|c| c.1), n);
         let mut emitted = Vec::with_capacity(if windowed { 0 } else { n });
         let mut late = Vec::new();
@@ -196,18 +223,20 @@ impl Session {
         for i in 0..n {
             let row: Row = cols.iter_mut().map(|c| c.take(i)).collect();
             let Value::Int(t) = row[ti] else { unreachable!("time column is int and not null") };
-            let outcome = if windowed {
-                self.inner.push(t, row, &mut rows)
-            } else {
+            let outcome = if per_event {
                 self.inner.process(t, row, &mut out)
+            } else {
+                self.inner.push(t, row, &mut rows)
             };
             match outcome.map_err(to_py)? {
-                Outcome::Emitted if !windowed => {
+                Outcome::Emitted if per_event => {
                     for (b, v) in out_cols.iter_mut().zip(out.drain(..)) {
                         b.push(v);
                     }
                     emitted.push(i as i64);
                 }
+                // Peer rows: the row comes later, in arrival order (`rows`).
+                Outcome::Emitted if !windowed => emitted.push(i as i64),
                 Outcome::Emitted | Outcome::Filtered => {}
                 Outcome::TooLate(_) => late.push(i as i64),
             }
@@ -261,7 +290,7 @@ fn checkpointed_schema(dir: PathBuf) -> PyResult<Option<Fields>> {
 /// columns as (name, type), output data, input schema as (name, type), too-late rows'
 /// data, counters)`.
 #[pyfunction]
-#[pyo3(signature = (sql, path, time_column, time_unit, schema, store, memory_budget, expected_keys, allowed_lateness, compression))]
+#[pyo3(signature = (sql, path, time_column, time_unit, schema, store, memory_budget, expected_keys, allowed_lateness, compression, ties="per-event"))]
 #[allow(clippy::too_many_arguments)]
 fn run_file<'py>(
     py: Python<'py>,
@@ -275,6 +304,7 @@ fn run_file<'py>(
     expected_keys: Option<u64>,
     allowed_lateness: i64,
     compression: &str,
+    ties: &str,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let mut sopts = SourceOptions::new(time_column);
     sopts.time_unit = unit(time_unit)?;
@@ -284,8 +314,16 @@ fn run_file<'py>(
         sopts.schema_overrides = parse_schema_overrides(s).map_err(|e| to_py(e.into()))?;
     }
     let mut src = source::open(&path, &sopts).map_err(|e| to_py(e.into()))?;
-    let cfg =
-        config(sql, store, memory_budget, expected_keys, allowed_lateness, compression, None)?;
+    let cfg = config(
+        sql,
+        store,
+        memory_budget,
+        expected_keys,
+        allowed_lateness,
+        compression,
+        None,
+        ties,
+    )?;
     let mut session = EngineSession::open(&cfg, src.schema().clone()).map_err(to_py)?;
     let mut out_cols = builders(session.columns().iter().map(|c| c.1), 0);
     let mut late_cols = builders(src.schema().fields().iter().map(|f| f.ty), 0);

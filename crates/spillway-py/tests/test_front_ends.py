@@ -133,3 +133,38 @@ def test_window_bounds_are_datetimes_when_the_time_column_is_one():
 def test_explain_plans_a_windowed_query(name):
     text = spillway.explain(QUERIES[name])
     assert "Source" in text and name.upper() in text.upper()
+
+
+def test_peer_rows_equal_the_command_line_and_keep_their_labels(tmp_path):
+    """ties="peers" (SQL's RANGE peers) in `run` and in a batched `Stream` equals
+    `spillway run --ties peers`; every row keeps its input's index label although rows
+    of one time come out only once that time is complete."""
+    sql = QUERIES["range"]
+    df = transactions(3000, seed=5, customers=20)
+    # Minutes: many rows of one customer share a time.
+    df = df.assign(ts=df["ts"] // 60 * 60).sort_values("ts", kind="stable")
+    df.index = pd.RangeIndex(100, 100 + len(df))
+    src = tmp_path / "tx.csv"
+    out = tmp_path / "out.csv"
+    df.to_csv(src, index=False)
+    subprocess.run(
+        [spillway_bin(), "run", "--query", sql, "--input", str(src), "--output", str(out),
+         "--time-unit", "s", "--ties", "peers", "-q"],
+        check=True,
+        capture_output=True,
+    )
+    want = pd.read_csv(out)
+    got = spillway.run(sql, df, time_unit="s", ties="peers")
+    same(got, want)
+    assert list(got.index) == list(df.index)
+    # Not vacuous: the per-event default differs on the tied rows.
+    per_event = spillway.run(sql, df, time_unit="s")
+    assert (per_event["n"].to_numpy() != got["n"].to_numpy()).any()
+    s = spillway.Stream(sql, time_unit="s", ties="peers")
+    parts = [s.push(df.iloc[i : i + 250]) for i in range(0, len(df), 250)]
+    parts.append(s.finish())
+    streamed = pd.concat(parts)
+    same(streamed, want)
+    assert list(streamed.index) == list(df.index)
+    with pytest.raises(spillway.ConfigError, match="not supported yet"):
+        spillway.Stream(sql, time_unit="s", ties="peers", checkpoint_dir=tmp_path / "ck")

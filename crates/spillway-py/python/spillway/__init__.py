@@ -426,7 +426,12 @@ def _out_datetimes(session: Any, layout: _Layout, time_column: str) -> Mapping[s
 
 
 def _push(
-    session: Any, layout: _Layout, df: pd.DataFrame, time_unit: str, time_column: str
+    session: Any,
+    layout: _Layout,
+    df: pd.DataFrame,
+    time_unit: str,
+    time_column: str,
+    pending: Optional[List[Any]] = None,
 ) -> Tuple[pd.DataFrame, pd.DataFrame]:
     cols = layout.encode(df, time_unit)
     data, emitted, late = session.push(cols, len(df))
@@ -435,17 +440,36 @@ def _push(
     if session.windowed:
         # The rows of the windows that fired: not the input's rows, so a fresh index.
         index = None
+    elif not session.per_event:
+        # Peer rows (ties="peers") come out later, in arrival order: the index labels of
+        # the rows scored so far wait in `pending` for theirs.
+        assert pending is not None
+        pending.extend(df.index[emitted])
+        index = None
     else:
         index = df.index if len(emitted) == len(df) else df.index[emitted]
     names = [n for n, _ in session.columns]
     out = _frame(names, data, index, _out_datetimes(session, layout, time_column), time_unit)
+    if pending is not None and not session.windowed and not session.per_event:
+        out.index = pd.Index(pending[: len(out)], dtype=df.index.dtype)
+        del pending[: len(out)]
     return out, df.iloc[late]
 
 
-def _finish(session: Any, layout: _Layout, time_unit: str, time_column: str) -> pd.DataFrame:
+def _finish(
+    session: Any,
+    layout: _Layout,
+    time_unit: str,
+    time_column: str,
+    pending: Optional[List[Any]] = None,
+) -> pd.DataFrame:
     names = [n for n, _ in session.columns]
     data = session.finish()
-    return _frame(names, data, None, _out_datetimes(session, layout, time_column), time_unit)
+    out = _frame(names, data, None, _out_datetimes(session, layout, time_column), time_unit)
+    if not session.windowed and not session.per_event and pending is not None:
+        out.index = pd.Index(pending[: len(out)])
+        del pending[: len(out)]
+    return out
 
 
 def _late(out: pd.DataFrame, late: pd.DataFrame, return_late: bool) -> Any:
@@ -478,6 +502,7 @@ def run(
     allowed_lateness: Union[int, str, _dt.timedelta] = 0,
     compression: str = "lz4",
     return_late: bool = False,
+    ties: str = "per-event",
 ) -> Any:
     """Runs a metrics query over a DataFrame or a CSV / JSON Lines file.
 
@@ -513,6 +538,10 @@ def run(
         return_late: also return the rows later than the allowed lateness (the
             engine's side output) as a second DataFrame. Without it, such rows raise a
             ``LateRowsWarning``.
+        ties: how ``RANGE`` frames treat rows of equal time: ``"per-event"`` (default:
+            a row's result covers the rows that came no later than it, as pandas'
+            ``rolling``) or ``"peers"`` (SQL's and Flink's: every row of its partition
+            with the same time, as ``spillway run --ties peers``).
 
     Returns:
         One row per input row (minus rows removed by ``WHERE`` and too-late rows), in
@@ -535,7 +564,7 @@ def run(
         spec = ",".join(f"{n}:{t}" for n, t in _schema_pairs(schema)) or None
         cols, out_data, fields, late_data, _counters = _native.run_file(
             sql, os.fspath(data), time_column, time_unit, spec, store, budget,
-            expected_keys, lateness, compression,
+            expected_keys, lateness, compression, ties,
         )
         out = _frame([n for n, _ in cols], out_data, None, {}, time_unit)
         late = _frame([n for n, _ in fields], late_data, None, {}, time_unit)
@@ -545,12 +574,17 @@ def run(
     layout = _Layout.infer(data, _schema_pairs(schema), complete=False)
     session = _native.Session(
         sql, layout.fields, time_column, time_unit, store, budget, expected_keys, lateness,
-        compression, None,
+        compression, None, ties,
     )
-    out, late = _push(session, layout, data, time_unit, time_column)
+    pending: List[Any] = []
+    out, late = _push(session, layout, data, time_unit, time_column, pending)
     if session.windowed:
         rest = _finish(session, layout, time_unit, time_column)
         out = pd.concat([out, rest], ignore_index=True) if len(out) else rest
+    elif not session.per_event:
+        # Peer rows of the last time come at the end, with their index labels.
+        rest = _finish(session, layout, time_unit, time_column, pending)
+        out = pd.concat([out, rest]) if len(out) else rest
     return _late(out, late, return_late)
 
 
@@ -580,6 +614,9 @@ class Stream:
         checkpoint_dir: directory for the state, event reservoir and checkpoints
             (default: a temporary directory; ``checkpoint()`` is then an error).
         store, memory_budget, expected_keys, allowed_lateness, compression: as in ``run``.
+        ties: as in ``run``; with ``"peers"``, a push returns the rows whose time is
+            complete (those of its newest time wait for a later time, or ``finish()``),
+            each with its own index label; not with a ``checkpoint_dir`` yet.
     """
 
     def __init__(
@@ -595,8 +632,19 @@ class Stream:
         expected_keys: Optional[int] = None,
         allowed_lateness: Union[int, str, _dt.timedelta] = 0,
         compression: str = "lz4",
+        ties: str = "per-event",
     ) -> None:
         self._sql = sql
+        if ties == "peers" and checkpoint_dir is not None:
+            # As the native session says when it opens; said here, before any push.
+            raise ConfigError(
+                'ties="peers" with a checkpoint_dir is not supported yet: the rows held for '
+                "their peers at a checkpoint could not be matched to your DataFrame's index "
+                "after a resume"
+            )
+        self._ties = ties
+        # Index labels of pushed rows whose peer rows have not come out yet.
+        self._pending: List[Any] = []
         self._time_column = time_column
         _unit_nanos(time_unit)
         self._time_unit = time_unit
@@ -629,7 +677,8 @@ class Stream:
 
     def _open(self, layout: _Layout) -> None:
         self._session = _native.Session(
-            self._sql, layout.fields, self._time_column, self._time_unit, *self._opts
+            self._sql, layout.fields, self._time_column, self._time_unit, *self._opts,
+            self._ties,
         )
         self._layout = layout
 
@@ -650,7 +699,9 @@ class Stream:
             }
             if dts:
                 layout.datetimes = dts
-        out, late = _push(self._session, layout, df, self._time_unit, self._time_column)
+        out, late = _push(
+            self._session, layout, df, self._time_unit, self._time_column, self._pending
+        )
         return _late(out, late, return_late)
 
     def finish(self) -> pd.DataFrame:
@@ -660,7 +711,7 @@ class Stream:
         session = self._require()
         layout = self._layout
         assert layout is not None
-        return _finish(session, layout, self._time_unit, self._time_column)
+        return _finish(session, layout, self._time_unit, self._time_column, self._pending)
 
     def checkpoint(self) -> None:
         """Makes an atomic checkpoint in ``checkpoint_dir``."""
