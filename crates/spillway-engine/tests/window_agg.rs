@@ -1,5 +1,5 @@
 //! Differential tests of windowed aggregation (`TUMBLE`, `HOP`, `CUMULATE`, `SESSION`)
-//! against a brute-force oracle written from Flink's rules (see the `window_agg` module
+//! against a brute-force oracle written from Flink's rules (see the `operator::windowed` module
 //! docs): random streams with ties, gaps, bursts, events out of order within and beyond
 //! the allowed lateness, a watermark delay, `WHERE` and `FILTER`, over several stores; the
 //! output rows must match the oracle's exactly and in order, including the late updates.
