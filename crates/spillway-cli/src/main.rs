@@ -478,6 +478,33 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// Every command of the tree says what it does, and every flag has a help line, so
+    /// `--help` at any level reads as documentation (hidden test hooks aside).
+    #[test]
+    fn every_command_and_flag_is_documented() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            if cmd.get_about().is_none() && cmd.get_long_about().is_none() {
+                missing.push(format!("`{path}` has no about text"));
+            }
+            for a in cmd.get_arguments() {
+                let builtin = matches!(a.get_id().as_str(), "help" | "version");
+                if a.is_hide_set() || builtin {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("`{path}` argument `{}` has no help", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "", &mut missing);
+        assert!(missing.is_empty(), "undocumented:\n{}", missing.join("\n"));
+    }
+
     fn store_args(argv: &[&str]) -> StoreArgs {
         let mut full = vec!["spillway", "bench", "store"];
         full.extend_from_slice(argv);
