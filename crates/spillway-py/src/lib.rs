@@ -407,7 +407,7 @@ fn parse_duration(s: &str, time_unit: &str) -> PyResult<i64> {
 /// A size such as `256MiB` in bytes.
 #[pyfunction]
 fn parse_size(s: &str) -> PyResult<u64> {
-    spillway_bench::units::parse_size(s).map_err(|e| ConfigError::new_err(e.to_string()))
+    spillway_units::parse_size(s).map_err(|e| ConfigError::new_err(e.to_string()))
 }
 
 /// The compiled module.
