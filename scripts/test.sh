@@ -31,6 +31,8 @@ cargo fmt --all --check
 cargo fmt --manifest-path crates/spillway-py/Cargo.toml --check
 echo "==> cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --features spillway-cli/rocksdb,spillway-cli/kafka -- -D warnings
+echo "==> crate layers (dependencies point down)"
+python3 scripts/check-layers.py
 echo "==> default build (no RocksDB, no Kafka)"
 cargo check --workspace
 echo "==> tests"
