@@ -116,3 +116,35 @@ def test_json_lines_input(tmp_path):
     df.to_json(p, orient="records", lines=True)
     q = OK.replace("SELECT", "SELECT tx_id, customer,")
     pd.testing.assert_frame_equal(spillway.run(q, p), spillway.run(q, df))
+
+
+def test_the_stubs_name_the_implementations_parameters():
+    """__init__.pyi and _native.pyi list the same parameters as what they describe, so a
+    type checker never rejects a real argument (or accepts a removed one)."""
+    import ast
+    import inspect
+    import pathlib
+
+    import spillway
+    from spillway import _native
+
+    root = pathlib.Path(spillway.__file__).parent
+
+    def stub_params(stub, name, cls=None):
+        tree = ast.parse((root / stub).read_text())
+        body = tree.body
+        if cls:
+            body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls).body
+        f = next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
+        a = f.args
+        names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+        return [n for n in names if n != "self"]
+
+    def real_params(obj):
+        return [p for p in inspect.signature(obj).parameters if p != "self"]
+
+    assert stub_params("__init__.pyi", "run") == real_params(spillway.run)
+    assert stub_params("__init__.pyi", "__init__", "Stream") == real_params(spillway.Stream.__init__)
+    for fn in ["run_file", "explain", "checkpointed_schema", "parse_duration", "parse_size"]:
+        assert stub_params("_native.pyi", fn) == real_params(getattr(_native, fn)), fn
+    assert stub_params("_native.pyi", "__init__", "Session") == real_params(_native.Session)

@@ -47,6 +47,7 @@ def run(
     allowed_lateness: Duration = 0,
     compression: str = "lz4",
     return_late: Literal[False] = False,
+    ties: Literal["per-event", "peers"] = "per-event",
 ) -> pd.DataFrame:
     """Scores every row of a DataFrame (or CSV / JSON Lines file) with the query's
     sliding-window metrics; one output row per input row, in input order."""
@@ -64,6 +65,7 @@ def run(
     allowed_lateness: Duration = 0,
     compression: str = "lz4",
     return_late: Literal[True],
+    ties: Literal["per-event", "peers"] = "per-event",
 ) -> Tuple[pd.DataFrame, pd.DataFrame]:
     """As above, plus the rows later than the allowed lateness."""
 
@@ -83,6 +85,7 @@ class Stream:
         expected_keys: Optional[int] = None,
         allowed_lateness: Duration = 0,
         compression: str = "lz4",
+        ties: Literal["per-event", "peers"] = "per-event",
     ) -> None: ...
     @overload
     def push(self, df: pd.DataFrame, return_late: Literal[False] = False) -> pd.DataFrame:
