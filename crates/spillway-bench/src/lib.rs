@@ -5,6 +5,9 @@
 //! - [`store_bench`]: `spillway bench store`, the state stores side by side on the
 //!   workloads of issue 2 §7 (`rmw-uniform`, `rmw-zipf`, `readwrite`, `get`), with HDR
 //!   latency percentiles, peak RSS, a text table, throughput ratios and a JSON report.
+//! - [`engine_bench`]: the engine's benchmarks (`spillway bench engine`, `bench windows`,
+//!   `bench holistic`): Railgun's Q1, windowed aggregations and holistic aggregates over
+//!   generated payments, each store side by side, run through the engine's one driver.
 //! - [`disk_bench`]: `spillway bench disk`, the disk's random 4 KiB `O_DIRECT` read
 //!   rate (the ceiling of a store whose reads miss memory).
 //! - [`cache_bench`]: `spillway bench cache`, the DEBS'22 synthetic application (large
@@ -33,6 +36,7 @@ pub mod cache_bench;
 pub mod cache_sim;
 pub mod checkpoint;
 pub mod disk_bench;
+pub mod engine_bench;
 pub mod event_detection;
 pub mod machine;
 pub mod phase;

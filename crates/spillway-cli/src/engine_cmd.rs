@@ -898,7 +898,7 @@ pub struct EngineBenchArgs {
 
 /// `spillway bench engine`.
 pub fn bench_engine(a: EngineBenchArgs) -> Result<()> {
-    use spillway_engine::bench::{run_q1, Q1Config, Q1Result};
+    use spillway_bench::engine_bench::{run_q1, Q1Config, Q1Result};
     let stores = a.stores.clone().unwrap_or_else(spillway_bench::store_bench::available_stores);
     let lateness_ms: Vec<i64> = a
         .lateness

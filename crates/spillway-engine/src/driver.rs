@@ -1,6 +1,6 @@
 //! The driver: the one place an [operator](crate::operator) is run, whatever feeds it.
 //! Every front-end goes through [`Driver`]: the file job ([`crate::job::run_job`]) and the
-//! benchmarks ([`crate::bench`]) pull events through [`Driver::run`]; Python's `Stream`
+//! benchmarks (`spillway_bench::engine_bench`) pull events through [`Driver::run`]; Python's `Stream`
 //! and the Kafka workers' tasks push them through [`crate::session::Session`], a thin
 //! layer over [`Driver::process`] and [`Driver::checkpoint`].
 //!

@@ -30,14 +30,12 @@
 //! | [`job`] | the file front-end: flags, opening (fresh, resume, `--backfill`), outputs and what a failed run leaves |
 //! | [`metrics`] | Prometheus metrics of a job or worker, served at `--metrics-addr` |
 //! | [`session`] | the push front-end: one query over events pushed from memory (Python, Kafka tasks), checkpoints and resume |
-//! | [`bench`] | Railgun Q1 and windowed-aggregation benchmark runs |
 //!
 //! Aggregation state lives in a `spillway_store::StateStore` (hashlog by default), one
 //! value per (group-by node, partition key), updated by read-modify-write of fixed
 //! little-endian layouts, so the state may exceed memory.
 
 pub mod aggregate;
-pub mod bench;
 pub mod checkpoint;
 pub mod driver;
 pub mod duration;

@@ -10,17 +10,17 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use spillway_store::StoreKind;
 
-use crate::checkpoint::{Front, Identity, Input, StoreIdentity};
-use crate::driver::{Cadence, Driver, Io, StateConfig, BATCH_EVENTS};
-use crate::error::{Error, Result};
-use crate::operator::over::Outcome;
-use crate::operator::windowed::WindowPlan;
-use crate::operator::{Operator, QueryPlan};
-use crate::plan::Plan;
-use crate::reservoir::Compression;
-use crate::source::{generate_events, PaymentGenerator, PaymentOptions, Source};
-use crate::sql::{parse, parse_query, Query, TvfWindow};
-use crate::value::{Event, Row, Schema, Value};
+use spillway_engine::checkpoint::{Front, Identity, Input, StoreIdentity};
+use spillway_engine::driver::{Cadence, Driver, Io, StateConfig, BATCH_EVENTS};
+use spillway_engine::error::{Error, Result};
+use spillway_engine::operator::over::Outcome;
+use spillway_engine::operator::windowed::WindowPlan;
+use spillway_engine::operator::{Operator, QueryPlan};
+use spillway_engine::plan::Plan;
+use spillway_engine::reservoir::Compression;
+use spillway_engine::source::{generate_events, PaymentGenerator, PaymentOptions, Source};
+use spillway_engine::sql::{parse, parse_query, Query, TvfWindow};
+use spillway_engine::value::{Event, Row, Schema, Value};
 
 /// The Q1 query over a window of `window_ms`.
 pub fn q1_query(window_ms: i64) -> String {
@@ -71,9 +71,9 @@ pub struct Q1Config {
     pub expected_keys: Option<u64>,
     /// Generate all events before timing (in memory) instead of on the fly.
     pub pregenerate: bool,
-    /// Events taken and announced to the store at a time ([`crate::operator::Operator::prefetch`]); 1
+    /// Events taken and announced to the store at a time ([`spillway_engine::operator::Operator::prefetch`]); 1
     /// processes them one at a time with no announcement. The job uses
-    /// [`BATCH_EVENTS`](crate::driver::BATCH_EVENTS).
+    /// [`BATCH_EVENTS`](spillway_engine::driver::BATCH_EVENTS).
     pub batch: usize,
     /// Every `late_every`-th event is made late: its time moves back by half the allowed
     /// lateness, so it arrives out of order but within the lateness and gets its own
@@ -120,7 +120,7 @@ pub struct Q1Result {
     #[serde(default)]
     pub late_events: u64,
     /// Recent events read to compute those late events' results
-    /// ([`crate::operator::over::Runtime::late_events_examined`]).
+    /// ([`spillway_engine::operator::over::Runtime::late_events_examined`]).
     #[serde(default)]
     pub late_examined: u64,
 }
@@ -336,7 +336,7 @@ pub struct WindowBenchConfig {
     pub memory_budget: u64,
     /// Generate all events before timing.
     pub pregenerate: bool,
-    /// Events announced to the store at a time ([`crate::operator::Operator::prefetch`]).
+    /// Events announced to the store at a time ([`spillway_engine::operator::Operator::prefetch`]).
     pub batch: usize,
 }
 
@@ -455,7 +455,7 @@ impl Default for Digest {
 }
 
 impl Digest {
-    fn rows(&mut self, rows: &mut Vec<Vec<crate::value::Value>>) {
+    fn rows(&mut self, rows: &mut Vec<Vec<spillway_engine::value::Value>>) {
         for r in rows.drain(..) {
             self.1.clear();
             for v in &r {
