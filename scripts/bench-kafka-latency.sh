@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end latency and failover of Kafka workers (issue #12 §4), open loop.
+# End-to-end latency and failover of Kafka workers, open loop.
 #
 # `spillway kafka produce --rate R` stamps every event with the time it was due on the
 # schedule; workers keep that timestamp on their results; `spillway kafka consume

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scaling of Kafka workers (issue #12 §4): Railgun's Q1 (SUM and COUNT per card over
+# Scaling of Kafka workers: Railgun's Q1 (SUM and COUNT per card over
 # 5 minutes) over a 4-partition topic, with 1 worker and with 2 workers, against the
 # single-process `spillway run` on the same file, in one script run. Prints each rate,
 # the ratios and the broker's CPU seconds during each run.

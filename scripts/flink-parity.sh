@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Differential check of Spillway against Apache Flink 1.20 (issue #29 §1): the same
+# Differential check of Spillway against Apache Flink 1.20: the same
 # seeded, time-sorted input with ties and window-boundary events through TUMBLE, HOP,
 # CUMULATE, SESSION, COUNT(DISTINCT) in a window aggregation, OVER ROWS and OVER RANGE,
 # once on Flink (a local environment, parallelism 1, `WATERMARK FOR ts AS ts -

@@ -1,5 +1,5 @@
 //! `spillway bench checkpoint`: what one checkpoint costs after a few updates to a
-//! large state, and what recovering it costs (issue #13 §3).
+//! large state, and what recovering it costs.
 //!
 //! Each store, on a fresh directory, one after the other:
 //! 1. loads `keys` keys (8-byte big-endian key, 8-byte value), takes a first

@@ -3,7 +3,7 @@
 //! Spillway's benchmark harness. The `spillway` binary is a thin shell over it.
 //!
 //! - [`store_bench`]: `spillway bench store`, the state stores side by side on the
-//!   workloads of issue 2 §7 (`rmw-uniform`, `rmw-zipf`, `readwrite`, `get`), with HDR
+//!   standard workloads (`rmw-uniform`, `rmw-zipf`, `readwrite`, `get`), with HDR
 //!   latency percentiles, peak RSS, a text table, throughput ratios and a JSON report.
 //! - [`engine_bench`]: the engine's benchmarks (`spillway bench engine`, `bench windows`,
 //!   `bench holistic`): Railgun's Q1, windowed aggregations and holistic aggregates over

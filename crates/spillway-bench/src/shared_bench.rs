@@ -1,5 +1,5 @@
 //! `spillway bench shared`: N window patterns over one stream with their contents kept
-//! as per-operator copies or shared (issue #11 §2), side by side, per pattern count and
+//! as per-operator copies or shared, side by side, per pattern count and
 //! backend ([`crate::workload::multi`] runs each cell). It owns the grid, the check that
 //! every cell produced the same window results, and the rows.
 

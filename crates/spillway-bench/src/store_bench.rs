@@ -1,5 +1,5 @@
 //! `spillway bench store`: the state stores side by side in one process, on the
-//! workloads of issue 2 §7.
+//! standard workloads.
 //!
 //! | workload | what one op does | keys | value |
 //! |---|---|---|---|
@@ -105,7 +105,7 @@ impl Workload {
         }
     }
 
-    /// Default sizes of this workload at `scale` (issue 2 §7 for [`Scale::Full`]).
+    /// Default sizes of this workload at `scale` (the standard sizes for [`Scale::Full`]).
     pub fn default_sizes(self, scale: Scale) -> Sizes {
         const MIB: u64 = 1 << 20;
         let (keys, ops, memory_budget) = match (self, scale) {
@@ -205,7 +205,7 @@ pub fn check_available(stores: &[StoreKind]) -> Result<()> {
 /// Default sizes: the issue's full sizes, or small ones that finish in seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Scale {
-    /// The sizes of issue 2 §7 (rmw: 1M keys, 10M ops; readwrite: 10M keys under
+    /// The standard sizes (rmw: 1M keys, 10M ops; readwrite: 10M keys under
     /// 256 MiB, 10M ops; get: 1M keys, 2M ops).
     #[default]
     Full,

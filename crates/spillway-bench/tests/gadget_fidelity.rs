@@ -1,4 +1,4 @@
-//! Fidelity of the Gadget config import (issue #11 §3 item 4): an imported Gadget config
+//! Fidelity of the Gadget config import: an imported Gadget config
 //! must keep state keys alive as long as Gadget does.
 //!
 //! The reference is a line-by-line model of what Gadget runs for its reference config

@@ -1,4 +1,4 @@
-//! End-to-end tests of `spillway run` at its edges (issue #27 §4): outputs that are not
+//! End-to-end tests of `spillway run` at its edges: outputs that are not
 //! regular files (stdout, FIFOs, devices) written in place, resume details (a missing
 //! checkpoint, the kept checkpoint interval, stores that cannot checkpoint, one message
 //! per error), `-q`, truthful summaries, and RFC 3339 timestamps in time columns.

@@ -1,4 +1,4 @@
-//! `spillway run --metrics-addr` (issue #28 §2): the Prometheus endpoint is scraped over
+//! `spillway run --metrics-addr`: the Prometheus endpoint is scraped over
 //! HTTP while a job runs (halted at a checkpoint, so the figures are exact), the
 //! exposition is parsed, and a bad or busy address is refused before anything runs.
 

@@ -501,8 +501,8 @@ fn ev(seq: u64, time: i64, k: i64, v: i64) -> Event {
 /// time minus the delay minus 1) reaches `end - 1`, so with delay 0 at the first event at
 /// or after `end`; a tie with the newest event is in time; an event at `end - 1` after
 /// that is late, and with lateness it updates the window, which is emitted again.
-/// (Before issue #29 the watermark was the newest time itself and the second event at
-/// t=4 below was already late, as Flink SQL's `WATERMARK FOR ts AS ts`.)
+/// (When the watermark was the newest time itself, the second event at t=4 below was
+/// already late, as with Flink SQL's `WATERMARK FOR ts AS ts`.)
 #[test]
 fn firing_edges_and_late_updates() {
     let w = TvfWindow::Tumble { size: 5 };

@@ -495,7 +495,7 @@ fn new_frames_case_strategy() -> impl Strategy<Value = Case> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
-    /// `ROWS` and `UNBOUNDED PRECEDING` frames (issue #14 §2) against brute force.
+    /// `ROWS` and `UNBOUNDED PRECEDING` frames against brute force.
     #[test]
     fn rows_and_unbounded_frames_match_brute_force_mem(case in new_frames_case_strategy()) {
         run_case(&case, StoreKind::Mem);

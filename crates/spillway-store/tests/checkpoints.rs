@@ -1,4 +1,4 @@
-//! Hashlog's incremental checkpoints (issue #13 §3): fold-over checkpoints that name a
+//! Hashlog's incremental checkpoints: fold-over checkpoints that name a
 //! fuzzy index snapshot written in bounded steps, tombstones, and recovery that
 //! replays the log from the snapshot's start.
 //!

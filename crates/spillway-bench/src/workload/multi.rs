@@ -1,4 +1,4 @@
-//! Multi-pattern window experiments (issue #11 §2, after CCGrid'17 "Exploring shared
+//! Multi-pattern window experiments (after CCGrid'17 "Exploring shared
 //! state in key-value store for window-based multi-pattern streaming analytics"): several
 //! holistic window operators (patterns: different lengths, slides and partitionings)
 //! over one stream, with their window contents kept either as **copies** or **shared**.

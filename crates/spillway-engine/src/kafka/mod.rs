@@ -5,7 +5,7 @@
 //! This module owns the topic conventions (names, message layouts, the schema topic) and
 //! the client settings; [`produce`], [`consume`] and [`worker`] are the three programs,
 //! and [`status`] reads a group's members, offsets and lag without joining it.
-//! The design follows Railgun (shared/papers/004): a processor unit owns a set of
+//! The design follows Feedzai's Railgun (its streaming-windows paper): a processor unit owns a set of
 //! (topic, partition) task processors, each with its own reservoir, plan and state; a
 //! failed unit's partitions are reassigned and rewound to the last checkpoint.
 //!

@@ -423,7 +423,7 @@ fn long_values_are_truncated_in_messages() {
 #[test]
 fn empty_inputs() {
     let dir = tempfile::tempdir().unwrap();
-    // An empty file has no columns: --schema must declare them (issue #14 §4).
+    // An empty file has no columns: --schema must declare them.
     let declared = SourceOptions {
         schema_overrides: parse_schema_overrides("ts:int,amount:float").unwrap(),
         ..opts("ts")
