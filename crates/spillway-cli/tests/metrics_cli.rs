@@ -27,6 +27,30 @@ fn payments(dir: &Path, rows: usize) -> std::path::PathBuf {
     p
 }
 
+/// A child process killed (and reaped) when the test lets go of it, also when an
+/// assertion fails first, so no job outlives its test.
+struct KillOnDrop(std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// One sample line of the exposition: `name{labels} value`.
 type Samples = BTreeMap<String, f64>;
 
@@ -73,16 +97,18 @@ fn a_running_job_serves_its_figures_at_the_metrics_address() {
     let d = tempfile::tempdir().unwrap();
     let input = payments(d.path(), 5000);
     let marker = d.path().join("halted");
-    let mut child = spillway()
-        .args(["run", "--query", Q, "--input", input.to_str().unwrap()])
-        .args(["--output", d.path().join("out.csv").to_str().unwrap()])
-        .args(["--checkpoint-dir", d.path().join("ckpt").to_str().unwrap()])
-        .args(["--checkpoint-every", "1000", "--metrics-addr", "127.0.0.1:0"])
-        .args(["--halt-after", "3000", "--halt-marker", marker.to_str().unwrap()])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        spillway()
+            .args(["run", "--query", Q, "--input", input.to_str().unwrap()])
+            .args(["--output", d.path().join("out.csv").to_str().unwrap()])
+            .args(["--checkpoint-dir", d.path().join("ckpt").to_str().unwrap()])
+            .args(["--checkpoint-every", "1000", "--metrics-addr", "127.0.0.1:0"])
+            .args(["--halt-after", "3000", "--halt-marker", marker.to_str().unwrap()])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let addr = metrics_addr(&mut child);
     // The job halts after the checkpoint at event 3000 (bounded: 10 minutes, then it
     // fails on its own).

@@ -12,6 +12,30 @@ use crate::common::{broker, ok, payments, spillway, BIN};
 
 const EVENTS: usize = 3_000;
 
+/// A child process killed (and reaped) when the test lets go of it, also when an
+/// assertion fails first, so no job outlives its test.
+struct KillOnDrop(std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The samples of an OpenMetrics exposition: `name{labels}` to value.
 fn scrape(addr: &str) -> BTreeMap<String, f64> {
     let mut s = TcpStream::connect(addr).expect("connect to the metrics endpoint");
@@ -55,17 +79,19 @@ fn a_workers_metrics_show_its_progress_lag_and_commits() {
     ]));
     let sql = "SELECT card, ts, SUM(amount) OVER w AS s FROM pay WINDOW w AS (PARTITION BY card \
                ORDER BY ts RANGE BETWEEN INTERVAL '1' MINUTE PRECEDING AND CURRENT ROW)";
-    let mut w = Command::new(BIN)
-        .args(["run", "--query", sql, "--table", "pay"])
-        .args(["--input", &format!("kafka://{b}/{topic}")])
-        .args(["--output", &format!("kafka://{b}/metrics-out"), "--group", "metrics"])
-        .args(["--checkpoint-dir", tmp.path().join("ckpt").to_str().expect("utf-8")])
-        .args(["--commit-every", "50ms", "--checkpoint-every", "200ms"])
-        .args(["--metrics-addr", "127.0.0.1:0", "-q"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start a worker");
+    let mut w = KillOnDrop(
+        Command::new(BIN)
+            .args(["run", "--query", sql, "--table", "pay"])
+            .args(["--input", &format!("kafka://{b}/{topic}")])
+            .args(["--output", &format!("kafka://{b}/metrics-out"), "--group", "metrics"])
+            .args(["--checkpoint-dir", tmp.path().join("ckpt").to_str().expect("utf-8")])
+            .args(["--commit-every", "50ms", "--checkpoint-every", "200ms"])
+            .args(["--metrics-addr", "127.0.0.1:0", "-q"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a worker"),
+    );
     let mut lines = BufReader::new(w.stderr.take().expect("stderr")).lines();
     let addr = loop {
         let line = lines.next().expect("the worker named no metrics address").expect("stderr");
