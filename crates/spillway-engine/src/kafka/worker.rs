@@ -1108,6 +1108,17 @@ impl Worker<'_> {
             return Ok(());
         }
         self.st.summary.rebalances += 1;
+        // Every task's directory is locked first, all or none (see `lock_all`).
+        let dirs: Vec<PathBuf> = assignment
+            .elements()
+            .iter()
+            .filter(|el| self.st.topics.iter().any(|t| t == el.topic()))
+            .map(|el| self.st.cfg.dir.join(format!("{}-{}", el.topic(), el.partition())))
+            .collect();
+        let Some(mut locks) = self.lock_all(&dirs)? else {
+            // A rebalance arrived while waiting: the run loop rebuilds for it.
+            return Ok(());
+        };
         // First every task's state, under its lock: a previous owner still letting go
         // finishes (and commits) before the committed offsets are read below.
         let mut opened = Vec::new();
@@ -1116,7 +1127,7 @@ impl Worker<'_> {
             let Some(ti) = self.st.topics.iter().position(|t| *t == topic) else { continue };
             let role = self.st.roles[ti];
             let dir = self.st.cfg.dir.join(format!("{topic}-{p}"));
-            let lock = lock_dir(&dir)?;
+            let lock = locks.remove(&dir).expect("every assigned task's directory was locked");
             let stage = match role {
                 Role::Input if self.st.routing.on_input => Some(0),
                 Role::Stage(s) => Some(s),
@@ -1251,6 +1262,49 @@ impl Worker<'_> {
     /// stops the worker if another instance took its membership) and the transaction
     /// begins on the new producer. The tasks are as their checkpoints or the last commit
     /// left them, so nothing is lost.
+    /// Locks every directory of `dirs`, all or none. A worker that held some locks while
+    /// waiting for another could deadlock with one doing the same the other way round:
+    /// a worker back from a pause rebuilds from its stale assignment and waits for a
+    /// partition the group gave away, holding one the new owner waits for. So between
+    /// attempts every lock is let go, and the consumer is polled so a pending rebalance
+    /// reaches this worker; when one does (`None`), the caller gives up this rebuild.
+    /// After 60 s of a partition staying locked, the worker stops with an error.
+    fn lock_all(
+        &self,
+        dirs: &[PathBuf],
+    ) -> Result<Option<std::collections::HashMap<PathBuf, File>>> {
+        let epoch = self.consumer.context().epoch.load(Ordering::SeqCst);
+        let start = Instant::now();
+        loop {
+            let mut held = std::collections::HashMap::new();
+            let mut busy = None;
+            for d in dirs {
+                match try_lock_dir(d)? {
+                    Some(f) => {
+                        held.insert(d.clone(), f);
+                    }
+                    None => {
+                        busy = Some(d);
+                        break;
+                    }
+                }
+            }
+            let Some(busy) = busy else { return Ok(Some(held)) };
+            drop(held);
+            if start.elapsed() >= Duration::from_secs(60) {
+                return Err(Error::Checkpoint(format!(
+                    "{} stayed locked for 60 s: another worker still owns this partition",
+                    busy.join("LOCK").display()
+                )));
+            }
+            // A message polled here is dropped: the rebuild's seeks deliver it again.
+            drop(self.consumer.poll(Duration::from_millis(20)));
+            if self.consumer.context().epoch.load(Ordering::SeqCst) != epoch {
+                return Ok(None);
+            }
+        }
+    }
+
     fn begin_transaction(&mut self) -> Result<()> {
         let b = self.st.cfg.brokers.clone();
         match self.st.producer.begin_transaction() {
@@ -1591,9 +1645,9 @@ fn seek(
     }
 }
 
-/// Takes the exclusive lock of a task directory, waiting (bounded) for a previous owner
-/// that is still letting go.
-fn lock_dir(dir: &Path) -> Result<File> {
+/// The exclusive lock of a task directory if no one holds it (`None`: a previous owner
+/// still does; `Worker::lock_all` waits, all or none).
+fn try_lock_dir(dir: &Path) -> Result<Option<File>> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::Config(format!("cannot create {}: {e}", dir.display())))?;
     let path = dir.join("LOCK");
@@ -1603,22 +1657,11 @@ fn lock_dir(dir: &Path) -> Result<File> {
         .write(true)
         .open(&path)
         .map_err(|e| Error::Config(format!("cannot open {}: {e}", path.display())))?;
-    let start = Instant::now();
-    loop {
-        match f.try_lock() {
-            Ok(()) => return Ok(f),
-            Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < Duration::from_secs(60) => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::Checkpoint(format!(
-                    "{} stayed locked for 60 s: another worker still owns this partition",
-                    path.display()
-                )))
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(Error::Config(format!("cannot lock {}: {e}", path.display())))
-            }
+    match f.try_lock() {
+        Ok(()) => Ok(Some(f)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::Config(format!("cannot lock {}: {e}", path.display())))
         }
     }
 }
