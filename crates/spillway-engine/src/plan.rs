@@ -11,6 +11,11 @@
 //! `(0, inclusive)` is the arrival itself: no cursor is needed. A `ROWS` window has no
 //! boundary: its group-by nodes keep their partitions' last rows in a second namespace
 //! (see [`crate::operator::over`]), and nothing of it is read back from the reservoir.
+//!
+//! The `RANGE` group-by nodes with one `PARTITION BY` (whatever their window and
+//! `FILTER`) form one [`RecordNode`]: their states for a partition key are slots of one
+//! store value (layout: [`crate::aggregate::record`]), so an event entering ten windows
+//! at arrival costs one read-modify-write, and a key is stored once, not once per window.
 
 use std::fmt::{self, Write as _};
 
@@ -85,7 +90,9 @@ pub struct GroupNode {
     pub aggs: Vec<(AggKind, Option<Expr>, Option<DataType>)>,
     /// Their combined state layout.
     pub set: AggSet,
-    /// Store namespace holding this node's state.
+    /// The node's name (`g<i>`): the store namespace of a `ROWS` node's state, and the
+    /// prefix of its kept rows' and trees' namespaces. A `RANGE` node's state is a slot
+    /// of its [`record`](Self::record).
     pub namespace: String,
     /// Under a `ROWS` frame: the store namespace of the partitions' kept rows (see
     /// [`crate::operator::over`]) and the frame's `n` (rows before the current one).
@@ -94,6 +101,22 @@ pub struct GroupNode {
     /// aggregates (`COUNT(DISTINCT)`, percentiles, `FIRST_VALUE`/`LAST_VALUE`; see
     /// [`crate::aggregate::external`]), when it has any and its frame is a `RANGE`.
     pub trees: Option<String>,
+    /// Under a `RANGE` frame: the state record holding this node's state, and its slot
+    /// in it. `None` under a `ROWS` frame, whose state lives in `namespace` beside its
+    /// kept rows' header.
+    pub record: Option<(usize, usize)>,
+}
+
+/// A state record: the `RANGE` group-by nodes with one `PARTITION BY`, whose states for
+/// a partition key are the slots of one value in the record's namespace.
+#[derive(Clone, Debug)]
+pub struct RecordNode {
+    /// Store namespace of the records.
+    pub namespace: String,
+    /// Partition columns (field indices), the same for every member.
+    pub partition_by: Vec<usize>,
+    /// The member group-by nodes, in slot order.
+    pub groups: Vec<usize>,
 }
 
 impl GroupNode {
@@ -147,6 +170,8 @@ pub struct Plan {
     pub filters: Vec<FilterNode>,
     /// Group-by nodes.
     pub groups: Vec<GroupNode>,
+    /// State records (of the `RANGE` group-by nodes).
+    pub records: Vec<RecordNode>,
     /// Output columns: name and source.
     pub outputs: Vec<(String, OutputSource)>,
     /// How far behind the frontier the window cursors reach: the largest boundary offset
@@ -230,6 +255,7 @@ impl Plan {
             windows: Vec::new(),
             filters: Vec::new(),
             groups: Vec::new(),
+            records: Vec::new(),
             outputs: Vec::new(),
             max_start: 0,
         };
@@ -316,6 +342,7 @@ impl Plan {
                                 namespace: format!("g{gi}"),
                                 rows,
                                 trees: None,
+                                record: None,
                             });
                             plan.filters[fi].groups.push(gi);
                             gi
@@ -341,6 +368,25 @@ impl Plan {
         for g in &mut plan.groups {
             let unbounded = plan.windows[g.window].exit.is_none();
             g.layout_aggregates(unbounded, true);
+        }
+        for gi in 0..plan.groups.len() {
+            if plan.groups[gi].rows.is_some() {
+                continue;
+            }
+            let by = &plan.groups[gi].partition_by;
+            let ri = match plan.records.iter().position(|r| r.partition_by == *by) {
+                Some(ri) => ri,
+                None => {
+                    plan.records.push(RecordNode {
+                        namespace: format!("s{}", plan.records.len()),
+                        partition_by: by.clone(),
+                        groups: Vec::new(),
+                    });
+                    plan.records.len() - 1
+                }
+            };
+            plan.groups[gi].record = Some((ri, plan.records[ri].groups.len()));
+            plan.records[ri].groups.push(gi);
         }
         Ok(plan)
     }
@@ -430,12 +476,13 @@ impl Plan {
                         Some(ns) => format!("{rows}, order-statistics trees in `{ns}`"),
                         None => rows,
                     };
-                    let _ = writeln!(
-                        s,
-                        "{}GroupBy {by} -> state namespace `{}`{rows}",
-                        pad(depth + 3),
-                        g.namespace
-                    );
+                    let state = match g.record {
+                        Some((ri, slot)) => {
+                            format!("state record `{}` slot {slot}", self.records[ri].namespace)
+                        }
+                        None => format!("state namespace `{}`", g.namespace),
+                    };
+                    let _ = writeln!(s, "{}GroupBy {by} -> {state}{rows}", pad(depth + 3));
                     for (ai, (k, arg, _)) in g.aggs.iter().enumerate() {
                         let call = call_text(*k, arg.as_ref());
                         let outs: Vec<&str> = self

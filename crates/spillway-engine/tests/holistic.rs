@@ -7,6 +7,7 @@
 //! * A late event's result reads its own partition's events within the lateness, not
 //!   every partition's.
 
+use spillway_engine::aggregate::record;
 use spillway_engine::operator::over::{Outcome, Runtime};
 use spillway_engine::plan::Plan;
 use spillway_engine::reservoir::{Reservoir, ReservoirOptions};
@@ -135,17 +136,20 @@ fn trees_match_the_inline_layout_event_for_event() {
         assert!(late > 100, "late events within the lateness: {late}");
         // The tree layout's inline value per card stays small: the window lives in the
         // trees, not in one value rewritten per event.
+        // Both windows partition by card: node g0's state is slot 0 of record `s0`.
+        assert_eq!(tree_plan.groups[0].record, Some((0, 0)));
+        let slot0 = |v: Vec<u8>| record::slot(&v, 2, 0).unwrap().expect("slot 0").to_vec();
         let s = tree.store_mut();
-        let g0 = s.namespace("g0").unwrap();
+        let s0 = s.namespace("s0").unwrap();
         let ost = s.namespace("g0.ost").unwrap();
         for card in 0..3i64 {
             let mut k = Vec::new();
             Value::Int(card).encode_key(&mut k);
-            let v = s.get(g0, &k).unwrap().expect("the card's state");
+            let v = slot0(s.get(s0, &k).unwrap().expect("the card's state"));
             assert!(v.len() < 128, "inline value of card {card} is {} bytes", v.len());
             let inl = inline.store_mut();
-            let gi = inl.namespace("g0").unwrap();
-            let vi = inl.get(gi, &k).unwrap().unwrap();
+            let si = inl.namespace("s0").unwrap();
+            let vi = slot0(inl.get(si, &k).unwrap().unwrap());
             assert!(vi.len() > 10 * v.len(), "the inline layout holds the window: {}", vi.len());
         }
         let mut nodes = 0;

@@ -93,6 +93,7 @@ mod holistic;
 mod minmax;
 mod numeric;
 pub mod ostree;
+pub mod record;
 pub(crate) mod rows;
 #[cfg(test)]
 mod tests;

@@ -19,9 +19,12 @@
 //!   [crc32c of the blob: u32 LE]`; the blob in chunks of 32 KiB at `checkpoint/0`,
 //!   `checkpoint/1`, ... A missing chunk or a checksum mismatch is an error.
 //! - The blob is postcard of [`Record`], whose first field is `version` (a varint; this
-//!   build writes and reads [`VERSION`] = 6). Identities are typed fields, never Debug
+//!   build writes and reads [`VERSION`] = 7). Identities are typed fields, never Debug
 //!   text, so adding a field to an options struct does not change a recorded identity;
 //!   a change to [`Record`] or [`Identity`] needs a new version.
+//! - Version 6 (an OVER query's `RANGE` states one namespace per group-by node, `g<i>`,
+//!   before the nodes sharing a `PARTITION BY` shared one state record) is refused: its
+//!   store holds the states where this build does not look.
 //! - Version 5 (a windowed aggregation's watermark one time unit later, before ties with
 //!   the newest event were made in time, and its `WindowStats` without `missed_windows`)
 //!   is refused: its timers were set by the other watermark.
@@ -45,7 +48,7 @@ use crate::operator::OperatorSnapshot;
 use crate::source::SourcePosition;
 
 /// The record layout this build writes and reads.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// Key of the record in the `meta` namespace.
 pub const KEY: &str = "checkpoint";
 /// Key under which versions 1 and 2 of a session's metadata were written.

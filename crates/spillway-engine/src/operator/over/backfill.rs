@@ -45,10 +45,11 @@
 //!   pseudo-cursor that never updates state), so a later backfill of a window up to that
 //!   long is covered.
 
-use spillway_store::StateStore;
 use spillway_store::StateStoreExt;
+use spillway_store::{Rmw, StateStore};
 
-use super::{encode_partition, Action, Runtime, RuntimeSnapshot};
+use super::{encode_partition, Runtime, RuntimeSnapshot};
+use crate::aggregate::record;
 use crate::error::{Error, Result};
 use crate::plan::{Boundary, GroupNode, OutputSource, Plan};
 use crate::reservoir::{CursorId, Reservoir};
@@ -156,11 +157,14 @@ fn metric_list(plan: &Plan, gi: usize) -> String {
     metrics_of(plan, gi).iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
 }
 
-/// Every store namespace holding state of node `g`: its aggregation state, then (when
-/// it has them) its kept rows and its order-statistics trees. Two equal nodes have the
-/// same list shape.
+/// Every store namespace holding state of node `g` apart from its state record: a
+/// `ROWS` node's state, then (when it has them) its kept rows and its order-statistics
+/// trees. Two equal nodes have the same list shape.
 fn group_namespaces(g: &GroupNode) -> Vec<&str> {
-    let mut v = vec![g.namespace.as_str()];
+    let mut v = Vec::new();
+    if g.record.is_none() {
+        v.push(g.namespace.as_str());
+    }
     if let Some((rows, _)) = &g.rows {
         v.push(rows);
     }
@@ -207,7 +211,9 @@ pub fn check_rebuildable(
 
 /// Copies the state of every kept node of `new` from its namespaces in `from` (the
 /// checkpointed store, opened with the old plan's namespaces) to its namespaces in `to`
-/// (a store opened with the new plan's). Returns the number of keys copied.
+/// (a store opened with the new plan's): a `RANGE` node's slot of its old state record
+/// into its slot of its new one, the other namespaces key by key. Returns the number of
+/// keys copied.
 pub fn copy_kept_state(
     from: &mut dyn StateStore,
     old: &Plan,
@@ -226,6 +232,9 @@ pub fn copy_kept_state(
                  its equal in the new plan {names_to:?}",
                 old.groups[oi].namespace
             )));
+        }
+        if let (Some(from_rec), Some(to_rec)) = (old.groups[oi].record, new.groups[gi].record) {
+            copied += copy_slot(from, old, from_rec, to, new, to_rec)?;
         }
         for (nf, nt) in names_from.into_iter().zip(names_to) {
             let ns_from = from.namespace(nf)?;
@@ -254,6 +263,80 @@ pub fn copy_kept_state(
         }
     }
     Ok(copied)
+}
+
+/// Copies slot `from_rec.1` of every value of state record `from_rec.0` (of plan `old`,
+/// in `from`) into slot `to_rec.1` of record `to_rec.0` (of plan `new`, in `to`), keeping
+/// the other slots of the target. Returns the number of keys copied.
+fn copy_slot(
+    from: &mut dyn StateStore,
+    old: &Plan,
+    (ro, so): (usize, usize),
+    to: &mut dyn StateStore,
+    new: &Plan,
+    (rn, sn): (usize, usize),
+) -> Result<u64> {
+    let (name_from, n_from) = (&old.records[ro].namespace, old.records[ro].groups.len());
+    let (name_to, n_to) = (&new.records[rn].namespace, new.records[rn].groups.len());
+    let ns_from = from.namespace(name_from)?;
+    let ns_to = to.namespace(name_to)?;
+    let mut copied = 0u64;
+    let mut failed: Option<Error> = None;
+    let mut out = Vec::new();
+    from.scan_prefix(ns_from, &[], &mut |k, v| {
+        let state = match record::slot(v, n_from, so) {
+            Ok(Some(s)) => s,
+            Ok(None) => return true,
+            Err(e) => {
+                failed = Some(Error::Checkpoint(format!(
+                    "backfill: state record `{name_from}` of the checkpointed store does not \
+                     decode: {e}"
+                )));
+                return false;
+            }
+        };
+        let mut bad = None;
+        let r = to.rmw(ns_to, k, &mut |target, o| {
+            match record::with_slot(target, n_to, sn, Some(state), &mut out) {
+                Ok(_) => {
+                    o.clear();
+                    o.extend_from_slice(&out);
+                    Rmw::Put
+                }
+                Err(e) => {
+                    bad = Some(e);
+                    Rmw::Keep
+                }
+            }
+        });
+        match (r, bad) {
+            (Ok(()), None) => {
+                copied += 1;
+                true
+            }
+            (Err(e), _) => {
+                failed = Some(Error::Checkpoint(format!(
+                    "backfill: cannot copy record `{name_from}` to `{name_to}` of the new store: {e}"
+                )));
+                false
+            }
+            (_, Some(e)) => {
+                failed = Some(Error::Checkpoint(format!(
+                    "backfill: state record `{name_to}` of the new store does not decode: {e}"
+                )));
+                false
+            }
+        }
+    })
+    .map_err(|e| {
+        Error::Checkpoint(format!(
+            "backfill: cannot read namespace `{name_from}` of the checkpointed store: {e}"
+        ))
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(copied),
+    }
 }
 
 /// A rebuilt metric whose window reaches further back than the reservoir holds.
@@ -504,13 +587,16 @@ impl Runtime {
             let plan: &Plan = plan;
             let mut running = i64::MIN;
             let mut buf = buffer.iter();
+            let mut entered = Vec::with_capacity(windows.len());
             walk(reservoir, &mut buf, start, &mut |_, x| {
                 replayed += 1;
+                entered.clear();
                 for &(w, enter, exit) in &windows {
                     if enter.passed(x.time, f) && !exit.is_some_and(|e| e.passed(x.time, f)) {
-                        state.apply(&replay_plan, w, x, Action::Enter, f)?;
+                        entered.push(w);
                     }
                 }
+                state.pass_event(&replay_plan, &entered, &[], x, f)?;
                 running = running.max(x.time);
                 for &gi in &rows_groups {
                     let g = &plan.groups[gi];

@@ -2,7 +2,7 @@
 //!
 //! ## How a result is exact
 //! The *frontier* `T` is the largest event time seen. For every window the running
-//! aggregation state (one [`AggSet`] value per group-by node and partition key, in the
+//! aggregation state (one [`AggSet`] state per group-by node and partition key, in the
 //! store) holds the events that have passed the window's *enter* boundary and not yet its
 //! *exit* boundary at `T` (see [`Boundary`]). For an event in order (`t == T`) that is
 //! exactly its window, so its result is the state after its own update.
@@ -18,9 +18,19 @@
 //! time units (only when `L > 0`). Events older than `T - L` are returned as
 //! [`Outcome::TooLate`] for the side output.
 //!
-//! Costs per event in order: one read-modify-write per group-by node the event enters,
-//! one per node an expiring event leaves, one reservoir append and one reservoir read per
-//! cursor. A late event adds a scan of the events within `L` of the frontier.
+//! ## State records
+//! The `RANGE` group-by nodes with one `PARTITION BY` keep their states for a key as the
+//! slots of one store value, their [state record](crate::plan::RecordNode) (layout:
+//! [`crate::aggregate::record`]). A pass of an event over a boundary, or its arrival,
+//! updates every node of the windows that boundary opens or closes in one
+//! read-modify-write per record: ten windows over one card that all start at arrival
+//! cost one update there, not ten, and the card is one key in the store. The current
+//! event's results come from the last update of its partition's records (or one read).
+//!
+//! Costs per event in order: one read-modify-write per state record the event enters
+//! (at arrival: one per distinct `PARTITION BY`), one per record and boundary an
+//! expiring event passes, one reservoir append and one reservoir read per cursor. A late
+//! event adds a scan of the events within `L` of the frontier.
 //!
 //! ## `UNBOUNDED PRECEDING`
 //! A window with no start has an enter boundary and no exit boundary: its events enter
@@ -70,12 +80,16 @@ use recent::{key_hash, part_hash, RecentList};
 use spillway_store::{Ns, Rmw, StateStore};
 
 use crate::aggregate::external::{Adjustment, HolisticTrees};
+use crate::aggregate::record::{self, put_slot, RecordError, Slots};
 use crate::aggregate::rows::{decode_row, put_row, row_key, KeptRow, RowsHeader};
-use crate::aggregate::{AggSet, AggStateError};
+use crate::aggregate::AggStateError;
 use crate::error::{Error, Result};
 use crate::plan::{Boundary, OutputSource, Plan};
 use crate::reservoir::{CursorId, Reservoir};
 use crate::value::{Event, EventKey, Row, Value};
+
+#[cfg(doc)]
+use crate::aggregate::AggSet;
 
 /// Name of the store namespace holding checkpoint metadata.
 pub const META_NAMESPACE: &str = "meta";
@@ -145,12 +159,7 @@ impl Cursor {
     /// ones it closes, and is remembered for late events' results when lateness is on.
     #[inline]
     fn pass(&mut self, state: &mut StateSide, plan: &Plan, x: &Event, frontier: i64) -> Result<()> {
-        for &w in &self.enters {
-            state.apply(plan, w, x, Action::Enter, frontier)?;
-        }
-        for &w in &self.exits {
-            state.apply(plan, w, x, Action::Exit, frontier)?;
-        }
+        state.pass_event(plan, &self.enters, &self.exits, x, frontier)?;
         if state.lateness > 0 {
             self.recent.push(&state.specs, &x.row, x.clone(), &mut state.hash_buf);
         }
@@ -185,11 +194,45 @@ enum Action {
     Exit,
 }
 
+/// One group-by node's part of a pass: its record and slot, and what `x` does to it.
+#[derive(Clone, Copy)]
+struct Touch {
+    record: usize,
+    slot: usize,
+    group: usize,
+    action: Action,
+}
+
+/// What the current event's partition's record is known to hold (see
+/// [`StateSide::rec_cap`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Captured {
+    /// Not read yet.
+    No,
+    /// Nothing: every slot is empty.
+    Absent,
+    /// The bytes in `rec_cap`.
+    Present,
+}
+
 /// Aggregation state side: the store and per-group scratch. Kept apart from the
 /// reservoir so a borrowed reservoir event can update state without a copy.
 struct StateSide {
     store: Box<dyn StateStore>,
+    /// Per group: the namespace of its state (its record's, for a `RANGE` node).
     ns: Vec<Ns>,
+    /// Per state record: its namespace.
+    rec_ns: Vec<Ns>,
+    /// Per state record: its value for the current event's partition, as the last
+    /// update of that partition left it (valid per `rec_filled`).
+    rec_cap: Vec<Vec<u8>>,
+    rec_filled: Vec<Captured>,
+    /// Scratch of a pass: the nodes it updates.
+    touch: Vec<Touch>,
+    /// Per group: the aggregate arguments of the event being passed.
+    member_args: Vec<Vec<Value>>,
+    /// Scratch: one slot's new state.
+    slot_buf: Vec<u8>,
     /// Per group: the order-statistics trees of its holistic aggregates (`RANGE` frames).
     trees: Vec<Option<HolisticTrees>>,
     /// Per group: the namespace of its kept rows (`ROWS` windows only).
@@ -213,6 +256,7 @@ struct StateSide {
     filled: Vec<bool>,
     key: Vec<u8>,
     args: Vec<Value>,
+    /// Store read-modify-writes of aggregation state (one per record touched).
     updates: u64,
 }
 
@@ -234,103 +278,188 @@ fn eval_args(plan: &Plan, gi: usize, row: &Row, out: &mut Vec<Value>) {
 }
 
 impl StateSide {
-    /// Applies `action` of event `x` to every group of window `w` whose filter passes.
-    fn apply(
+    /// Event `x` enters the windows `enters` and leaves the windows `exits` (those of one
+    /// boundary, or of the arrival): every group-by node of those windows whose filter
+    /// passes is updated, with one read-modify-write per state record it touches.
+    fn pass_event(
         &mut self,
         plan: &Plan,
-        w: usize,
+        enters: &[usize],
+        exits: &[usize],
         x: &Event,
-        action: Action,
         frontier: i64,
     ) -> Result<()> {
-        let window = &plan.windows[w];
-        let horizon = EventKey {
-            time: frontier.saturating_sub(window.frame.end()).saturating_sub(self.lateness),
-            seq: 0,
-        };
-        for &fi in &window.filters {
-            let filter = &plan.filters[fi];
-            if let Some(p) = &filter.predicate {
-                if !p.eval_bool(&x.row) {
-                    continue;
-                }
-            }
-            for &gi in &filter.groups {
-                let group = &plan.groups[gi];
-                encode_partition(&group.partition_by, &x.row, &mut self.key);
-                eval_args(plan, gi, &x.row, &mut self.args);
-                let capture = self.key == self.cur_keys[gi];
-                let set: &AggSet = &group.set;
-                let args = &self.args;
-                let key = x.key();
-                let mut missing = false;
-                let mut failed: Option<AggStateError> = None;
-                let mut slot =
-                    if capture { Some(std::mem::take(&mut self.slots[gi])) } else { None };
-                self.store.rmw(self.ns[gi], &self.key, &mut |old, out| {
-                    let r = match action {
-                        Action::Enter => match set.try_insert(old, out, key, args, horizon) {
-                            Ok(()) => Rmw::Put,
-                            Err(e) => {
-                                failed = Some(e);
-                                return Rmw::Keep;
-                            }
-                        },
-                        Action::Exit => match old {
-                            None => {
-                                missing = true;
-                                return Rmw::Keep;
-                            }
-                            Some(old) => match set.try_evict(old, out, key, args) {
-                                Ok(true) => Rmw::Delete,
-                                Ok(false) => Rmw::Put,
-                                Err(e) => {
-                                    failed = Some(e);
-                                    return Rmw::Keep;
-                                }
-                            },
-                        },
-                    };
-                    if let Some(s) = slot.as_mut() {
-                        s.clear();
-                        let done = match r {
-                            Rmw::Put => set.try_results(out, s),
-                            _ => {
-                                set.empty_results(s);
-                                Ok(())
-                            }
-                        };
-                        if let Err(e) = done {
-                            failed = Some(e);
+        let mut touch = std::mem::take(&mut self.touch);
+        touch.clear();
+        for (windows, action) in [(enters, Action::Enter), (exits, Action::Exit)] {
+            for &w in windows {
+                for &fi in &plan.windows[w].filters {
+                    let filter = &plan.filters[fi];
+                    if filter.predicate.as_ref().is_some_and(|p| !p.eval_bool(&x.row)) {
+                        continue;
+                    }
+                    for &gi in &filter.groups {
+                        if let Some((ri, slot)) = plan.groups[gi].record {
+                            touch.push(Touch { record: ri, slot, group: gi, action });
                         }
                     }
-                    r
-                })?;
-                if let Some(e) = failed {
-                    return Err(Error::State(format!("namespace `{}`: {e}", group.namespace)));
                 }
-                if missing {
-                    return Err(Error::State(format!(
-                        "aggregation state of namespace `{}` lost a key that still held an event (time {}, seq {}); the store does not match the reservoir",
-                        group.namespace, x.time, x.seq
-                    )));
-                }
-                if let Some(trees) = self.trees[gi].as_mut() {
-                    let delta = if action == Action::Enter { 1 } else { -1 };
-                    let store = self.store.as_mut();
-                    trees.update(store, &self.key, key, &self.args, delta)?;
-                    if let Some(s) = slot.as_mut() {
-                        trees.results(store, &self.key, s)?;
-                    }
-                }
-                if let Some(slot) = slot {
-                    self.slots[gi] = slot;
-                    self.filled[gi] = true;
-                }
-                self.updates += 1;
             }
         }
+        touch.sort_unstable_by_key(|t| (t.record, t.slot));
+        let mut done = Ok(());
+        let mut i = 0;
+        while i < touch.len() {
+            let ri = touch[i].record;
+            let end = i + touch[i..].iter().take_while(|t| t.record == ri).count();
+            done = self.update_record(plan, ri, &touch[i..end], x, frontier);
+            if done.is_err() {
+                break;
+            }
+            i = end;
+        }
+        self.touch = touch;
+        done
+    }
+
+    /// One read-modify-write of state record `ri` for `x`'s partition key: each of
+    /// `members` (sorted by slot) enters or leaves `x`; the other slots keep their bytes.
+    fn update_record(
+        &mut self,
+        plan: &Plan,
+        ri: usize,
+        members: &[Touch],
+        x: &Event,
+        frontier: i64,
+    ) -> Result<()> {
+        let rec = &plan.records[ri];
+        encode_partition(&rec.partition_by, &x.row, &mut self.key);
+        for t in members {
+            eval_args(plan, t.group, &x.row, &mut self.member_args[t.group]);
+        }
+        let capture = self.key == self.cur_keys[rec.groups[0]];
+        let key = x.key();
+        let lateness = self.lateness;
+        let n = rec.groups.len();
+        let member_args = &self.member_args;
+        let scratch = &mut self.slot_buf;
+        let cap = &mut self.rec_cap[ri];
+        let mut captured: Option<bool> = None;
+        let mut failed: Option<(usize, AggStateError)> = None;
+        let mut bad: Option<RecordError> = None;
+        let mut missing: Option<usize> = None;
+        self.store.rmw(self.rec_ns[ri], &self.key, &mut |old, out| {
+            out.clear();
+            let data = old.unwrap_or(&[]);
+            let mut slots = Slots::new(old, n);
+            let mut next = members.iter().peekable();
+            let mut any = false;
+            // Untouched slots are copied as runs of the old bytes, up to the next touched one.
+            let mut copied = 0;
+            for j in 0..n {
+                let start = slots.pos();
+                let old_j = match slots.next_slot() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        bad = Some(e);
+                        return Rmw::Keep;
+                    }
+                };
+                let Some(t) = next.next_if(|t| t.slot == j) else {
+                    if data.is_empty() {
+                        put_slot(out, None);
+                    }
+                    any |= old_j.is_some();
+                    continue;
+                };
+                out.extend_from_slice(&data[copied..start]);
+                copied = slots.pos();
+                let group = &plan.groups[t.group];
+                let args = &member_args[t.group];
+                let kept = match t.action {
+                    Action::Enter => {
+                        let horizon = EventKey {
+                            time: frontier
+                                .saturating_sub(plan.windows[group.window].frame.end())
+                                .saturating_sub(lateness),
+                            seq: 0,
+                        };
+                        group.set.try_insert(old_j, scratch, key, args, horizon).map(|()| true)
+                    }
+                    Action::Exit => match old_j {
+                        None => {
+                            missing = Some(t.group);
+                            return Rmw::Keep;
+                        }
+                        Some(o) => group.set.try_evict(o, scratch, key, args).map(|empty| !empty),
+                    },
+                };
+                match kept {
+                    Ok(true) => {
+                        put_slot(out, Some(scratch));
+                        any = true;
+                    }
+                    Ok(false) => put_slot(out, None),
+                    Err(e) => {
+                        failed = Some((t.group, e));
+                        return Rmw::Keep;
+                    }
+                }
+            }
+            out.extend_from_slice(&data[copied..]);
+            if capture {
+                cap.clear();
+                if any {
+                    cap.extend_from_slice(out);
+                }
+                captured = Some(any);
+            }
+            if any {
+                Rmw::Put
+            } else {
+                Rmw::Delete
+            }
+        })?;
+        if let Some(e) = bad {
+            return Err(record_err(plan, ri, &e));
+        }
+        if let Some((gi, e)) = failed {
+            return Err(state_err(gi, plan, e));
+        }
+        if let Some(gi) = missing {
+            return Err(Error::State(format!(
+                "aggregation state of {} lost a key that still held an event (time {}, seq {}); \
+                 the store does not match the reservoir",
+                state_name(plan, gi),
+                x.time,
+                x.seq
+            )));
+        }
+        if let Some(present) = captured {
+            self.rec_filled[ri] = if present { Captured::Present } else { Captured::Absent };
+        }
+        for t in members {
+            if let Some(trees) = self.trees[t.group].as_mut() {
+                let delta = if t.action == Action::Enter { 1 } else { -1 };
+                let args = &self.member_args[t.group];
+                trees.update(self.store.as_mut(), &self.key, key, args, delta)?;
+            }
+        }
+        self.updates += 1;
         Ok(())
+    }
+
+    /// The state of `RANGE` node `gi` for the current event's partition (`None`: it
+    /// holds nothing for it).
+    fn group_state(&mut self, plan: &Plan, gi: usize) -> Result<Option<Vec<u8>>> {
+        let Some((ri, slot)) = plan.groups[gi].record else {
+            return Ok(self.store.get(self.ns[gi], &self.cur_keys[gi])?);
+        };
+        let Some(v) = self.store.get(self.rec_ns[ri], &self.cur_keys[gi])? else {
+            return Ok(None);
+        };
+        let n = plan.records[ri].groups.len();
+        Ok(record::slot(&v, n, slot).map_err(|e| record_err(plan, ri, &e))?.map(<[u8]>::to_vec))
     }
 
     /// The current event `x` arrives at the `ROWS` group-by node `gi` (whatever its
@@ -592,6 +721,8 @@ pub struct Runtime {
     cursors: Vec<Cursor>,
     /// Windows entered at arrival.
     arrival_enters: Vec<usize>,
+    /// Per group: an earlier group with the same `PARTITION BY`, whose key it copies.
+    key_source: Vec<Option<usize>>,
     /// Group-by nodes under `ROWS` windows (updated at arrival through their kept rows).
     rows_groups: Vec<usize>,
     reservoir: Reservoir,
@@ -603,7 +734,6 @@ pub struct Runtime {
     /// Recent events read to compute late events' results (not checkpointed).
     late_examined: u64,
     counters: Counters,
-    scratch: Vec<u8>,
     /// Partition keys of the batch given to [`Runtime::prefetch`], back to back.
     prefetch_keys: Vec<u8>,
     /// (namespace, end in `prefetch_keys`) per key of that batch.
@@ -679,11 +809,18 @@ impl Runtime {
                 c.recent.push_hashed(|s| hashes[s], x);
             }
         }
+        let mut rec_ns = Vec::new();
+        for r in &plan.records {
+            rec_ns.push(store.namespace(&r.namespace)?);
+        }
         let mut ns = Vec::new();
         let mut rows_ns = Vec::new();
         let mut trees = Vec::new();
         for g in &plan.groups {
-            ns.push(store.namespace(&g.namespace)?);
+            ns.push(match g.record {
+                Some((ri, _)) => rec_ns[ri],
+                None => store.namespace(&g.namespace)?,
+            });
             trees.push(match &g.trees {
                 Some(name) => HolisticTrees::new(store.namespace(name)?, name, &g.set),
                 None => None,
@@ -708,7 +845,14 @@ impl Runtime {
                 arrivals.push(&specs, &e.row, e.key(), &mut hash_buf);
             }
         }
+        let key_source = (0..plan.groups.len())
+            .map(|gi| {
+                let by = &plan.groups[gi].partition_by;
+                (0..gi).find(|&g| plan.groups[g].partition_by == *by)
+            })
+            .collect();
         Ok(Runtime {
+            key_source,
             plan,
             frontier,
             buffer,
@@ -719,6 +863,12 @@ impl Runtime {
             state: StateSide {
                 store,
                 ns,
+                rec_cap: vec![Vec::new(); rec_ns.len()],
+                rec_filled: vec![Captured::No; rec_ns.len()],
+                rec_ns,
+                touch: Vec::new(),
+                member_args: vec![Vec::new(); groups],
+                slot_buf: Vec::new(),
                 trees,
                 rows_ns,
                 rows_buf: Vec::new(),
@@ -742,7 +892,6 @@ impl Runtime {
             arrivals,
             late_examined: 0,
             counters,
-            scratch: Vec::new(),
             prefetch_keys: Vec::new(),
             prefetch_ends: Vec::new(),
         })
@@ -750,7 +899,8 @@ impl Runtime {
 
     /// Store namespaces a runtime of `plan` needs (open the store with these).
     pub fn namespaces(plan: &Plan) -> Vec<String> {
-        let mut v: Vec<String> = plan.groups.iter().map(|g| g.namespace.clone()).collect();
+        let mut v: Vec<String> = plan.records.iter().map(|r| r.namespace.clone()).collect();
+        v.extend(plan.groups.iter().filter(|g| g.record.is_none()).map(|g| g.namespace.clone()));
         v.extend(plan.groups.iter().filter_map(|g| g.rows.as_ref().map(|(ns, _)| ns.clone())));
         v.extend(plan.groups.iter().filter_map(|g| g.trees.clone()));
         v.push(META_NAMESPACE.to_string());
@@ -758,7 +908,7 @@ impl Runtime {
     }
 
     /// The declarations of [`namespaces`](Self::namespaces) with their access hints:
-    /// every aggregation state is one small value per (group-by node, key), read and
+    /// every aggregation state is one small value per (state record or `ROWS` node, key), read and
     /// rewritten in place per event ([`AccessHint::Point`](spillway_store::AccessHint)),
     /// and a `ROWS` window's kept rows are one small value per (node, key, position);
     /// the checkpoint metadata is a few point values too. A store with several layouts
@@ -859,34 +1009,47 @@ impl Runtime {
         if events.len() < 2 {
             return;
         }
-        let Runtime { plan, state, cursors, reservoir, buffer, frontier, .. } = self;
+        let Runtime { plan, state, cursors, reservoir, buffer, frontier, rows_groups, .. } = self;
         let keys = &mut self.prefetch_keys;
         let ends = &mut self.prefetch_ends;
         keys.clear();
         ends.clear();
         let mut key = std::mem::take(&mut state.key);
-        let mut announce = |gi: usize, x: &Event, key: &mut Vec<u8>| {
-            encode_partition(&plan.groups[gi].partition_by, &x.row, key);
+        // The state values a node's update touches: its record's, or a ROWS node's own.
+        let value_of = |gi: usize| match plan.groups[gi].record {
+            Some((ri, _)) => (state.rec_ns[ri], &plan.records[ri].partition_by),
+            None => (state.ns[gi], &plan.groups[gi].partition_by),
+        };
+        let mut announce = |(ns, by): (Ns, &Vec<usize>), x: &Event, key: &mut Vec<u8>| {
+            encode_partition(by, &x.row, key);
             keys.extend_from_slice(key);
-            ends.push((state.ns[gi], keys.len()));
+            ends.push((ns, keys.len()));
         };
         for e in events {
-            for gi in 0..plan.groups.len() {
-                announce(gi, e, &mut key);
+            for r in 0..plan.records.len() {
+                announce((state.rec_ns[r], &plan.records[r].partition_by), e, &mut key);
+            }
+            for &gi in rows_groups.iter() {
+                announce(value_of(gi), e, &mut key);
             }
         }
         // The frontier after the batch (if its events arrive in order, as most do).
         let last = events.iter().map(|e| e.time).max().unwrap_or(i64::MIN);
         let to = frontier.map_or(last, |f| f.max(last));
-        let mut groups = Vec::new();
+        let mut values: Vec<(Ns, &Vec<usize>)> = Vec::new();
         for c in cursors.iter() {
-            groups.clear();
+            values.clear();
             for &w in c.enters.iter().chain(&c.exits) {
                 for &fi in &plan.windows[w].filters {
-                    groups.extend_from_slice(&plan.filters[fi].groups);
+                    for &gi in &plan.filters[fi].groups {
+                        let v = value_of(gi);
+                        if !values.iter().any(|u| u.0 == v.0) {
+                            values.push(v);
+                        }
+                    }
                 }
             }
-            if groups.is_empty() {
+            if values.is_empty() {
                 continue;
             }
             let boundary = c.boundary;
@@ -894,8 +1057,8 @@ impl Runtime {
                 if !boundary.passed(x.time, to) {
                     return false;
                 }
-                for &gi in &groups {
-                    announce(gi, x, &mut key);
+                for &v in &values {
+                    announce(v, x, &mut key);
                 }
                 true
             };
@@ -946,9 +1109,18 @@ impl Runtime {
             }
         }
         for (gi, g) in self.plan.groups.iter().enumerate() {
-            encode_partition(&g.partition_by, &event.row, &mut self.state.cur_keys[gi]);
+            // Nodes with one partitioning have one key: encode it once.
+            let keys = &mut self.state.cur_keys;
+            match self.key_source[gi] {
+                Some(src) => {
+                    let (done, rest) = keys.split_at_mut(gi);
+                    rest[0].clone_from(&done[src]);
+                }
+                None => encode_partition(&g.partition_by, &event.row, &mut keys[gi]),
+            }
             self.state.filled[gi] = false;
         }
+        self.state.rec_filled.fill(Captured::No);
         let late = t < frontier;
         let key = event.key();
 
@@ -964,9 +1136,13 @@ impl Runtime {
             self.arrivals.push_hashed(|s| key_hash(&st.cur_keys[st.spec_group[s]]), key);
         }
         self.buffer.insert(pos, event);
-        for &w in &self.arrival_enters {
-            self.state.apply(&self.plan, w, &self.buffer[pos], Action::Enter, frontier)?;
-        }
+        self.state.pass_event(
+            &self.plan,
+            &self.arrival_enters,
+            &[],
+            &self.buffer[pos],
+            frontier,
+        )?;
         for &gi in &self.rows_groups {
             self.state.rows_arrive(&self.plan, gi, &self.buffer[pos], frontier)?;
         }
@@ -1030,27 +1206,7 @@ impl Runtime {
         if late {
             self.late_results(pos, frontier)?;
         } else {
-            for gi in 0..self.plan.groups.len() {
-                if self.state.filled[gi] {
-                    continue;
-                }
-                let set = &self.plan.groups[gi].set;
-                let r = &mut self.state.slots[gi];
-                r.clear();
-                if self.state.store.get_into(
-                    self.state.ns[gi],
-                    &self.state.cur_keys[gi],
-                    &mut self.scratch,
-                )? {
-                    set.try_results(&self.scratch, r).map_err(|e| state_err(gi, &self.plan, e))?;
-                    if let Some(trees) = self.state.trees[gi].as_mut() {
-                        trees.results(self.state.store.as_mut(), &self.state.cur_keys[gi], r)?;
-                    }
-                } else {
-                    set.empty_results(r);
-                }
-                self.state.filled[gi] = true;
-            }
+            self.range_results()?;
         }
         for (i, (_, src)) in self.plan.outputs.iter().enumerate() {
             if let OutputSource::Metric { group, agg } = *src {
@@ -1059,6 +1215,45 @@ impl Runtime {
         }
         self.counters.emitted += 1;
         Ok(Outcome::Emitted)
+    }
+
+    /// The results of the current (in-order) event's `RANGE` nodes: the slots of its
+    /// partition's records as the last update left them (or read once), and the trees.
+    fn range_results(&mut self) -> Result<()> {
+        let StateSide { store, rec_ns, rec_cap, rec_filled, cur_keys, slots, filled, trees, .. } =
+            &mut self.state;
+        for (ri, rec) in self.plan.records.iter().enumerate() {
+            if rec.groups.iter().all(|&gi| filled[gi]) {
+                continue;
+            }
+            let key = &cur_keys[rec.groups[0]];
+            if rec_filled[ri] == Captured::No {
+                let found = store.get_into(rec_ns[ri], key, &mut rec_cap[ri])?;
+                rec_filled[ri] = if found { Captured::Present } else { Captured::Absent };
+            }
+            let present = rec_filled[ri] == Captured::Present;
+            let mut record = Slots::new(present.then_some(&rec_cap[ri][..]), rec.groups.len());
+            for &gi in &rec.groups {
+                let state = record.next_slot().map_err(|e| record_err(&self.plan, ri, &e))?;
+                if filled[gi] {
+                    continue;
+                }
+                let group = &self.plan.groups[gi];
+                let r = &mut slots[gi];
+                r.clear();
+                match state {
+                    Some(st) => {
+                        group.set.try_results(st, r).map_err(|e| state_err(gi, &self.plan, e))?;
+                        if let Some(t) = trees[gi].as_mut() {
+                            t.results(store.as_mut(), key, r)?;
+                        }
+                    }
+                    None => group.set.empty_results(r),
+                }
+                filled[gi] = true;
+            }
+        }
+        Ok(())
     }
 
     /// Exact results of the late event at `buffer[pos]`, from a copy of the running
@@ -1086,8 +1281,7 @@ impl Runtime {
                 seq: 0,
             };
             let h = key_hash(&self.state.cur_keys[gi]);
-            let mut state: Option<Vec<u8>> =
-                self.state.store.get(self.state.ns[gi], &self.state.cur_keys[gi])?;
+            let mut state: Option<Vec<u8>> = self.state.group_state(&self.plan, gi)?;
             let mut out = Vec::new();
             let mut key = Vec::new();
             let selected = |x: &Event, key: &mut Vec<u8>| -> bool {
@@ -1202,6 +1396,24 @@ pub(crate) fn prefetch_announced(store: &mut dyn StateStore, keys: &[u8], ends: 
     store.prefetch(&refs);
 }
 
+/// Where node `gi` keeps its state, for messages.
+fn state_name(plan: &Plan, gi: usize) -> String {
+    let g = &plan.groups[gi];
+    match g.record {
+        Some((ri, slot)) => {
+            format!("node `{}` (record `{}`, slot {slot})", g.namespace, plan.records[ri].namespace)
+        }
+        None => format!("namespace `{}`", g.namespace),
+    }
+}
+
 fn state_err(gi: usize, plan: &Plan, e: AggStateError) -> Error {
-    Error::State(format!("namespace `{}`: {e}", plan.groups[gi].namespace))
+    Error::State(format!("{}: {e}", state_name(plan, gi)))
+}
+
+fn record_err(plan: &Plan, ri: usize, e: &RecordError) -> Error {
+    Error::State(format!(
+        "state record `{}` does not decode: {e}; the store was not written by this query",
+        plan.records[ri].namespace
+    ))
 }
