@@ -310,6 +310,9 @@ pub struct HashLogStore {
     garbage: u64,
     core: StoreCore,
     scratch: Vec<u8>,
+    /// Bytes of a record [`prefetch_hashes`](Self::prefetch_hashes) fetches: the recent
+    /// records' mean size.
+    prefetch_span: usize,
     compaction: Option<Compaction>,
     scan_buf: Vec<u8>,
     /// The on-disk page `scan_buf` holds for [`walk_step`](Self::walk_step) (on-disk
@@ -519,9 +522,16 @@ impl HashLogStore {
             while let Some((_, addr)) = self.index.next(&mut p) {
                 if addr >= head && addr < self.log.tail {
                     let rec = self.log.mem(addr);
-                    crate::hot::prefetch(&rec[0]);
-                    // The key and a short value may lie in the next cache line.
-                    crate::hot::prefetch(&rec[(REC_HDR + 16).min(rec.len() - 1)]);
+                    // Every cache line of a record of the usual size (the record's own
+                    // size is in its header, which is what is being fetched): the key
+                    // and a short value may lie in the next line, a long value in more.
+                    let span = (REC_HDR + 16).max(self.prefetch_span).min(rec.len() - 1);
+                    let mut off = 0;
+                    while off <= span {
+                        crate::hot::prefetch(&rec[off]);
+                        off += 64;
+                    }
+                    crate::hot::prefetch(&rec[span]);
                 }
             }
         }
@@ -555,6 +565,9 @@ impl HashLogStore {
     /// Appends a record and returns its address.
     fn append(&mut self, ns: u16, key: &[u8], value: &[u8], vcap: usize) -> Result<u64> {
         let size = record_size(key.len(), vcap);
+        // A moving average of the sizes appended (weight 1/16), capped at 1 KiB: how much
+        // of a record `prefetch_hashes` fetches.
+        self.prefetch_span = (self.prefetch_span * 15 + size.min(1024)) / 16;
         let a = self.log.alloc(size)?;
         write_record(self.log.mem_mut(a), ns, key, value, vcap);
         Ok(a)

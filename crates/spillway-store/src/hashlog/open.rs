@@ -126,6 +126,7 @@ impl HashLogStore {
             log,
             garbage,
             scratch: Vec::new(),
+            prefetch_span: 0,
             compaction: None,
             scan_buf: Vec::new(),
             scan_buf_page: None,
