@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine (README's second command; .ci/run calls it).
 # Installs what the tests need (idempotent), then checks formatting, runs clippy with
-# warnings denied, checks the crate layers and the docs' links, checks the default build (no RocksDB), and runs every test with the
-# RocksDB baseline linked against Debian's librocksdb (never the bundled C++ build) and
-# the Kafka client against Debian's librdkafka (the Kafka test starts its own broker; the
-# tiered-store tests start their own redis-server, one per test binary),
-# then builds the Python package into a virtualenv and runs its pytest suite, and
-# compares window TVFs and OVER frames with real Flink (scripts/flink-parity.sh).
+# warnings denied, checks the crate layers and the docs' links, checks the default build
+# (no RocksDB), and runs every test with the RocksDB baseline linked against Debian's
+# librocksdb (never the bundled C++ build) and the Kafka client against Debian's
+# librdkafka (the Kafka test starts its own broker; the tiered-store tests start their
+# own redis-server, one per test binary), then builds the Python package into a
+# virtualenv and runs its pytest suite, and compares window TVFs and OVER frames with
+# real Flink (scripts/flink-parity.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
