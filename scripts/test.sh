@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine (README's second command; .ci/run calls it).
 # Installs what the tests need (idempotent), then checks formatting, runs clippy with
-# warnings denied, checks the default build (no RocksDB), and runs every test with the
-# RocksDB baseline linked against Debian's librocksdb (never the bundled C++ build) and
-# the Kafka client against Debian's librdkafka (the Kafka test starts its own broker; the
-# tiered-store tests start their own redis-server, one per test binary),
-# then builds the Python package into a virtualenv and runs its pytest suite, and
-# compares window TVFs and OVER frames with real Flink (scripts/flink-parity.sh).
+# warnings denied, checks the crate layers and the docs' links, checks the default build
+# (no RocksDB), and runs every test with the RocksDB baseline linked against Debian's
+# librocksdb (never the bundled C++ build) and the Kafka client against Debian's
+# librdkafka (the Kafka test starts its own broker; the tiered-store tests start their
+# own redis-server, one per test binary), then builds the Python package into a
+# virtualenv and runs its pytest suite, and compares window TVFs and OVER frames with
+# real Flink (scripts/flink-parity.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,8 @@ echo "==> cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --features spillway-cli/rocksdb,spillway-cli/kafka -- -D warnings
 echo "==> crate layers (dependencies point down)"
 python3 scripts/check-layers.py
+echo "==> docs: relative links resolve, nothing outside the repository"
+python3 scripts/check-doc-links.py
 echo "==> default build (no RocksDB, no Kafka)"
 cargo check --workspace
 echo "==> tests"

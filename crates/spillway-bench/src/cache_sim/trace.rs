@@ -1,7 +1,7 @@
 //! Key-access traces: text, one decimal `u64` key per line, each line a read; plain or
 //! gzip-compressed (recognized by the gzip magic bytes `1f 8b`, whatever the file's
-//! name). The format of `/work/shared/cache-traces` and of Caffeine's `lirs:` traces
-//! after conversion.
+//! name). The format of the cache2k and LIRS traces measured in docs/RESULTS.md, and of
+//! Caffeine's `lirs:` traces, after conversion.
 
 use std::collections::HashSet;
 use std::fs::File;
