@@ -527,3 +527,41 @@ pub(crate) fn scan_segment(
     }
     Ok(ScannedSegment { first, chunks })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// The segment and chunk headers of the FORMAT section, byte for byte: segments
+    /// written by earlier builds must still read.
+    #[test]
+    fn header_bytes_are_pinned() {
+        let h = segment_header(0x1122_3344_5566_7788, 5, 1000);
+        assert_eq!(
+            hex(&h),
+            "535052530100000088776655443322110500000000000000e8030000000000005f2abc24"
+        );
+        let mut f = Vec::new();
+        f.extend_from_slice(FRAME_MAGIC);
+        f.extend_from_slice(&[FRAME_VERSION, 1, 0, 0]);
+        f.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
+        for v in [7u32, 300, 120, 0xdead_beef] {
+            f.extend_from_slice(&v.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&f);
+        f.extend_from_slice(&crc.to_le_bytes());
+        let fh = parse_frame_header(&f, Path::new("x"), 0).unwrap();
+        assert_eq!(
+            (fh.codec, fh.first, fh.count, fh.raw_len, fh.compressed_len, fh.payload_crc),
+            (1, 0x0102_0304_0506_0708, 7, 300, 120, 0xdead_beef)
+        );
+        let (frame, clen) = build_frame(Compression::Lz4, 9, 2, b"").unwrap();
+        assert_eq!(frame.len(), FRAME_HEADER_LEN + clen as usize);
+        let back = parse_frame_header(&frame, Path::new("x"), 0).unwrap();
+        assert_eq!((back.first, back.count, back.raw_len, back.compressed_len), (9, 2, 0, clen));
+    }
+}

@@ -145,6 +145,12 @@ mod tests {
             last_cap: 256,
         };
         assert_eq!(Head::decode(&h.encode()), Ok(h));
+        // The FORMAT section's layout, byte for byte (heads written before must read).
+        let hex: String = h.encode().iter().map(|x| format!("{x:02x}")).collect();
+        assert_eq!(
+            hex,
+            "0100000003000000000000001e000000000000000200000004000000080000000a00000000010000"
+        );
         assert!(Head::decode(&h.encode()[..39]).is_err());
         let mut b = h.encode();
         b[VERSION] = 9;
