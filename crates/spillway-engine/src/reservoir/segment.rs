@@ -6,6 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use spillway_store::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use spillway_store::io::{FileHandle, Fs};
 
 use crate::value::{DataType, Schema, TimeUnit};
@@ -246,28 +247,16 @@ fn describe_diff(stored: &Schema, given: &Schema) -> String {
     format!("stored {}, given {}", describe_schema(stored), describe_schema(given))
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
-}
-
 /// The 36-byte segment header.
 pub(crate) fn segment_header(fingerprint: u64, id: u64, first: u64) -> [u8; 36] {
     let mut h = [0u8; 36];
     h[0..4].copy_from_slice(SEGMENT_MAGIC);
-    h[4..6].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
-    h[8..16].copy_from_slice(&fingerprint.to_le_bytes());
-    h[16..24].copy_from_slice(&id.to_le_bytes());
-    h[24..32].copy_from_slice(&first.to_le_bytes());
+    put_u16(&mut h, 4, SEGMENT_VERSION);
+    put_u64(&mut h, 8, fingerprint);
+    put_u64(&mut h, 16, id);
+    put_u64(&mut h, 24, first);
     let crc = crc32c::crc32c(&h[0..32]);
-    h[32..36].copy_from_slice(&crc.to_le_bytes());
+    put_u32(&mut h, 32, crc);
     h
 }
 
