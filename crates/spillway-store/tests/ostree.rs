@@ -1,4 +1,4 @@
-//! Tests of the store-kept order-statistics tree (`aggregate::ostree`): a differential
+//! Tests of the store-kept order-statistics tree (`collections::ostree`): a differential
 //! test against a `BTreeMap` oracle over random add / remove sequences (duplicates,
 //! removals of absent keys, draining to empty, trees of many levels through small
 //! capacities, two trees sharing a namespace) on mem and hashlog; recovery of a hashlog
@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use spillway_engine::aggregate::ostree::{
+use spillway_store::collections::ostree::{
     OsTree, OsTreeError, TreeStats, DEFAULT_FANOUT, MAX_KEY_LEN,
 };
 use spillway_store::{NamespaceSpec, StateStore, StoreKind, StoreOptions};
