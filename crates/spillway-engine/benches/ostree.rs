@@ -1,8 +1,8 @@
 //! Per-update cost of one partition's sliding-window MEDIAN state over hashlog, two ways:
 //!
-//! * `ostree`: the order-statistics tree of `aggregate::ostree` (O(log n) store work per
-//!   update: the header and a root-to-leaf path of nodes of about 1 KiB, rewritten by
-//!   `put`);
+//! * `ostree`: the order-statistics tree of `spillway_store::collections::ostree` (O(log n)
+//!   store work per update: the header and a root-to-leaf path of nodes of about 1 KiB,
+//!   rewritten by `put`);
 //! * `whole_value`: today's `MEDIAN` state of `AggSet` — one sorted value of the whole
 //!   window (`[value f64][count u64]` per distinct value), rewritten by the store's
 //!   read-modify-write on every insert and evict (O(n) bytes per update).
@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use spillway_engine::aggregate::ostree::{decode_f64_key, f64_key, OsTree};
 use spillway_engine::aggregate::{AggKind, AggSet};
 use spillway_engine::value::{DataType, EventKey, Value};
+use spillway_store::collections::ostree::{decode_f64_key, f64_key, OsTree};
 use spillway_store::{NamespaceSpec, Ns, Rmw, StateStore, StoreKind, StoreOptions};
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];

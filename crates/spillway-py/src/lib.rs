@@ -2,7 +2,7 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `lib.rs` | the module: [`Session`] (one query over pushed batches, checkpoints), `run_file`, `explain`, option parsers |
+//! | `lib.rs` | the module: [`Session`] (one query over pushed batches, checkpoints), `run_file`, `explain`, schema and option parsers |
 //! | `columns.rs` | column buffers in (bytes / lists from numpy and pandas) and out (typed vectors) |
 //! | `errors.rs` | the exception classes and the engine-error mapping |
 //!
@@ -39,15 +39,19 @@ fn unit(s: &str) -> PyResult<TimeUnit> {
     })
 }
 
+/// The type column `name` is declared with, by the engine's names and synonyms.
+fn data_type(name: &str, ty: &str) -> PyResult<DataType> {
+    DataType::parse(ty).ok_or_else(|| {
+        InputError::new_err(format!(
+            "column \"{name}\": unknown type `{ty}`; use int, float, string or bool"
+        ))
+    })
+}
+
 fn schema_of(fields: &[(String, String)], time_column: &str, time_unit: &str) -> PyResult<Schema> {
     let mut fs = Vec::with_capacity(fields.len());
     for (name, ty) in fields {
-        let ty = DataType::parse(ty).ok_or_else(|| {
-            InputError::new_err(format!(
-                "column \"{name}\": unknown type `{ty}`; use int, float, string or bool"
-            ))
-        })?;
-        fs.push(Field { name: name.clone(), ty });
+        fs.push(Field { name: name.clone(), ty: data_type(name, ty)? });
     }
     Schema::new(fs, time_column, unit(time_unit)?).map_err(InputError::new_err)
 }
@@ -398,6 +402,27 @@ fn explain(
     }
 }
 
+/// A schema checked by the engine, each type under its engine name (`integer` and
+/// `bigint` become `int`, `text` becomes `string`, ...). `schema` is either the string
+/// `spillway run --schema` takes (`"card:string,amount:float"`, parsed by the engine's
+/// own parser) or a list of `(name, type)` pairs. A malformed entry or an unknown type is
+/// an `InputError` naming the column and the type.
+#[pyfunction]
+fn parse_schema(schema: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
+    if let Ok(text) = schema.extract::<String>() {
+        let fields = parse_schema_overrides(&text).map_err(|e| to_py(e.into()))?;
+        return Ok(type_pairs(fields.iter().map(|(n, t)| (n.as_str(), *t))));
+    }
+    let pairs: Vec<(String, String)> = schema.extract()?;
+    pairs
+        .into_iter()
+        .map(|(name, ty)| {
+            let ty = data_type(&name, &ty)?;
+            Ok((name, ty.name().to_string()))
+        })
+        .collect()
+}
+
 /// A duration such as `5m`, `7d` or `250ms` (or a bare integer) in `time_unit`s.
 #[pyfunction]
 fn parse_duration(s: &str, time_unit: &str) -> PyResult<i64> {
@@ -419,6 +444,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_file, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(checkpointed_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add("__doc__", "Compiled core of the spillway package (use the `spillway` module).")?;

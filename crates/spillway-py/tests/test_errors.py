@@ -119,16 +119,19 @@ def test_json_lines_input(tmp_path):
 
 
 def test_the_stubs_name_the_implementations_parameters():
-    """__init__.pyi and _native.pyi list the same parameters as what they describe, so a
-    type checker never rejects a real argument (or accepts a removed one)."""
+    """_native.pyi lists the same parameters as the compiled functions it describes, so a
+    type checker never rejects a real argument (or accepts a removed one); the
+    pure-Python module carries its annotations inline (no stub of its own to drift)."""
     import ast
     import inspect
     import pathlib
+    import typing
 
     import spillway
     from spillway import _native
 
     root = pathlib.Path(spillway.__file__).parent
+    assert not (root / "__init__.pyi").exists()
 
     def stub_params(stub, name, cls=None):
         tree = ast.parse((root / stub).read_text())
@@ -143,8 +146,43 @@ def test_the_stubs_name_the_implementations_parameters():
     def real_params(obj):
         return [p for p in inspect.signature(obj).parameters if p != "self"]
 
-    assert stub_params("__init__.pyi", "run") == real_params(spillway.run)
-    assert stub_params("__init__.pyi", "__init__", "Stream") == real_params(spillway.Stream.__init__)
-    for fn in ["run_file", "explain", "checkpointed_schema", "parse_duration", "parse_size"]:
+    native = ["run_file", "explain", "checkpointed_schema", "parse_schema", "parse_duration",
+              "parse_size"]
+    for fn in native:
         assert stub_params("_native.pyi", fn) == real_params(getattr(_native, fn)), fn
     assert stub_params("_native.pyi", "__init__", "Session") == real_params(_native.Session)
+    # Every public function's parameters and return are annotated inline, and the
+    # overloads of run and push name the same parameters as the implementation.
+    for f in [spillway.run, spillway.explain, spillway.Stream.__init__, spillway.Stream.push,
+              spillway.Stream.finish]:
+        sig = inspect.signature(f)
+        missing = [p for p in sig.parameters.values()
+                   if p.name != "self" and p.annotation is inspect.Parameter.empty]
+        assert not missing and sig.return_annotation is not inspect.Signature.empty, f
+    for f in [spillway.run, spillway.Stream.push]:
+        overloads = typing.get_overloads(f) if hasattr(typing, "get_overloads") else []
+        for o in overloads:
+            assert real_params(o) == real_params(f), f
+
+
+def test_schemas_are_parsed_by_the_engine():
+    """Type synonyms and the `--schema` syntax are the engine's (no copy in Python)."""
+    from spillway import _native
+
+    assert _native.parse_schema("a:integer, b:TEXT,c:double,d:boolean,e:bigint") == [
+        ("a", "int"), ("b", "string"), ("c", "float"), ("d", "bool"), ("e", "int")]
+    assert _native.parse_schema([("x:y", "varchar")]) == [("x:y", "string")]
+    assert _native.parse_schema("") == []
+    with pytest.raises(spillway.InputError, match=r'unknown type "decimal" for column "amount"'):
+        _native.parse_schema("ts:int,amount:decimal")
+    with pytest.raises(spillway.InputError, match=r'column "amount": unknown type `decimal`'):
+        _native.parse_schema([("amount", "decimal")])
+    with pytest.raises(spillway.InputError, match=r'entry 2 "amount": no `:`'):
+        _native.parse_schema("ts:int,amount")
+    # Through the public API: a DataFrame with a mapping, a Stream with a string.
+    with pytest.raises(spillway.InputError, match=r'column "customer": unknown type `long`'):
+        spillway.run(OK, transactions(10), schema={"customer": "long"})
+    with pytest.raises(spillway.InputError, match=r'unknown type "long" for column "customer"'):
+        spillway.Stream(OK, schema="ts:int,customer:long")
+    s = spillway.Stream(OK, schema={"ts": "bigint", "customer": "integer"})
+    assert s.schema == [("ts", "int"), ("customer", "int")]

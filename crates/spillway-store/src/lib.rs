@@ -15,6 +15,9 @@
 //! Shared window state over any store: [`shared::SharedLists`] keeps each event once
 //! under a content reference with a count, and each window a list of references.
 //!
+//! Shared by the formats: [`io`] (the file seam every file operation goes through) and
+//! [`bytes`] (little-endian fields at byte offsets, also used by the engine's reservoir).
+//!
 //! ## The contract
 //! - Byte keys and byte values inside a [namespace](namespace) (one per operator state),
 //!   each declaring its merge semantics ([`MergeOp`]): list append or a user function.
@@ -60,6 +63,7 @@
 
 pub mod adaptive;
 pub mod appendlog;
+pub mod bytes;
 pub mod cache;
 pub mod collections;
 pub mod cursor;

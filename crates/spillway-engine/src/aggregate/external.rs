@@ -14,7 +14,7 @@
 //! |---|---|---|
 //! | `COUNT(DISTINCT x)` | `x` by [`Value::encode_key`] (NULL skipped) | the tree's distinct count (1 read) |
 //! | `MEDIAN` / `PERCENTILE_CONT(p)` | [`f64_key`] of `x` (ints widened, NULL skipped) | ranks `floor`/`ceil` of `p (n - 1)` by [`OsTree::select_into`], interpolated as PostgreSQL does |
-//! | `FIRST_VALUE` / `LAST_VALUE` | [`event_key`] then the value (NULL kept: RESPECT NULLS) | [`OsTree::first`] / [`OsTree::last`] |
+//! | `FIRST_VALUE` / `LAST_VALUE` | [`EventKey::encode_ordered`] then the value (NULL kept: RESPECT NULLS) | [`OsTree::first`] / [`OsTree::last`] |
 //!
 //! A tree's prefix is `[aggregate position u16 BE][partition key]` (the partition key is
 //! a concatenation of [`Value::encode_key`] encodings, self-delimiting, so prefixes are
@@ -26,7 +26,7 @@
 //! where the inline states copy the whole window.
 //!
 //! # FORMAT
-//! The trees' byte layout is [`super::ostree`]'s (version 1). The value encoding after
+//! The trees' byte layout is [`spillway_store::collections::ostree`]'s (version 1). The value encoding after
 //! a `FIRST_VALUE`/`LAST_VALUE` event key is [`Value::encode_key`]'s, except a float,
 //! written as tag `5` and its exact bits (big-endian) so that `-0.0` and NaN payloads
 //! come back unchanged.
@@ -37,11 +37,11 @@
 //! string fails the update with an error naming the aggregate.
 
 use super::holistic::{pct_interpolate, pct_ranks};
-use super::ostree::{
-    decode_event_key, decode_f64_key, event_key, f64_key, OsTree, OsTreeError, MAX_KEY_LEN,
-};
 use super::{AggKind, AggSet};
 use crate::value::{EventKey, Value};
+use spillway_store::collections::ostree::{
+    decode_f64_key, f64_key, OsTree, OsTreeError, MAX_KEY_LEN,
+};
 use spillway_store::{Ns, StateStore};
 use std::fmt;
 
@@ -204,7 +204,7 @@ impl HolisticTrees {
                     }
                 },
                 Kind::First | Kind::Last => {
-                    event_key(key, &mut self.key);
+                    key.encode_ordered(&mut self.key);
                     match arg {
                         Value::Float(f) => {
                             self.key.push(EXACT_FLOAT);
@@ -343,8 +343,8 @@ fn tree_message(e: OsTreeError, key: EventKey) -> String {
 
 /// The value after the event key of a `FIRST_VALUE`/`LAST_VALUE` tree key.
 fn decode_value(k: &[u8]) -> Option<Value> {
-    decode_event_key(k)?;
-    let mut rest = &k[16..];
+    EventKey::decode_ordered(k)?;
+    let mut rest = &k[EventKey::ORDERED_LEN..];
     match rest.first() {
         Some(&EXACT_FLOAT) => {
             let bits = u64::from_be_bytes(rest.get(1..9)?.try_into().ok()?);

@@ -92,7 +92,6 @@ pub mod external;
 mod holistic;
 mod minmax;
 mod numeric;
-pub mod ostree;
 pub mod record;
 pub(crate) mod rows;
 #[cfg(test)]

@@ -6,6 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use spillway_store::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use spillway_store::io::{FileHandle, Fs};
 
 use crate::value::{DataType, Schema, TimeUnit};
@@ -246,28 +247,16 @@ fn describe_diff(stored: &Schema, given: &Schema) -> String {
     format!("stored {}, given {}", describe_schema(stored), describe_schema(given))
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
-}
-
 /// The 36-byte segment header.
 pub(crate) fn segment_header(fingerprint: u64, id: u64, first: u64) -> [u8; 36] {
     let mut h = [0u8; 36];
     h[0..4].copy_from_slice(SEGMENT_MAGIC);
-    h[4..6].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
-    h[8..16].copy_from_slice(&fingerprint.to_le_bytes());
-    h[16..24].copy_from_slice(&id.to_le_bytes());
-    h[24..32].copy_from_slice(&first.to_le_bytes());
+    put_u16(&mut h, 4, SEGMENT_VERSION);
+    put_u64(&mut h, 8, fingerprint);
+    put_u64(&mut h, 16, id);
+    put_u64(&mut h, 24, first);
     let crc = crc32c::crc32c(&h[0..32]);
-    h[32..36].copy_from_slice(&crc.to_le_bytes());
+    put_u32(&mut h, 32, crc);
     h
 }
 
@@ -526,4 +515,42 @@ pub(crate) fn scan_segment(
         offset += c.frame_len();
     }
     Ok(ScannedSegment { first, chunks })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// The segment and chunk headers of the FORMAT section, byte for byte: segments
+    /// written by earlier builds must still read.
+    #[test]
+    fn header_bytes_are_pinned() {
+        let h = segment_header(0x1122_3344_5566_7788, 5, 1000);
+        assert_eq!(
+            hex(&h),
+            "535052530100000088776655443322110500000000000000e8030000000000005f2abc24"
+        );
+        let mut f = Vec::new();
+        f.extend_from_slice(FRAME_MAGIC);
+        f.extend_from_slice(&[FRAME_VERSION, 1, 0, 0]);
+        f.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
+        for v in [7u32, 300, 120, 0xdead_beef] {
+            f.extend_from_slice(&v.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&f);
+        f.extend_from_slice(&crc.to_le_bytes());
+        let fh = parse_frame_header(&f, Path::new("x"), 0).unwrap();
+        assert_eq!(
+            (fh.codec, fh.first, fh.count, fh.raw_len, fh.compressed_len, fh.payload_crc),
+            (1, 0x0102_0304_0506_0708, 7, 300, 120, 0xdead_beef)
+        );
+        let (frame, clen) = build_frame(Compression::Lz4, 9, 2, b"").unwrap();
+        assert_eq!(frame.len(), FRAME_HEADER_LEN + clen as usize);
+        let back = parse_frame_header(&frame, Path::new("x"), 0).unwrap();
+        assert_eq!((back.first, back.count, back.raw_len, back.compressed_len), (9, 2, 0, clen));
+    }
 }

@@ -355,7 +355,8 @@ pub fn parse_schema_overrides(s: &str) -> Result<Vec<(String, DataType)>, Source
         if name.is_empty() {
             return Err(bad("empty column name".into()));
         }
-        let ty = DataType::parse(ty).ok_or_else(|| bad(format!("unknown type {}", quote(ty))))?;
+        let ty = DataType::parse(ty)
+            .ok_or_else(|| bad(format!("unknown type {} for column \"{name}\"", quote(ty))))?;
         if out.iter().any(|(n, _)| n == name) {
             return Err(bad(format!("column \"{name}\" given twice")));
         }

@@ -301,7 +301,7 @@ fn schema_override_parsing() {
     );
     assert_eq!(parse_schema_overrides("  ").unwrap(), vec![]);
     let e = parse_schema_overrides("amount:decimal").unwrap_err().to_string();
-    assert!(e.contains("unknown type \"decimal\""), "{e}");
+    assert!(e.contains("unknown type \"decimal\" for column \"amount\""), "{e}");
     let e = parse_schema_overrides("amount").unwrap_err().to_string();
     assert!(e.contains("entry 1 \"amount\": no `:`"), "{e}");
     assert!(parse_schema_overrides("a:int,,b:int").is_err());

@@ -50,7 +50,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import pandas as pd
@@ -92,7 +92,13 @@ class LateRowsWarning(UserWarning):
 
 _NANOS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 
+#: A schema: ``{"card": "string"}``, ``"card:string,amount:float"`` (as ``--schema``) or
+#: ``[("card", "string")]``; types as the engine names them or their synonyms.
 SchemaLike = Union[Mapping[str, str], str, Sequence[Tuple[str, str]]]
+#: A duration: an int (time units), a string such as ``"5s"`` or a timedelta.
+Duration = Union[int, str, _dt.timedelta]
+#: How ``RANGE`` frames treat rows of equal time.
+Ties = Literal["per-event", "peers"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -141,37 +147,15 @@ def _budget(value: Any) -> int:
 
 
 def _schema_pairs(schema: Optional[SchemaLike]) -> List[Tuple[str, str]]:
-    """``{"a": "int"}``, ``"a:int,b:string"`` or ``[("a", "int")]`` as pairs."""
+    """``{"a": "int"}``, ``"a:int,b:string"`` or ``[("a", "int")]`` as ``(name, type)``
+    pairs, each type under its engine name: parsed and checked by the engine (an
+    ``InputError`` names the column and the bad type)."""
     if schema is None:
         return []
     if isinstance(schema, str):
-        pairs = []
-        for part in schema.split(","):
-            name, sep, ty = part.rpartition(":")
-            if not sep or not name.strip():
-                raise ConfigError(
-                    f"bad schema entry `{part}`: expected name:type (types int, float, string, bool)"
-                )
-            pairs.append((name.strip(), ty.strip()))
-        return pairs
-    if isinstance(schema, Mapping):
-        return [(str(k), str(v)) for k, v in schema.items()]
-    return [(str(k), str(v)) for k, v in schema]
-
-
-_TYPES = {
-    "int": "int", "integer": "int", "bigint": "int", "i64": "int",
-    "float": "float", "double": "float", "f64": "float", "real": "float",
-    "string": "string", "str": "string", "text": "string", "varchar": "string",
-    "bool": "bool", "boolean": "bool",
-}
-
-
-def _type_name(name: str, ty: str) -> str:
-    t = _TYPES.get(ty.strip().lower())
-    if t is None:
-        raise InputError(f'column "{name}": unknown type `{ty}`; use int, float, string or bool')
-    return t
+        return _native.parse_schema(schema)
+    items = schema.items() if isinstance(schema, Mapping) else schema
+    return _native.parse_schema([(str(k), str(v)) for k, v in items])
 
 
 # ---------------------------------------------------------------------------------------
@@ -338,7 +322,7 @@ class _Layout:
             if n in seen:
                 raise InputError(f'column "{n}" appears twice in the DataFrame')
             seen.add(n)
-        given = {n: _type_name(n, t) for n, t in overrides}
+        given = dict(overrides)
         if complete:
             fields = list(given.items())
             by_name = {str(c): c for c in df.columns}
@@ -489,6 +473,38 @@ def _late(out: pd.DataFrame, late: pd.DataFrame, return_late: bool) -> Any:
 # Public API
 
 
+@overload
+def run(
+    sql: str,
+    data: Union[pd.DataFrame, str, "os.PathLike[str]"],
+    time_column: str = ...,
+    time_unit: str = ...,
+    *,
+    schema: Optional[SchemaLike] = ...,
+    store: str = ...,
+    memory_budget: Union[int, str] = ...,
+    expected_keys: Optional[int] = ...,
+    allowed_lateness: Duration = ...,
+    compression: str = ...,
+    return_late: Literal[False] = ...,
+    ties: Ties = ...,
+) -> pd.DataFrame: ...
+@overload
+def run(
+    sql: str,
+    data: Union[pd.DataFrame, str, "os.PathLike[str]"],
+    time_column: str = ...,
+    time_unit: str = ...,
+    *,
+    schema: Optional[SchemaLike] = ...,
+    store: str = ...,
+    memory_budget: Union[int, str] = ...,
+    expected_keys: Optional[int] = ...,
+    allowed_lateness: Duration = ...,
+    compression: str = ...,
+    return_late: Literal[True],
+    ties: Ties = ...,
+) -> Tuple[pd.DataFrame, pd.DataFrame]: ...
 def run(
     sql: str,
     data: Union[pd.DataFrame, str, "os.PathLike[str]"],
@@ -499,11 +515,11 @@ def run(
     store: str = "hashlog",
     memory_budget: Union[int, str] = "256MiB",
     expected_keys: Optional[int] = None,
-    allowed_lateness: Union[int, str, _dt.timedelta] = 0,
+    allowed_lateness: Duration = 0,
     compression: str = "lz4",
     return_late: bool = False,
-    ties: str = "per-event",
-) -> Any:
+    ties: Ties = "per-event",
+) -> Union[pd.DataFrame, Tuple[pd.DataFrame, pd.DataFrame]]:
     """Runs a metrics query over a DataFrame or a CSV / JSON Lines file.
 
     Args:
@@ -630,9 +646,9 @@ class Stream:
         store: str = "hashlog",
         memory_budget: Union[int, str] = "256MiB",
         expected_keys: Optional[int] = None,
-        allowed_lateness: Union[int, str, _dt.timedelta] = 0,
+        allowed_lateness: Duration = 0,
         compression: str = "lz4",
-        ties: str = "per-event",
+        ties: Ties = "per-event",
     ) -> None:
         self._sql = sql
         if ties == "peers" and checkpoint_dir is not None:
@@ -658,9 +674,8 @@ class Stream:
         )
         self._session: Any = None
         self._layout: Optional[_Layout] = None
-        pairs = _schema_pairs(schema)
-        if pairs:
-            fields = [(n, _type_name(n, t)) for n, t in pairs]
+        fields = _schema_pairs(schema)
+        if fields:
             self._open(_Layout(fields, [n for n, _ in fields], {}))
         elif checkpoint_dir is not None:
             # A checkpoint records its schema: reopen it now, so that ``resumed`` and
@@ -682,7 +697,15 @@ class Stream:
         )
         self._layout = layout
 
-    def push(self, df: pd.DataFrame, return_late: bool = False) -> Any:
+    @overload
+    def push(self, df: pd.DataFrame, return_late: Literal[False] = ...) -> pd.DataFrame: ...
+    @overload
+    def push(
+        self, df: pd.DataFrame, return_late: Literal[True]
+    ) -> Tuple[pd.DataFrame, pd.DataFrame]: ...
+    def push(
+        self, df: pd.DataFrame, return_late: bool = False
+    ) -> Union[pd.DataFrame, Tuple[pd.DataFrame, pd.DataFrame]]:
         """Scores the rows of ``df`` (in order) and returns their results, indexed by
         ``df``'s index; with ``return_late=True``, ``(results, too_late_rows)``."""
         if not isinstance(df, pd.DataFrame):
@@ -782,7 +805,7 @@ def explain(
             data, _schema_pairs(schema), complete=False
         ).fields
     elif schema is not None:
-        fields = [(n, _type_name(n, t)) for n, t in _schema_pairs(schema)]
+        fields = _schema_pairs(schema)
     else:
         fields = None
     return _native.explain(sql, fields, time_column, time_unit)

@@ -1,7 +1,7 @@
 """Type stubs of the compiled core (`crates/spillway-py/src/lib.rs`); the public API is the
 `spillway` module, which wraps these."""
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 # A column as the core hands it over: (type name, payload, null mask); payloads are
 # little-endian bytes for int/float/bool columns and a list of str for strings.
@@ -67,5 +67,8 @@ def run_file(
 ) -> Tuple[Fields, List[Column], Fields, List[Column], Dict[str, int]]: ...
 def explain(sql: str, fields: Optional[Fields], time_column: str, time_unit: str) -> str: ...
 def checkpointed_schema(dir: str) -> Optional[Tuple[Fields, str]]: ...
+def parse_schema(schema: Union[str, Fields]) -> Fields:
+    """The schema, as the `--schema` string or (name, type) pairs, checked by the engine
+    with every type under its engine name; InputError names the column and the bad type."""
 def parse_duration(s: str, time_unit: str) -> int: ...
 def parse_size(s: str) -> int: ...

@@ -1,5 +1,7 @@
 //! Byte layout of list heads and chunk keys (see the FORMAT section of [`super`]).
 
+use crate::bytes::{put_u32, put_u64, u32_at, u64_at};
+
 /// Version of the head layout.
 pub(crate) const HEAD_VERSION: u8 = 1;
 /// Offset of the version byte.
@@ -45,14 +47,6 @@ pub(crate) struct Head {
     pub(crate) last_cap: u32,
 }
 
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
-}
-
 impl Head {
     pub(crate) fn opaque(&self) -> bool {
         self.flags & FLAG_OPAQUE != 0
@@ -63,13 +57,13 @@ impl Head {
         b[VERSION] = HEAD_VERSION;
         b[FLAGS] = self.flags;
         b[RESERVED..COUNT].fill(0);
-        b[COUNT..COUNT + 8].copy_from_slice(&self.count.to_le_bytes());
-        b[BYTES..BYTES + 8].copy_from_slice(&self.bytes.to_le_bytes());
-        b[FIRST..FIRST + 4].copy_from_slice(&self.first.to_le_bytes());
-        b[LAST..LAST + 4].copy_from_slice(&self.last.to_le_bytes());
-        b[FRONT..FRONT + 4].copy_from_slice(&self.front.to_le_bytes());
-        b[LAST_USED..LAST_USED + 4].copy_from_slice(&self.last_used.to_le_bytes());
-        b[LAST_CAP..LAST_CAP + 4].copy_from_slice(&self.last_cap.to_le_bytes());
+        put_u64(&mut b, COUNT, self.count);
+        put_u64(&mut b, BYTES, self.bytes);
+        put_u32(&mut b, FIRST, self.first);
+        put_u32(&mut b, LAST, self.last);
+        put_u32(&mut b, FRONT, self.front);
+        put_u32(&mut b, LAST_USED, self.last_used);
+        put_u32(&mut b, LAST_CAP, self.last_cap);
         b
     }
 
@@ -145,6 +139,12 @@ mod tests {
             last_cap: 256,
         };
         assert_eq!(Head::decode(&h.encode()), Ok(h));
+        // The FORMAT section's layout, byte for byte (heads written before must read).
+        let hex: String = h.encode().iter().map(|x| format!("{x:02x}")).collect();
+        assert_eq!(
+            hex,
+            "0100000003000000000000001e000000000000000200000004000000080000000a00000000010000"
+        );
         assert!(Head::decode(&h.encode()[..39]).is_err());
         let mut b = h.encode();
         b[VERSION] = 9;

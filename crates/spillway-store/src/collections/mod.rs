@@ -11,6 +11,16 @@
 //! or the tiered store. Two handles with the same namespace, kind and id are the same
 //! collection.
 //!
+//! The order-statistics tree ([`OsTree`], module [`ostree`]) is a collection of another
+//! make, for rank queries (medians, percentiles, distinct counts, first and last): a
+//! counted B+tree of byte keys with multiplicities. Like the others it spreads over many
+//! store values, holds nothing but buffers in its handle and takes the store in every
+//! operation; unlike them its keys start with a prefix the caller chooses (no kind byte
+//! or id), its values are a fixed-width little-endian layout with checksums (not
+//! postcard), its errors are its own ([`OsTreeError`]), and its layout is in its own
+//! [FORMAT](ostree#format) section. Give its trees a namespace of their own, or prefixes
+//! no other key starts with.
+//!
 //! - Keys and values are encoded with [postcard]. A value that does not decode as the
 //!   collection's type is an error naming the collection and the key (see
 //!   [Errors](#errors)), never a panic.
@@ -23,9 +33,11 @@
 //!   for occasional use; point operations are the hot path.
 //!
 //! # FORMAT
-//! Version 1 ([`FORMAT_VERSION`]). Every key of a collection starts with its prefix;
-//! integers in keys are big-endian so that an ordered store keeps chunks and nodes in
-//! numeric order; everything else is postcard (varints, little-endian floats).
+//! Version 1 ([`FORMAT_VERSION`]) of the maps, sets, lists and quadtrees (the
+//! order-statistics tree has its own, in [`ostree`]). Every key of a collection starts
+//! with its prefix; integers in keys are big-endian so that an ordered store keeps
+//! chunks and nodes in numeric order; everything else is postcard (varints,
+//! little-endian floats).
 //! ```text
 //! prefix      : kind u8 | id_len u8 | id (1..=255 bytes of UTF-8)
 //! kind        : b'M' map, b'S' set, b'L' list, b'Q' quadtree
@@ -73,6 +85,7 @@
 
 pub mod list;
 pub mod map;
+pub mod ostree;
 pub mod quadtree;
 pub mod set;
 
@@ -86,6 +99,7 @@ use crate::Ns;
 
 pub use list::CachedList;
 pub use map::CachedMap;
+pub use ostree::{OsTree, OsTreeError, TreeStats};
 pub use quadtree::{CachedQuadTree, Cell, QuadTreeOptions, Rect};
 pub use set::CachedSet;
 

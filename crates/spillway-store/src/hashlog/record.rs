@@ -13,20 +13,8 @@ pub(crate) const LOG_VERSION: u16 = 2;
 /// entry points at it).
 pub(crate) const FLAG_TOMBSTONE: u8 = 1;
 
-#[inline]
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
-
-#[inline]
-pub(crate) fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
-}
-
-#[inline]
-pub(crate) fn put_u32(b: &mut [u8], o: usize, v: u32) {
-    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
-}
+use crate::bytes::u16_at;
+pub(crate) use crate::bytes::{put_u32, u32_at};
 
 /// Size of a record with the given key length and value capacity, 8-byte aligned.
 #[inline]

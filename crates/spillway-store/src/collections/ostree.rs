@@ -1,27 +1,30 @@
 //! An order-statistics tree kept in a [`StateStore`]: a counted B+tree of byte keys
 //! with multiplicities, spread over many small store values, so that adding or removing
-//! one occurrence costs O(log n) store work for a multiset of n occurrences — where the
-//! holistic states of [`super`] rewrite one value of the whole window per update.
+//! one occurrence costs O(log n) store work for a multiset of n occurrences — where a
+//! multiset kept in one value rewrites the whole of it per update.
 //!
-//! It serves the rank queries of the holistic aggregates: `MEDIAN` / `PERCENTILE_CONT`
-//! ([`OsTree::select`] at ranks `floor` and `ceil` of `p * (n - 1)`, keys from
-//! [`f64_key`]), `COUNT(DISTINCT)` ([`OsTree::distinct`], keys from
-//! [`Value::encode_key`](crate::value::Value::encode_key)) and `FIRST_VALUE` /
-//! `LAST_VALUE` ([`OsTree::first`] / [`OsTree::last`], keys [`event_key`] followed by the
-//! value's encoding).
+//! It answers rank queries over byte keys in byte order: [`OsTree::select`] (the k-th
+//! smallest occurrence), [`OsTree::rank`], [`OsTree::distinct`], [`OsTree::first`] and
+//! [`OsTree::last`]. The caller encodes its keys so that byte order is the order it
+//! wants: [`f64_key`] for floats; fixed-width big-endian integers (signed ones with the
+//! sign bit flipped), or a self-delimiting encoding, for the rest. The tree knows
+//! nothing of what its keys mean.
 //!
-//! [`super::external::HolisticTrees`] keeps the holistic aggregates of an
-//! [`AggSet`](super::AggSet) built with
-//! [`external_holistic`](super::AggSet::external_holistic) in these trees (the engine does
-//! for `RANGE` frames and aligned window TVFs); `benches/ostree.rs` compares one tree
-//! update with the inline layout's whole-value rewrite.
+//! The engine keeps its tree-backed holistic aggregates in these trees
+//! (`spillway_engine::aggregate::external`, for `RANGE` frames and aligned window TVFs):
+//! `MEDIAN` / `PERCENTILE_CONT` select ranks `floor` and `ceil` of `p * (n - 1)` over
+//! [`f64_key`] keys, `COUNT(DISTINCT)` reads the distinct count of keys from
+//! `Value::encode_key`, and `FIRST_VALUE` / `LAST_VALUE` take the first or last key, the
+//! event's ordered `(time, seq)` encoding followed by the value's. The engine's
+//! `benches/ostree.rs` compares one tree update with the whole-value rewrite of the
+//! inline layout.
 //!
 //! # Design
 //!
 //! * One tree per (namespace, `prefix`): its *header* is the store value at key
 //!   `[prefix]` and its nodes the values at `[prefix][node id u64 BE]`. Prefixes of trees
 //!   sharing a namespace must be prefix-free (none a prefix of another), as a
-//!   self-delimiting encoding such as [`Value::encode_key`](crate::value::Value::encode_key)
+//!   self-delimiting encoding such as the engine's `Value::encode_key`
 //!   of the partition key is; the namespace should hold nothing else under them.
 //! * Leaves hold sorted `(key, multiplicity)` entries; a branch holds, per child, the
 //!   child's node id, its subtree's total (sum of multiplicities) and distinct count
@@ -48,7 +51,8 @@
 //! # Cost
 //!
 //! For a tree of `d` distinct keys and capacity `c` (default 64), height
-//! `h <= 1 + log_{c/2}(d/2)` (at most 4 for `d = 10^5`; 3 in `benches/ostree.rs`):
+//! `h <= 1 + log_{c/2}(d/2)` (at most 4 for `d = 10^5`; 3 in the engine's
+//! `benches/ostree.rs`):
 //!
 //! | operation | store reads | store writes | CPU |
 //! |---|---|---|---|
@@ -98,7 +102,7 @@
 //! # Example
 //!
 //! ```
-//! use spillway_engine::aggregate::ostree::{f64_key, decode_f64_key, OsTree};
+//! use spillway_store::collections::ostree::{f64_key, decode_f64_key, OsTree};
 //! use spillway_store::{NamespaceSpec, StoreKind, StoreOptions};
 //!
 //! let dir = tempfile::tempdir().unwrap();
@@ -127,9 +131,9 @@
 //! assert_eq!(tree.total(&mut *store, prefix).unwrap(), 0);
 //! ```
 
-use crate::value::EventKey;
-use spillway_store::StateStoreExt;
-use spillway_store::{BatchKind, BatchOp, Ns, Rmw, StateStore};
+use crate::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
+use crate::StateStoreExt;
+use crate::{BatchKind, BatchOp, Ns, Rmw, StateStore};
 use std::fmt;
 
 /// The format version this build writes and reads.
@@ -188,7 +192,7 @@ mod nd {
 #[non_exhaustive]
 pub enum OsTreeError {
     /// The state store failed.
-    Store(spillway_store::Error),
+    Store(crate::Error),
     /// A key is longer than [`MAX_KEY_LEN`].
     KeyTooLong {
         /// Its length.
@@ -316,8 +320,8 @@ impl std::error::Error for OsTreeError {
     }
 }
 
-impl From<spillway_store::Error> for OsTreeError {
-    fn from(e: spillway_store::Error) -> Self {
+impl From<crate::Error> for OsTreeError {
+    fn from(e: crate::Error) -> Self {
         OsTreeError::Store(e)
     }
 }
@@ -349,48 +353,6 @@ pub fn decode_f64_key(bytes: &[u8]) -> Option<f64> {
     Some(f64::from_bits(b))
 }
 
-/// Appends the 16-byte order-preserving encoding of an event key (time with its sign
-/// bit flipped, then seq, both big-endian): byte order equals `(time, seq)` order.
-pub fn event_key(k: EventKey, out: &mut Vec<u8>) {
-    out.extend_from_slice(&((k.time as u64) ^ (1 << 63)).to_be_bytes());
-    out.extend_from_slice(&k.seq.to_be_bytes());
-}
-
-/// The event key at the front of an [`event_key`] encoding (`None` if shorter than 16
-/// bytes); the rest of `bytes` is whatever followed it.
-pub fn decode_event_key(bytes: &[u8]) -> Option<EventKey> {
-    let t = u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
-    let s = u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?);
-    Some(EventKey { time: (t ^ (1 << 63)) as i64, seq: s })
-}
-
-// ---------------------------------------------------------------------------------------
-// Little-endian field access (lengths are checked by the parsers before use).
-
-fn le_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
-}
-
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
-}
-
-fn set_u16(b: &mut [u8], at: usize, v: u16) {
-    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
-}
-
-fn set_u64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
 fn node_key(out: &mut Vec<u8>, prefix: &[u8], id: u64) {
     out.clear();
     out.extend_from_slice(prefix);
@@ -418,16 +380,16 @@ impl Header {
         b[hdr::MAGIC..hdr::MAGIC + 4].copy_from_slice(&hdr::MAGIC_BYTES);
         b[hdr::VERSION] = FORMAT_VERSION;
         b[hdr::HEIGHT] = self.height;
-        set_u16(&mut b, hdr::LEAF_CAP, self.leaf_cap);
-        set_u16(&mut b, hdr::BRANCH_CAP, self.branch_cap);
-        set_u16(&mut b, hdr::RESERVED, 0);
-        set_u64(&mut b, hdr::ROOT, self.root);
-        set_u64(&mut b, hdr::NEXT_ID, self.next_id);
-        set_u64(&mut b, hdr::TOTAL, self.total);
-        set_u64(&mut b, hdr::DISTINCT, self.distinct);
-        set_u64(&mut b, hdr::NODES, self.nodes);
+        put_u16(&mut b, hdr::LEAF_CAP, self.leaf_cap);
+        put_u16(&mut b, hdr::BRANCH_CAP, self.branch_cap);
+        put_u16(&mut b, hdr::RESERVED, 0);
+        put_u64(&mut b, hdr::ROOT, self.root);
+        put_u64(&mut b, hdr::NEXT_ID, self.next_id);
+        put_u64(&mut b, hdr::TOTAL, self.total);
+        put_u64(&mut b, hdr::DISTINCT, self.distinct);
+        put_u64(&mut b, hdr::NODES, self.nodes);
         let crc = crc32c::crc32c(&b[hdr::CRC + 4..]);
-        b[hdr::CRC..hdr::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        put_u32(&mut b, hdr::CRC, crc);
         b
     }
 
@@ -436,7 +398,7 @@ impl Header {
         if b.len() < hdr::MAGIC {
             return Err(bad(format!("is {} bytes, shorter than its checksum", b.len())));
         }
-        let (stored, computed) = (le_u32(b, hdr::CRC), crc32c::crc32c(&b[hdr::CRC + 4..]));
+        let (stored, computed) = (u32_at(b, hdr::CRC), crc32c::crc32c(&b[hdr::CRC + 4..]));
         if stored != computed {
             return Err(bad(format!(
                 "fails its checksum (stored {stored:#010x}, computed {computed:#010x})"
@@ -457,13 +419,13 @@ impl Header {
         }
         let h = Header {
             height: b[hdr::HEIGHT],
-            leaf_cap: le_u16(b, hdr::LEAF_CAP),
-            branch_cap: le_u16(b, hdr::BRANCH_CAP),
-            root: le_u64(b, hdr::ROOT),
-            next_id: le_u64(b, hdr::NEXT_ID),
-            total: le_u64(b, hdr::TOTAL),
-            distinct: le_u64(b, hdr::DISTINCT),
-            nodes: le_u64(b, hdr::NODES),
+            leaf_cap: u16_at(b, hdr::LEAF_CAP),
+            branch_cap: u16_at(b, hdr::BRANCH_CAP),
+            root: u64_at(b, hdr::ROOT),
+            next_id: u64_at(b, hdr::NEXT_ID),
+            total: u64_at(b, hdr::TOTAL),
+            distinct: u64_at(b, hdr::DISTINCT),
+            nodes: u64_at(b, hdr::NODES),
         };
         let caps = (MIN_FANOUT..=MAX_FANOUT).contains(&(h.leaf_cap as usize))
             && (MIN_FANOUT..=MAX_FANOUT).contains(&(h.branch_cap as usize));
@@ -533,7 +495,7 @@ impl Node {
 
     fn key(&self, i: usize) -> &[u8] {
         let s = self.start(i);
-        let l = usize::from(le_u16(&self.buf, s));
+        let l = usize::from(u16_at(&self.buf, s));
         &self.buf[s + 2..s + 2 + l]
     }
 
@@ -542,12 +504,12 @@ impl Node {
     }
 
     fn mult(&self, i: usize) -> u64 {
-        le_u64(&self.buf, self.mult_at(i))
+        u64_at(&self.buf, self.mult_at(i))
     }
 
     fn set_mult(&mut self, i: usize, m: u64) {
         let at = self.mult_at(i);
-        set_u64(&mut self.buf, at, m);
+        put_u64(&mut self.buf, at, m);
     }
 
     /// Position of `key` among the leaf's entries: `Ok(i)` if present, `Err(i)` where it
@@ -568,15 +530,15 @@ impl Node {
     // Branch entries.
 
     fn child(&self, i: usize) -> u64 {
-        le_u64(&self.buf, self.start(i) + nd::BR_CHILD)
+        u64_at(&self.buf, self.start(i) + nd::BR_CHILD)
     }
 
     fn child_total(&self, i: usize) -> u64 {
-        le_u64(&self.buf, self.start(i) + nd::BR_TOTAL)
+        u64_at(&self.buf, self.start(i) + nd::BR_TOTAL)
     }
 
     fn child_distinct(&self, i: usize) -> u64 {
-        le_u64(&self.buf, self.start(i) + nd::BR_DISTINCT)
+        u64_at(&self.buf, self.start(i) + nd::BR_DISTINCT)
     }
 
     fn sep(&self, i: usize) -> &[u8] {
@@ -586,8 +548,8 @@ impl Node {
 
     fn set_counts(&mut self, i: usize, (total, distinct): (u64, u64)) {
         let s = self.start(i);
-        set_u64(&mut self.buf, s + nd::BR_TOTAL, total);
-        set_u64(&mut self.buf, s + nd::BR_DISTINCT, distinct);
+        put_u64(&mut self.buf, s + nd::BR_TOTAL, total);
+        put_u64(&mut self.buf, s + nd::BR_DISTINCT, distinct);
     }
 
     fn set_sep(&mut self, i: usize, sep: &[u8]) {
@@ -595,7 +557,7 @@ impl Node {
         let (from, to) = (s + nd::BR_SEP, self.start(i + 1));
         let old = to - from;
         self.buf.splice(from..to, sep.iter().copied());
-        set_u16(&mut self.buf, s + nd::BR_SEP_LEN, sep.len() as u16);
+        put_u16(&mut self.buf, s + nd::BR_SEP_LEN, sep.len() as u16);
         for o in &mut self.offs[i + 1..] {
             *o = (*o as usize + sep.len() - old) as u32;
         }
@@ -723,10 +685,10 @@ impl Node {
         let b = &mut self.buf;
         b[nd::VERSION] = FORMAT_VERSION;
         b[nd::LEVEL] = level;
-        set_u16(b, nd::COUNT, count);
-        set_u64(b, nd::ID, id);
+        put_u16(b, nd::COUNT, count);
+        put_u64(b, nd::ID, id);
         let crc = crc32c::crc32c(&b[nd::CRC + 4..]);
-        b[nd::CRC..nd::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        put_u32(b, nd::CRC, crc);
     }
 
     /// Checks the bytes in `buf` as node `id` at `level` (checksum, version, id, level,
@@ -742,7 +704,7 @@ impl Node {
                 nd::LEN
             )));
         }
-        let (stored, computed) = (le_u32(b, nd::CRC), crc32c::crc32c(&b[nd::CRC + 4..]));
+        let (stored, computed) = (u32_at(b, nd::CRC), crc32c::crc32c(&b[nd::CRC + 4..]));
         if stored != computed {
             return Err(bad(format!(
                 "fails its checksum (stored {stored:#010x}, computed {computed:#010x})"
@@ -755,7 +717,7 @@ impl Node {
                 version: b[nd::VERSION],
             });
         }
-        let found_id = le_u64(b, nd::ID);
+        let found_id = u64_at(b, nd::ID);
         if found_id != id {
             return Err(bad(format!(
                 "carries node id {found_id} (a value was written under the wrong key)"
@@ -767,7 +729,7 @@ impl Node {
                 b[nd::LEVEL]
             )));
         }
-        let count = usize::from(le_u16(b, nd::COUNT));
+        let count = usize::from(u16_at(b, nd::COUNT));
         if count == 0 || count > MAX_FANOUT {
             return Err(bad(format!("holds {count} entries (1..={MAX_FANOUT} expected)")));
         }
@@ -788,7 +750,7 @@ impl Node {
                 if end > b.len() {
                     return Err(short("the key or multiplicity"));
                 }
-                if le_u64(b, end - 8) == 0 {
+                if u64_at(b, end - 8) == 0 {
                     return Err(bad(format!("holds multiplicity 0 in entry {i}")));
                 }
                 at = end;
@@ -797,9 +759,9 @@ impl Node {
                     return Err(short("the child fields"));
                 }
                 let (child, total, distinct) = (
-                    le_u64(b, at + nd::BR_CHILD),
-                    le_u64(b, at + nd::BR_TOTAL),
-                    le_u64(b, at + nd::BR_DISTINCT),
+                    u64_at(b, at + nd::BR_CHILD),
+                    u64_at(b, at + nd::BR_TOTAL),
+                    u64_at(b, at + nd::BR_DISTINCT),
                 );
                 if child == 0 || distinct == 0 || distinct > total {
                     return Err(bad(format!(
@@ -807,7 +769,7 @@ impl Node {
                          entry {i}"
                     )));
                 }
-                let l = usize::from(le_u16(b, at + nd::BR_SEP_LEN));
+                let l = usize::from(u16_at(b, at + nd::BR_SEP_LEN));
                 if l > MAX_KEY_LEN {
                     return Err(bad(format!("holds a {l}-byte separator in entry {i}")));
                 }
@@ -1557,7 +1519,7 @@ impl OsTree {
     }
 
     /// Deletes the header at `[prefix]` and every value at `[prefix][8 bytes]` found by
-    /// [`scan_prefix`](spillway_store::StateStoreExt::scan_prefix), without reading the tree: the way to
+    /// [`scan_prefix`](crate::StateStoreExt::scan_prefix), without reading the tree: the way to
     /// remove a damaged tree. Costs a scan of the namespace on unordered stores. Returns
     /// the number of values deleted.
     pub fn purge<S: StateStore + ?Sized>(&mut self, store: &mut S, prefix: &[u8]) -> Result<u64> {
@@ -1631,21 +1593,6 @@ mod tests {
                 assert_eq!(ka.cmp(&kb), a.total_cmp(&b), "{a} vs {b}");
             }
         }
-    }
-
-    #[test]
-    fn event_keys_sort_by_time_then_seq() {
-        let ks = [(i64::MIN, 0), (-5, 9), (-5, 10), (0, 0), (3, u64::MAX), (i64::MAX, 1)];
-        let enc: Vec<Vec<u8>> = ks
-            .iter()
-            .map(|&(time, seq)| {
-                let mut v = Vec::new();
-                event_key(EventKey { time, seq }, &mut v);
-                assert_eq!(decode_event_key(&v), Some(EventKey { time, seq }));
-                v
-            })
-            .collect();
-        assert!(enc.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Tests of the store-kept order-statistics tree (`aggregate::ostree`): a differential
+//! Tests of the store-kept order-statistics tree (`collections::ostree`): a differential
 //! test against a `BTreeMap` oracle over random add / remove sequences (duplicates,
 //! removals of absent keys, draining to empty, trees of many levels through small
 //! capacities, two trees sharing a namespace) on mem and hashlog; recovery of a hashlog
@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use spillway_engine::aggregate::ostree::{
+use spillway_store::collections::ostree::{
     OsTree, OsTreeError, TreeStats, DEFAULT_FANOUT, MAX_KEY_LEN,
 };
 use spillway_store::{NamespaceSpec, StateStore, StoreKind, StoreOptions};
@@ -550,4 +550,74 @@ fn bad_arguments_are_errors_and_change_nothing() {
         OsTree::new(s.namespace("t").unwrap()).with_fanout(3, DEFAULT_FANOUT),
         Err(OsTreeError::InvalidFanout { leaf: 3, .. })
     ));
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// The stored bytes of a small two-level tree (format version 1), as earlier builds
+/// wrote them: a checkpoint written before must load, so these bytes must not change
+/// without a new format version. Each pair is (key, value) in hex.
+const PINNED_TREE: [(&str, &str); 4] = [
+    (
+        "50",
+        "50b3dc804f535452010204000400000003000000000000000400000000000000070000000000000005000000000000000300000000000000",
+    ),
+    (
+        "500000000000000001",
+        "faf72bb4010002000100000000000000000001000000000000000100610200000000000000",
+    ),
+    (
+        "500000000000000002",
+        "89f571bf01000300020000000000000001006202000000000000000200636301000000000000000100640100000000000000",
+    ),
+    (
+        "500000000000000003",
+        "1c0885690101020003000000000000000100000000000000030000000000000002000000000000000000020000000000000004000000000000000300000000000000010062",
+    ),
+];
+
+#[test]
+fn format_v1_bytes_are_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(StoreKind::Mem, dir.path());
+    let s = &mut *store;
+    let ns = s.namespace("t").unwrap();
+    let mut t = OsTree::new(ns).with_fanout(4, 4).unwrap();
+    for (k, m) in [(&b"d"[..], 1), (b"a", 2), (b"cc", 1), (b"b", 3), (b"", 1)] {
+        t.add(s, b"P", k, m).unwrap();
+    }
+    t.add(s, b"P", b"b", -1).unwrap();
+    let mut got = Vec::new();
+    s.scan_prefix(ns, b"P", &mut |k, v| {
+        got.push((hex(k), hex(v)));
+        true
+    })
+    .unwrap();
+    got.sort();
+    let want: Vec<(String, String)> =
+        PINNED_TREE.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    assert_eq!(got, want, "the stored bytes of a version-1 tree changed");
+
+    // The pinned image, written into an empty store, reads as that tree.
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut store2 = open(StoreKind::Mem, dir2.path());
+    let s2 = &mut *store2;
+    for (k, v) in PINNED_TREE {
+        s2.put(ns, &unhex(k), &unhex(v)).unwrap();
+    }
+    let mut t2 = OsTree::new(ns);
+    let st = t2.check(s2, b"P").unwrap();
+    assert_eq!((st.total, st.distinct, st.height, st.leaf_capacity), (7, 5, 2, 4));
+    let want: BTreeMap<Vec<u8>, u64> = [(&b""[..], 1), (b"a", 2), (b"b", 2), (b"cc", 1), (b"d", 1)]
+        .into_iter()
+        .map(|(k, m)| (k.to_vec(), m))
+        .collect();
+    assert_eq!(contents(&mut t2, s2, b"P"), want);
+    assert_eq!(t2.select(s2, b"P", 4).unwrap().as_deref(), Some(&b"b"[..]));
 }
