@@ -87,6 +87,8 @@
 //! on a stage or reply topic (only workers write there) stops the worker with an error
 //! naming its topic, partition and offset.
 
+#[expect(unsafe_code, reason = "rdkafka 0.33 does not wrap librdkafka's batch consume call")]
+mod batch;
 mod fault;
 
 use std::collections::BTreeMap;
@@ -97,7 +99,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
@@ -107,7 +109,7 @@ use super::route::{
     decode_partial, encode_partial_late, encode_partial_result, reply_topic, Join, Joined, Routing,
 };
 use super::{
-    client_config, column_index, decode_event, encode_result, ensure_topic, event_id, kerr,
+    client_config, column_index, decode_event, encode_result, ensure_topic, kerr,
     late_topic, partition_count, read_schema, write_key, write_schema, TopicSchema, CALL_TIMEOUT,
     ID_HEADER,
 };
@@ -117,8 +119,17 @@ use crate::operator::QueryPlan;
 use crate::session::{Session, SessionConfig};
 use crate::source::{json_prefixes, json_row, schema_columns};
 use crate::sql::Expr;
-use crate::value::{Schema, Value};
+use crate::value::{Event, Schema, Value};
+use batch::{Batch, Msg};
 use fault::{Fault, FaultPoint};
+
+/// Messages a worker takes from its consumer at a time. A task's run of events in a
+/// batch is announced to its state store before they are processed, as the file job's
+/// batches of [`crate::driver::BATCH_EVENTS`] are.
+const BATCH_MESSAGES: usize = crate::driver::BATCH_EVENTS;
+
+/// The id header's name for librdkafka.
+const ID_HEADER_C: &std::ffi::CStr = c"spillway.id";
 
 /// How to run a worker.
 #[derive(Clone, Debug)]
@@ -418,6 +429,17 @@ struct Tasks<'a> {
     out: Vec<Value>,
     /// The rows of the windows the event being computed closed (a windowed query).
     rows: Vec<Vec<Value>>,
+    /// The decoded events of the run of messages being processed (`process_run`).
+    events: Vec<Event>,
+}
+
+/// Why a batch was left before its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Interrupt {
+    /// The producer refused a message because the transaction cannot commit.
+    Doomed,
+    /// The test seam's replay commit is due.
+    ReplayCommit,
 }
 
 /// Runs a worker until `stop` is set or, with `idle_exit`, the input stays idle; makes a
@@ -592,6 +614,7 @@ pub fn run_worker(
             buf: Vec::new(),
             out: Vec::new(),
             rows: Vec::new(),
+            events: Vec::with_capacity(BATCH_MESSAGES),
             cfg,
             session: session_cfg,
             filter,
@@ -665,19 +688,18 @@ impl Worker<'_> {
         let mut last_progress = start;
         // Lag and state figures are read once a second (the totals at every tick).
         let mut next_state_report = start;
-        // Timers are read once per 64 messages (and on every idle poll): a clock read
-        // per message cost 8% of a busy worker's samples.
-        let mut since_clock = 0u32;
         loop {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            let msg = self.consumer.poll(Duration::from_millis(5));
+            // Timers are read once per batch: a clock read per message cost 8% of a busy
+            // worker's samples.
+            let batch = Batch::poll(&self.consumer, Duration::from_millis(5), BATCH_MESSAGES);
             let epoch = self.consumer.context().epoch.load(Ordering::SeqCst);
             if epoch != self.seen_epoch {
-                // A message fetched before the rewinds below is dropped: the seeks
-                // deliver it again if it is still due.
-                drop(msg);
+                // Messages fetched before the rewinds below are dropped: the seeks
+                // deliver them again if they are still due.
+                drop(batch);
                 self.seen_epoch = epoch;
                 let t = Instant::now();
                 self.rebuild()?;
@@ -687,39 +709,30 @@ impl Worker<'_> {
                 s.longest_rebuild_ms = s.longest_rebuild_ms.max(ms);
                 continue;
             }
-            let mut busy = false;
-            if let Some(m) = msg {
-                let m = match m {
-                    Ok(m) => m,
-                    Err(e) => {
-                        self.consumer_error(e)?;
-                        continue;
-                    }
-                };
-                busy = self.st.process(&m)?;
-                if self.st.doomed.borrow_mut().take().is_some() {
+            let mut errors = Vec::new();
+            let (busy, interrupt) = self.st.process_batch(&batch, &self.fault, &mut errors)?;
+            drop(batch);
+            for e in errors {
+                self.consumer_error(e)?;
+            }
+            if busy && self.st.summary.first_event_ms == 0.0 {
+                self.st.summary.first_event_ms = unix_ms();
+            }
+            match interrupt {
+                Some(Interrupt::Doomed) => {
                     // The transaction cannot commit: abort it (or replace the producer)
-                    // and redo its span from the checkpoints.
+                    // and redo its span from the checkpoints (the rest of the batch too).
+                    self.st.doomed.borrow_mut().take();
                     self.rebuild()?;
                     continue;
                 }
-                if busy && self.st.summary.first_event_ms == 0.0 {
-                    self.st.summary.first_event_ms = unix_ms();
-                }
-                if busy
-                    && self.fault.point == Some(FaultPoint::ReplayCommit)
-                    && self.fault.due(self.st.summary.replayed)
-                {
+                Some(Interrupt::ReplayCommit) => {
                     // A commit in the middle of a replay, then a halt until killed.
                     self.commit(false)?;
                     self.fault.reached(FaultPoint::ReplayCommit, self.st.summary.replayed);
                 }
+                None => {}
             }
-            since_clock += 1;
-            if busy && since_clock < 64 {
-                continue;
-            }
-            since_clock = 0;
             let now = Instant::now();
             if busy {
                 last_event = now;
@@ -810,18 +823,93 @@ impl Worker<'_> {
 }
 
 impl Tasks<'_> {
-    /// Processes one message; false when it was not for a current task.
-    fn process<M: Message>(&mut self, m: &M) -> Result<bool> {
-        let p = m.partition();
-        // One topic unless the query is routed: no name lookup per message then.
-        let t = if self.topics.len() == 1 {
-            0
+    /// The index of a message's topic in `topics` (`None`: not subscribed). One topic
+    /// unless the query is routed: no name lookup per message then.
+    fn topic_of(&self, m: &Msg<'_>) -> Option<usize> {
+        if self.topics.len() == 1 {
+            Some(0)
         } else {
-            let Some(t) = self.topics.iter().position(|t| t == m.topic()) else {
-                return Ok(false);
-            };
-            t
-        };
+            self.topics.iter().position(|t| t == m.topic())
+        }
+    }
+
+    /// Processes a batch of messages in order, each as [`Tasks::process`] does; the
+    /// consumer errors among them go into `errors`. Each run of consecutive messages of
+    /// one partition whose task decodes events is decoded first and, where the task
+    /// computes them, announced to its session ([`Session::prefetch`]). Returns whether
+    /// any message was for a current task, and why the batch was left before its end,
+    /// if it was: the rest of it is then not processed.
+    fn process_batch(
+        &mut self,
+        batch: &Batch<'_>,
+        fault: &Fault,
+        errors: &mut Vec<KafkaError>,
+    ) -> Result<(bool, Option<Interrupt>)> {
+        let mut busy = false;
+        let mut events = std::mem::take(&mut self.events);
+        let mut decoded = Vec::new();
+        let n = batch.len();
+        let mut i = 0;
+        while i < n {
+            let m = batch.get(i);
+            if let Some(e) = m.error() {
+                errors.push(e);
+                i += 1;
+                continue;
+            }
+            let (t, p) = (self.topic_of(&m), m.partition());
+            let mut end = i + 1;
+            while end < n {
+                let x = batch.get(end);
+                if x.error().is_some() || x.partition() != p || self.topic_of(&x) != t {
+                    break;
+                }
+                end += 1;
+            }
+            let task = t.and_then(|t| self.tasks.get_mut(&(t, p)));
+            events.clear();
+            decoded.clear();
+            if let Some(task) = task.filter(|task| task.role != Role::Reply) {
+                for k in i..end {
+                    // A message that does not decode is decoded again when processed,
+                    // for its error.
+                    let e = batch.get(k).payload().map(|b| decode_event(b, &self.schema, &self.index));
+                    decoded.push(matches!(e, Some(Ok(_))));
+                    if let Some(Ok((time, row))) = e {
+                        events.push(Event { time, seq: 0, row });
+                    }
+                }
+                if let Some((_, session)) = &mut task.session {
+                    session.prefetch(&events);
+                }
+            }
+            let mut run = events.drain(..);
+            for k in i..end {
+                let event = if decoded.get(k - i) == Some(&true) { run.next() } else { None };
+                let took = self.process(batch.get(k), event.map(|e| (e.time, e.row)))?;
+                busy |= took;
+                if self.doomed.borrow().is_some() {
+                    return Ok((busy, Some(Interrupt::Doomed)));
+                }
+                if took
+                    && fault.point == Some(FaultPoint::ReplayCommit)
+                    && fault.due(self.summary.replayed)
+                {
+                    return Ok((busy, Some(Interrupt::ReplayCommit)));
+                }
+            }
+            drop(run);
+            i = end;
+        }
+        self.events = events;
+        Ok((busy, None))
+    }
+
+    /// Processes one message, `event` its value if it was decoded already; false when
+    /// it was not for a current task.
+    fn process(&mut self, m: Msg<'_>, event: Option<(i64, Vec<Value>)>) -> Result<bool> {
+        let p = m.partition();
+        let Some(t) = self.topic_of(&m) else { return Ok(false) };
         let Some(task) = self.tasks.get_mut(&(t, p)) else { return Ok(false) };
         if m.offset() < task.pos.next {
             return Ok(false);
@@ -834,31 +922,32 @@ impl Tasks<'_> {
             self.id.clear();
             self.id.push_str(std::str::from_utf8(m.key().unwrap_or_default()).unwrap_or_default());
         } else {
-            event_id(m, &mut self.id);
+            event_id(&m, &mut self.id);
         }
         self.summary.messages += 1;
         if !produce {
             self.summary.replayed += 1;
         }
-        let ts = m.timestamp().to_millis();
+        let ts = m.timestamp_ms();
         match role {
-            Role::Input => self.process_input(m, (t, p), produce, ts)?,
+            Role::Input => self.process_input(&m, (t, p), produce, ts, event)?,
             Role::Stage(_) => {
-                let (time, row) = match m.payload() {
-                    Some(b) => decode_event(b, &self.schema, &self.index),
-                    None => Err("empty message".into()),
+                let (time, row) = match (event, m.payload()) {
+                    (Some(e), _) => Ok(e),
+                    (None, Some(b)) => decode_event(b, &self.schema, &self.index),
+                    (None, None) => Err("empty message".into()),
                 }
-                .map_err(|why| self.internal(m, &why))?;
+                .map_err(|why| self.internal(&m, &why))?;
                 self.compute((t, p), time, row, produce, ts)?;
             }
             Role::Reply => {
                 let (stage, partial) = decode_partial(m.payload().unwrap_or_default())
-                    .map_err(|why| self.internal(m, &why))?;
+                    .map_err(|why| self.internal(&m, &why))?;
                 let task = self.tasks.get_mut(&(t, p)).expect("task present");
                 let join = task.join.as_mut().expect("a reply task joins");
                 let done = join
                     .add(&self.routing, &self.id, stage, partial)
-                    .map_err(|why| self.internal(m, &why))?;
+                    .map_err(|why| self.internal(&m, &why))?;
                 match done {
                     Some(Joined::Row(row)) if produce => {
                         encode_result(&row, &mut self.buf);
@@ -875,7 +964,7 @@ impl Tasks<'_> {
         Ok(true)
     }
 
-    fn internal<M: Message>(&self, m: &M, why: &str) -> Error {
+    fn internal(&self, m: &Msg<'_>, why: &str) -> Error {
         Error::Kafka(format!(
             "{} partition {} offset {}: {why} (only Spillway workers write this topic)",
             m.topic(),
@@ -885,17 +974,19 @@ impl Tasks<'_> {
     }
 
     /// An input event: dead-letter it, or route it and compute the input's own stage.
-    fn process_input<M: Message>(
+    fn process_input(
         &mut self,
-        m: &M,
+        m: &Msg<'_>,
         task: (usize, i32),
         produce: bool,
         ts: Option<i64>,
+        event: Option<(i64, Vec<Value>)>,
     ) -> Result<()> {
         self.summary.events += 1;
-        let decoded = match m.payload() {
-            Some(b) => decode_event(b, &self.schema, &self.index),
-            None => Err("empty message".into()),
+        let decoded = match (event, m.payload()) {
+            (Some(e), _) => Ok(e),
+            (None, Some(b)) => decode_event(b, &self.schema, &self.index),
+            (None, None) => Err("empty message".into()),
         };
         let (time, row) = match decoded {
             Ok(e) => e,
@@ -1074,6 +1165,19 @@ fn cached_high_watermark(consumer: &BaseConsumer<Ctx>, topic: &str, p: i32) -> O
     };
     (err == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
         .then_some(high)
+}
+
+/// The event id of a message into `out` (cleared first), as [`super::event_id`] reads
+/// it: its `spillway.id` header, else `TOPIC/PARTITION/OFFSET`.
+fn event_id(m: &Msg<'_>, out: &mut String) {
+    use std::fmt::Write;
+    out.clear();
+    match m.header(ID_HEADER_C).and_then(|h| std::str::from_utf8(h).ok()) {
+        Some(id) => out.push_str(id),
+        None => {
+            let _ = write!(out, "{}/{}/{}", m.topic(), m.partition(), m.offset());
+        }
+    }
 }
 
 fn with_ts<'a>(rec: BaseRecord<'a, str, [u8]>, ts: Option<i64>) -> BaseRecord<'a, str, [u8]> {
