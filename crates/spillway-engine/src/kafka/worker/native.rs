@@ -1,25 +1,113 @@
-//! Batched reads from a worker's consumer: `rd_kafka_consume_batch_queue` on the
-//! consumer's queue hands over up to a batch of messages in one call, where
-//! `BaseConsumer::poll` takes one message per call and serves the main queue each time.
-//! A busy worker then processes its messages a batch at a time, so a task's state
-//! store is told a batch's keys before their events are processed (prefetch), as
-//! `Driver::run` does for a file.
-//!
-//! rdkafka 0.33 does not wrap the batch call, hence this module's unsafe code: the
-//! messages are librdkafka's (`rd_kafka_message_t`), read in place through [`Msg`] and
-//! destroyed when their [`Batch`] is dropped; a batch borrows its consumer, so it cannot
-//! outlive it. librdkafka serves the rebalance callback
-//! inside the batch call, as inside a poll, and drops messages of a partition fetched
-//! before its last seek (the op version barrier), as a poll does.
+//! The librdkafka calls a worker makes that rdkafka 0.33 does not wrap, hence this
+//! module's unsafe code:
+//! - Batched reads ([`Batch`]): `rd_kafka_consume_batch_queue` on the consumer's queue
+//!   hands over up to a batch of messages in one call, where `BaseConsumer::poll` takes
+//!   one message per call and serves the main queue each time. A busy worker then
+//!   processes its messages a batch at a time, so a task's state store is told a
+//!   batch's keys before their events are processed (prefetch), as `Driver::run` does
+//!   for a file. The messages are librdkafka's (`rd_kafka_message_t`), read in place
+//!   through [`Msg`] and destroyed when their [`Batch`] is dropped; a batch borrows its
+//!   consumer, so it cannot outlive it. librdkafka serves the rebalance callback inside
+//!   the batch call, as inside a poll, and drops messages of a partition fetched before
+//!   its last seek (the op version barrier), as a poll does.
+//! - Sends to a topic handle ([`Producer::send_output`]): `rd_kafka_produceva` with a handle
+//!   taken once per topic, where `BaseProducer::send` copies the topic name into a new
+//!   C string and librdkafka looks the topic up by name for every message.
 
-use std::ffi::{c_void, CStr};
+use std::ffi::{c_void, CStr, CString};
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
+use rdkafka::producer::{DefaultProducerContext, Producer as _, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka_sys as sys;
+
+/// A worker's transactional producer with a handle of the topic it sends most to, its
+/// output ([`Producer::send_output`]); the handle is released before the producer.
+pub(super) struct Producer {
+    output: *mut sys::rd_kafka_topic_t,
+    inner: ThreadedProducer<DefaultProducerContext>,
+}
+
+impl Producer {
+    /// `inner` with a handle of topic `output`.
+    pub(super) fn new(inner: ThreadedProducer<DefaultProducerContext>, output: &str) -> Producer {
+        let name = CString::new(output).expect("topic names have no NUL");
+        // SAFETY: the client is valid while `inner` lives; the handle is released in
+        // `drop`, before `inner` is.
+        let output = unsafe {
+            sys::rd_kafka_topic_new(
+                inner.client().native_ptr(),
+                name.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert!(!output.is_null(), "librdkafka refused a handle of topic {name:?}");
+        Producer { output, inner }
+    }
+
+    /// The producer, for everything but [`Producer::send_output`].
+    pub(super) fn inner(&self) -> &ThreadedProducer<DefaultProducerContext> {
+        &self.inner
+    }
+
+    /// Sends one message without headers to the output topic, partitioned by `key`
+    /// as `BaseProducer::send` would, with timestamp `ts` (`None`: now). librdkafka
+    /// copies key and value. The error is librdkafka's refusal (a full queue, a doomed
+    /// transaction), as `BaseProducer::send` gives it.
+    pub(super) fn send_output(
+        &self,
+        key: &[u8],
+        payload: &[u8],
+        ts: Option<i64>,
+    ) -> Result<(), KafkaError> {
+        let vu = |vtype, u| sys::rd_kafka_vu_t { vtype, u };
+        use sys::rd_kafka_vtype_t as V;
+        let mem = |b: &[u8]| sys::rd_kafka_vu_s__bindgen_ty_1 {
+            mem: sys::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
+                ptr: b.as_ptr() as *mut c_void,
+                size: b.len(),
+            },
+        };
+        let vus = [
+            vu(V::RD_KAFKA_VTYPE_RKT, sys::rd_kafka_vu_s__bindgen_ty_1 { rkt: self.output }),
+            vu(V::RD_KAFKA_VTYPE_PARTITION, sys::rd_kafka_vu_s__bindgen_ty_1 { i32_: -1 }),
+            vu(
+                V::RD_KAFKA_VTYPE_MSGFLAGS,
+                sys::rd_kafka_vu_s__bindgen_ty_1 { i: sys::RD_KAFKA_MSG_F_COPY },
+            ),
+            vu(V::RD_KAFKA_VTYPE_VALUE, mem(payload)),
+            vu(V::RD_KAFKA_VTYPE_KEY, mem(key)),
+            vu(
+                V::RD_KAFKA_VTYPE_TIMESTAMP,
+                sys::rd_kafka_vu_s__bindgen_ty_1 { i64_: ts.unwrap_or(0) },
+            ),
+        ];
+        // SAFETY: the client and the topic handle are valid while `self` lives; key and
+        // value are copied (RD_KAFKA_MSG_F_COPY) before the call returns; an error
+        // object returned is destroyed here, once.
+        unsafe {
+            let e =
+                sys::rd_kafka_produceva(self.inner.client().native_ptr(), vus.as_ptr(), vus.len());
+            if e.is_null() {
+                return Ok(());
+            }
+            let code = sys::rd_kafka_error_code(e);
+            sys::rd_kafka_error_destroy(e);
+            Err(KafkaError::MessageProduction(code.into()))
+        }
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from `rd_kafka_topic_new` and is released once, before
+        // the producer (`inner` is dropped after this).
+        unsafe { sys::rd_kafka_topic_destroy(self.output) };
+    }
+}
 
 /// Messages taken from a consumer by one [`Batch::poll`], destroyed when it is dropped.
 pub(super) struct Batch<'c> {
@@ -54,8 +142,12 @@ impl<'c> Batch<'c> {
                 // wait for one, then take what came with it.
                 n = sys::rd_kafka_consume_batch_queue(queue, ms, msgs.as_mut_ptr(), 1);
                 if n == 1 && max > 1 {
-                    let more =
-                        sys::rd_kafka_consume_batch_queue(queue, 0, msgs.as_mut_ptr().add(1), max - 1);
+                    let more = sys::rd_kafka_consume_batch_queue(
+                        queue,
+                        0,
+                        msgs.as_mut_ptr().add(1),
+                        max - 1,
+                    );
                     n += more.max(0);
                 }
             }
