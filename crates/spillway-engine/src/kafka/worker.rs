@@ -80,6 +80,16 @@
 //! its open transaction, closes every task and reopens the tasks of its new assignment
 //! from their checkpoints, rewinding each partition as above.
 //!
+//! # Batches
+//! A worker takes up to [`BATCH_MESSAGES`] messages from its consumer at a time (the
+//! `native` submodule: librdkafka's batch call, messages read in place) and processes
+//! them in order. Each run of consecutive messages of one partition is decoded first and
+//! announced to its task's session ([`Session::prefetch`]), so the state store fetches
+//! the run's keys together, as the file job's driver does for its batches. Timers (the
+//! commit and checkpoint intervals, progress) are read once per batch. A rebalance seen
+//! after a batch drops the whole batch, as it dropped a polled message: the rebuild's
+//! seeks deliver its messages again.
+//!
 //! # Bad messages
 //! An input message that does not decode as an event of the topic's schema goes, with the
 //! error in header `spillway.error`, to `OUT.dead-letter` in the same transaction and is
