@@ -30,7 +30,7 @@ OUT=${4:-docs/bench/kafka-latency-$MODE}
 COMMIT=${COMMIT_EVERY:-20ms}
 case "$MODE" in inplace|routed) ;; *) echo "MODE must be inplace or routed, not $MODE" >&2; exit 2;; esac
 cargo build -q --release -p spillway-cli --features kafka
-S=target/release/spillway
+S=${CARGO_TARGET_DIR:-target}/release/spillway
 W=$(mktemp -d /tmp/spillway-klat.XXXXXX)
 PIDS=()
 cleanup() {

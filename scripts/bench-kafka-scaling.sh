@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 N=${1:-1000000}
 CARDS=${2:-100000}
 cargo build -q --release -p spillway-cli --features kafka
-S=target/release/spillway
+S=${CARGO_TARGET_DIR:-target}/release/spillway
 W=$(mktemp -d /tmp/spillway-kbench.XXXXXX)
 trap 'scripts/kafka.sh stop "$W/broker" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
 B=$(scripts/kafka.sh start "$W/broker")

@@ -287,6 +287,14 @@ impl Session {
         self.driver.operator().one_row_per_event()
     }
 
+    /// Announces the next events, in the order they will be pushed, so the state store
+    /// can prefetch the state they touch (as [`Driver::run`] does for each batch it
+    /// reads). A hint only: results are exactly those of pushing the events without it.
+    /// The events' sequence numbers are ignored.
+    pub fn prefetch(&mut self, events: &[crate::value::Event]) {
+        self.driver.prefetch(events);
+    }
+
     /// Processes the next event: `row` holds one value per schema field (its time field
     /// equal to `time`). The rows it emits are appended to `rows`: the event's own row
     /// for per-event metrics ([`Outcome::Emitted`]), the rows of the windows it closed for
