@@ -2,16 +2,7 @@
 //! the library crates, runs them and prints; all real work lives in `spillway-bench`,
 //! `spillway-store` and `spillway-engine`. Errors print as `error: ...` with exit code 1.
 
-mod cache_bench_cmd;
-mod cache_cmd;
-mod engine_cmd;
-mod holistic_bench_cmd;
-#[cfg(feature = "kafka")]
-mod kafka_cmd;
-mod shared_cmd;
-mod windows_bench_cmd;
-mod workload_cmd;
-mod workload_run;
+mod cmd;
 
 /// mimalloc: the engine allocates event rows on one thread (the reservoir's reader
 /// decodes chunks) and frees them on another; glibc malloc spends ~10% of an engine run
@@ -28,6 +19,15 @@ use spillway_bench::disk_bench::{self, DiskProbeConfig};
 use spillway_bench::store_bench::{self, Scale, StoreBenchConfig};
 use spillway_bench::units::{parse_count, parse_size};
 use spillway_store::StoreKind;
+
+use cmd::bench::{
+    cache as cache_bench_cmd, holistic as holistic_bench_cmd, shared as shared_cmd,
+    windows as windows_bench_cmd, workload as workload_run,
+};
+#[cfg(feature = "kafka")]
+use cmd::kafka as kafka_cmd;
+use cmd::run::file as engine_cmd;
+use cmd::{cache as cache_cmd, trace as workload_cmd};
 
 /// Spillway: state stores for stream processing.
 #[derive(Debug, Parser)]

@@ -16,7 +16,7 @@ use spillway_bench::trace::{convert_records, TraceFormat};
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
     /// Generate a state-access trace from an experiment (TOML or a Gadget config file).
-    Gen(crate::workload_run::GenArgs),
+    Gen(crate::cmd::bench::workload::GenArgs),
     /// Characterize a trace: op mix, amplification, stack distances and miss-ratio
     /// curve, key-sequence uniqueness, working set, key time-to-live.
     Stats(StatsArgs),

@@ -17,7 +17,7 @@ use spillway_engine::session::SessionConfig;
 use spillway_engine::source::OnError;
 use spillway_engine::value::TimeUnit;
 
-use crate::engine_cmd::{
+use crate::cmd::run::file::{
     check_from, progress_bar, read_query, source_options, InputArgs, OnErrorArg, RunArgs,
 };
 
@@ -409,7 +409,7 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
 pub fn run_worker(a: RunArgs) -> Result<()> {
     let mut cfg = worker_config(&a)?;
     // Taken before the worker joins its group: a bad or busy address fails first.
-    let (metrics, _metrics_server) = crate::engine_cmd::metrics_server(a.metrics_addr.as_deref())?;
+    let (metrics, _metrics_server) = crate::cmd::run::file::metrics_server(a.metrics_addr.as_deref())?;
     cfg.metrics = metrics;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -580,7 +580,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     if kafka_input {
         // Every flag is used or refused in `kafka_cmd::worker_config`.
         #[cfg(feature = "kafka")]
-        return crate::kafka_cmd::run_worker(a);
+        return crate::cmd::kafka::run_worker(a);
         #[cfg(not(feature = "kafka"))]
         bail!("--input {}: this spillway was built without Kafka support; build it with `cargo build --release --features kafka` (needs librdkafka-dev)", a.input.display());
     }

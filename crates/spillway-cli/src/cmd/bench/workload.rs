@@ -58,7 +58,7 @@ fn load(path: &std::path::Path) -> Result<Experiment> {
 pub fn gen(a: GenArgs) -> Result<()> {
     let exp = load(&a.config)?;
     if a.format != "null" {
-        crate::workload_cmd::create_parent(&a.out)?;
+        crate::cmd::trace::create_parent(&a.out)?;
     }
     if a.format == "null" {
         let r = generate(&exp, &mut |_, op| {
@@ -157,7 +157,7 @@ fn write_json_with(
     for (k, x) in extra {
         v[k] = x;
     }
-    crate::workload_cmd::create_parent(path)?;
+    crate::cmd::trace::create_parent(path)?;
     std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -1,0 +1,3 @@
+//! `spillway run`.
+
+pub mod file;
