@@ -1,5 +1,5 @@
-//! `spillway trace ...` and `spillway report`: argument parsing and printing around
-//! `spillway_bench::trace` and `spillway_bench::report`.
+//! `spillway trace gen|stats|convert`: argument parsing and printing around
+//! `spillway_bench::trace` and `spillway_bench::workload`.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -7,16 +7,19 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use spillway_bench::report::{render_html, ReportInput};
+use spillway_bench::trace::gadget::GadgetTextWriter;
 use spillway_bench::trace::open::TraceFile;
 use spillway_bench::trace::stats::{characterize, CharacterizeOptions};
 use spillway_bench::trace::{convert_records, TraceFormat};
+use spillway_bench::workload::run::{generate, generate_trace_file};
+
+use crate::cmd::args::{create_parent, load_experiment};
 
 /// `spillway trace`.
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
     /// Generate a state-access trace from an experiment (TOML or a Gadget config file).
-    Gen(crate::cmd::bench::workload::GenArgs),
+    Gen(GenArgs),
     /// Characterize a trace: op mix, amplification, stack distances and miss-ratio
     /// curve, key-sequence uniqueness, working set, key time-to-live.
     Stats(StatsArgs),
@@ -61,14 +64,28 @@ pub struct ConvertArgs {
     to: Option<String>,
 }
 
-/// `spillway report`.
+/// `spillway trace gen`.
 #[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// A results JSON written by `spillway bench suite` or `bench workload`
-    results: PathBuf,
-    /// Write the HTML page (self-contained, SVG plots) to FILE
+pub struct GenArgs {
+    /// Experiment: a TOML file or a Gadget `key=value` config file
     #[arg(long, value_name = "FILE")]
-    html: PathBuf,
+    config: PathBuf,
+    /// Output trace file
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Trace format: bin (Spillway's checksummed binary), gadget (Gadget's text), or null
+    /// (count the ops and write nothing: measures generation alone)
+    #[arg(long, default_value = "bin", value_name = "FORMAT")]
+    format: String,
+}
+
+/// Runs a `spillway trace` command.
+pub fn run(cmd: TraceCommand) -> Result<()> {
+    match cmd {
+        TraceCommand::Gen(a) => gen(a),
+        TraceCommand::Stats(a) => stats(a),
+        TraceCommand::Convert(a) => convert(a),
+    }
 }
 
 /// Opens a trace in its detected compression and format; errors name the file.
@@ -76,21 +93,8 @@ pub fn open_trace(path: &Path) -> Result<TraceFile> {
     spillway_bench::trace::open::open(path).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
-/// Creates the directory `path` will be written into, if missing, with an error that
-/// names it.
-pub fn create_parent(path: &Path) -> Result<()> {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => {
-            std::fs::create_dir_all(dir).with_context(|| {
-                format!("cannot create the directory {} for {}", dir.display(), path.display())
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The output format named by `to`, or implied by the file's extension.
-pub fn output_format(path: &Path, to: Option<&str>) -> Result<TraceFormat> {
+fn output_format(path: &Path, to: Option<&str>) -> Result<TraceFormat> {
     match to {
         Some(s) => TraceFormat::parse(s)
             .ok_or_else(|| anyhow!("unknown trace format `{s}`; use bin or gadget")),
@@ -102,7 +106,7 @@ pub fn output_format(path: &Path, to: Option<&str>) -> Result<TraceFormat> {
 }
 
 /// `spillway trace stats`.
-pub fn stats(a: StatsArgs) -> Result<()> {
+fn stats(a: StatsArgs) -> Result<()> {
     let mut opts = CharacterizeOptions {
         sequence_len: a.sequence_len,
         window_ops: a.window_ops,
@@ -126,7 +130,7 @@ pub fn stats(a: StatsArgs) -> Result<()> {
 }
 
 /// `spillway trace convert`.
-pub fn convert_cmd(a: ConvertArgs) -> Result<()> {
+fn convert(a: ConvertArgs) -> Result<()> {
     let to = output_format(&a.output, a.to.as_deref())?;
     if a.input == a.output {
         bail!("input and output are the same file");
@@ -148,21 +152,53 @@ pub fn convert_cmd(a: ConvertArgs) -> Result<()> {
     Ok(())
 }
 
-/// `spillway report`.
-pub fn report(a: ReportArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.results)
-        .with_context(|| format!("cannot read {}", a.results.display()))?;
-    let input: ReportInput = serde_json::from_str(&text).with_context(|| {
-        format!("{}: expected a results JSON with a `rows` array", a.results.display())
-    })?;
-    create_parent(&a.html)?;
-    std::fs::write(&a.html, render_html(&input))
-        .with_context(|| format!("cannot write {}", a.html.display()))?;
+/// `spillway trace gen`.
+fn gen(a: GenArgs) -> Result<()> {
+    let exp = load_experiment(&a.config)?;
+    if a.format != "null" {
+        create_parent(&a.out)?;
+    }
+    if a.format == "null" {
+        let r = generate(&exp, &mut |_, op| {
+            std::hint::black_box(op);
+            Ok(())
+        })?;
+        eprintln!(
+            "{} input events -> {} state ops in {:.3} s: {:.2}M ops/s generated (null sink)",
+            r.input_events,
+            r.ops,
+            r.seconds,
+            r.ops as f64 / r.seconds.max(1e-9) / 1e6
+        );
+        return Ok(());
+    }
+    let format = TraceFormat::parse(&a.format)
+        .ok_or_else(|| anyhow!("--format {}: use bin, gadget or null", a.format))?;
+    let r = match format {
+        TraceFormat::Binary => generate_trace_file(&exp, &a.out)
+            .with_context(|| format!("writing {}", a.out.display()))?,
+        TraceFormat::GadgetText => {
+            let f = std::fs::File::create(&a.out)
+                .with_context(|| format!("cannot create {}", a.out.display()))?;
+            let f = BufWriter::with_capacity(1 << 20, f);
+            let mut w = GadgetTextWriter::new(f);
+            let r = generate(&exp, &mut |_, op| Ok(w.write(op)?))?;
+            w.finish()?;
+            r
+        }
+    };
     eprintln!(
-        "wrote {} ({} rows, {} traces)",
-        a.html.display(),
-        input.rows.len(),
-        input.traces.len()
+        "{}: {} input events -> {} state ops ({:.2} per event) in {:.2} s ({:.2}M ops/s); ops {:?}; events generated {}, emitted {}; late beyond allowed lateness {}",
+        a.out.display(),
+        r.input_events,
+        r.ops,
+        r.ops as f64 / r.input_events.max(1) as f64,
+        r.seconds,
+        r.ops as f64 / r.seconds.max(1e-9) / 1e6,
+        r.op_counts,
+        r.stream.generated,
+        r.stream.emitted,
+        r.operator.late_dropped,
     );
     Ok(())
 }
