@@ -14,8 +14,9 @@ pub struct ReportArgs {
     /// A results JSON written by `spillway bench suite` or `bench workload`
     results: PathBuf,
     /// Write the HTML page (self-contained, SVG plots) to FILE
-    #[arg(long, value_name = "FILE")]
-    html: PathBuf,
+    // `--html`: the spelling before `--output`, kept for one release.
+    #[arg(long, value_name = "FILE", alias = "html")]
+    output: PathBuf,
 }
 
 /// `spillway report`.
@@ -25,14 +26,35 @@ pub fn report(a: ReportArgs) -> Result<()> {
     let input: ReportInput = serde_json::from_str(&text).with_context(|| {
         format!("{}: expected a results JSON with a `rows` array", a.results.display())
     })?;
-    create_parent(&a.html)?;
-    std::fs::write(&a.html, render_html(&input))
-        .with_context(|| format!("cannot write {}", a.html.display()))?;
+    create_parent(&a.output)?;
+    std::fs::write(&a.output, render_html(&input))
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
     eprintln!(
         "wrote {} ({} rows, {} traces)",
-        a.html.display(),
+        a.output.display(),
         input.rows.len(),
         input.traces.len()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Report {
+        #[command(flatten)]
+        a: ReportArgs,
+    }
+
+    /// `--html`, the spelling before `--output`, still parses.
+    #[test]
+    fn html_still_parses() {
+        for flag in ["--output", "--html"] {
+            let a = Report::try_parse_from(["report", "r.json", flag, "r.html"]).unwrap().a;
+            assert_eq!(a.output, PathBuf::from("r.html"), "{flag}");
+        }
+    }
 }

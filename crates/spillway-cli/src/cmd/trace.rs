@@ -22,8 +22,10 @@ pub enum TraceCommand {
     Gen(GenArgs),
     /// Characterize a trace: op mix, amplification, stack distances and miss-ratio
     /// curve, key-sequence uniqueness, working set, key time-to-live.
+    #[command(override_usage = "spillway trace stats [OPTIONS] --trace <FILE>")]
     Stats(StatsArgs),
     /// Convert a trace between Spillway's binary format and Gadget's text format.
+    #[command(override_usage = "spillway trace convert [OPTIONS] --trace <FILE> --output <FILE>")]
     Convert(ConvertArgs),
 }
 
@@ -32,7 +34,13 @@ pub enum TraceCommand {
 pub struct StatsArgs {
     /// The trace (binary or Gadget text, gzip- or xz-compressed or not; detected from
     /// its first bytes)
-    file: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "file")]
+    trace: Option<PathBuf>,
+
+    /// The trace as a positional argument, the spelling before --trace (kept for one
+    /// release)
+    #[arg(hide = true, value_name = "FILE", conflicts_with = "trace")]
+    file: Option<PathBuf>,
 
     /// Also compute the Kolmogorov-Smirnov distance between this trace's key
     /// rank-frequency distribution and that of another trace
@@ -55,10 +63,21 @@ pub struct StatsArgs {
 /// `spillway trace convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// Input trace (format and gzip/xz compression detected from its first bytes)
-    input: PathBuf,
-    /// Output trace
-    output: PathBuf,
+    /// The trace to convert (format and gzip/xz compression detected from its first
+    /// bytes)
+    #[arg(long, value_name = "FILE", required_unless_present = "input")]
+    trace: Option<PathBuf>,
+    /// Output trace file
+    #[arg(long, value_name = "FILE", required_unless_present = "output_file")]
+    output: Option<PathBuf>,
+    /// The input trace as the first positional argument, the spelling before --trace
+    /// (kept for one release)
+    #[arg(hide = true, value_name = "INPUT", conflicts_with = "trace")]
+    input: Option<PathBuf>,
+    /// The output trace as the second positional argument, the spelling before --output
+    /// (kept for one release)
+    #[arg(hide = true, value_name = "OUTPUT", conflicts_with = "output")]
+    output_file: Option<PathBuf>,
     /// Output format: bin or gadget [default: gadget for .log/.txt, else bin]
     #[arg(long, value_name = "FORMAT")]
     to: Option<String>,
@@ -71,8 +90,9 @@ pub struct GenArgs {
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Output trace file
-    #[arg(long, value_name = "FILE")]
-    out: PathBuf,
+    // `--out`: the spelling before `--output`, kept for one release.
+    #[arg(long, value_name = "FILE", alias = "out")]
+    output: PathBuf,
     /// Trace format: bin (Spillway's checksummed binary), gadget (Gadget's text), or null
     /// (count the ops and write nothing: measures generation alone)
     #[arg(long, default_value = "bin", value_name = "FORMAT")]
@@ -117,9 +137,10 @@ fn stats(a: StatsArgs) -> Result<()> {
             .with_context(|| format!("{}", other.display()))?;
         opts.reference_counts = Some(freq);
     }
-    let t = open_trace(&a.file)?;
+    let file = a.trace.or(a.file).expect("clap requires --trace");
+    let t = open_trace(&file)?;
     opts.input_events = t.input_events();
-    let s = characterize(t.reader, &opts).with_context(|| format!("{}", a.file.display()))?;
+    let s = characterize(t.reader, &opts).with_context(|| format!("{}", file.display()))?;
     print!("{}", s.table());
     if let Some(p) = &a.json {
         create_parent(p)?;
@@ -131,22 +152,24 @@ fn stats(a: StatsArgs) -> Result<()> {
 
 /// `spillway trace convert`.
 fn convert(a: ConvertArgs) -> Result<()> {
-    let to = output_format(&a.output, a.to.as_deref())?;
-    if a.input == a.output {
+    let input = a.trace.or(a.input).expect("clap requires --trace");
+    let output = a.output.or(a.output_file).expect("clap requires --output");
+    let to = output_format(&output, a.to.as_deref())?;
+    if input == output {
         bail!("input and output are the same file");
     }
-    let t = open_trace(&a.input)?;
+    let t = open_trace(&input)?;
     let from = t.format;
-    create_parent(&a.output)?;
+    create_parent(&output)?;
     let out =
-        File::create(&a.output).with_context(|| format!("cannot create {}", a.output.display()))?;
+        File::create(&output).with_context(|| format!("cannot create {}", output.display()))?;
     let n = convert_records(t.reader, BufWriter::with_capacity(1 << 20, out), to)
-        .with_context(|| format!("{} -> {}", a.input.display(), a.output.display()))?;
+        .with_context(|| format!("{} -> {}", input.display(), output.display()))?;
     eprintln!(
         "{n} records: {} ({}) -> {} ({})",
-        a.input.display(),
+        input.display(),
         from.name(),
-        a.output.display(),
+        output.display(),
         to.name()
     );
     Ok(())
@@ -156,7 +179,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
 fn gen(a: GenArgs) -> Result<()> {
     let exp = load_experiment(&a.config)?;
     if a.format != "null" {
-        create_parent(&a.out)?;
+        create_parent(&a.output)?;
     }
     if a.format == "null" {
         let r = generate(&exp, &mut |_, op| {
@@ -175,11 +198,11 @@ fn gen(a: GenArgs) -> Result<()> {
     let format = TraceFormat::parse(&a.format)
         .ok_or_else(|| anyhow!("--format {}: use bin, gadget or null", a.format))?;
     let r = match format {
-        TraceFormat::Binary => generate_trace_file(&exp, &a.out)
-            .with_context(|| format!("writing {}", a.out.display()))?,
+        TraceFormat::Binary => generate_trace_file(&exp, &a.output)
+            .with_context(|| format!("writing {}", a.output.display()))?,
         TraceFormat::GadgetText => {
-            let f = std::fs::File::create(&a.out)
-                .with_context(|| format!("cannot create {}", a.out.display()))?;
+            let f = std::fs::File::create(&a.output)
+                .with_context(|| format!("cannot create {}", a.output.display()))?;
             let f = BufWriter::with_capacity(1 << 20, f);
             let mut w = GadgetTextWriter::new(f);
             let r = generate(&exp, &mut |_, op| Ok(w.write(op)?))?;
@@ -189,7 +212,7 @@ fn gen(a: GenArgs) -> Result<()> {
     };
     eprintln!(
         "{}: {} input events -> {} state ops ({:.2} per event) in {:.2} s ({:.2}M ops/s); ops {:?}; events generated {}, emitted {}; late beyond allowed lateness {}",
-        a.out.display(),
+        a.output.display(),
         r.input_events,
         r.ops,
         r.ops as f64 / r.input_events.max(1) as f64,
@@ -201,4 +224,55 @@ fn gen(a: GenArgs) -> Result<()> {
         r.operator.late_dropped,
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Trace {
+        #[command(subcommand)]
+        c: TraceCommand,
+    }
+
+    fn parse(argv: &[&str]) -> Result<TraceCommand, clap::Error> {
+        Trace::try_parse_from(std::iter::once("trace").chain(argv.iter().copied())).map(|t| t.c)
+    }
+
+    /// The spellings before `--output` and `--trace` (documented until this release) still
+    /// parse, to the same values; giving both spellings of one argument is refused.
+    #[test]
+    fn old_spellings_still_parse() {
+        let gen = |argv: &[&str]| match parse(argv).unwrap() {
+            TraceCommand::Gen(a) => a.output,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(gen(&["gen", "--config", "c.toml", "--out", "t.bin"]), Path::new("t.bin"));
+        assert_eq!(gen(&["gen", "--config", "c.toml", "--output", "t.bin"]), Path::new("t.bin"));
+
+        let stats = |argv: &[&str]| match parse(argv).unwrap() {
+            TraceCommand::Stats(a) => a.trace.or(a.file).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(stats(&["stats", "t.bin", "--json", "s.json"]), Path::new("t.bin"));
+        assert_eq!(stats(&["stats", "--trace", "t.bin"]), Path::new("t.bin"));
+        assert!(parse(&["stats", "--trace", "a", "b"]).is_err());
+        let e = parse(&["stats"]).unwrap_err().to_string();
+        assert!(e.contains("--trace <FILE>"), "{e}");
+
+        let convert = |argv: &[&str]| match parse(argv).unwrap() {
+            TraceCommand::Convert(a) => {
+                (a.trace.or(a.input).unwrap(), a.output.or(a.output_file).unwrap())
+            }
+            other => panic!("{other:?}"),
+        };
+        let want = (PathBuf::from("t.bin"), PathBuf::from("t.log"));
+        assert_eq!(convert(&["convert", "t.bin", "t.log"]), want);
+        assert_eq!(convert(&["convert", "--trace", "t.bin", "--output", "t.log"]), want);
+        assert_eq!(convert(&["convert", "t.bin", "--output", "t.log", "--to", "gadget"]), want);
+        let e = parse(&["convert", "--trace", "t.bin"]).unwrap_err().to_string();
+        assert!(e.contains("--output <FILE>"), "{e}");
+    }
 }
