@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 
 /// Spillway: state stores for stream processing.
 #[derive(Debug, Parser)]
-#[command(name = "spillway", version, about)]
+#[command(name = "spillway", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -25,7 +25,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a SQL metrics query over an input file: one output row per event with its
-    /// exact sliding-window metrics.
+    /// exact sliding-window metrics (with `--input kafka://...`, as a worker of a Kafka
+    /// consumer group).
     Run(Box<cmd::run::RunArgs>),
     /// Generate payments and score them with Railgun's fraud metrics (no input needed).
     Demo(cmd::demo::DemoArgs),
