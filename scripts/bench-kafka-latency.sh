@@ -62,7 +62,7 @@ $S kafka produce --brokers "$B" --topic pay --input "$W/none.csv" "${TYPES[@]}" 
 
 worker() { # $1 = id
   $S run --query "$Q" --input "kafka://$B/pay" --table payments --output "kafka://$B/out" --group g \
-    --checkpoint-dir "$W/ckpt" --checkpoint-every 1s --commit-every "$COMMIT" \
+    --checkpoint-dir "$W/ckpt" --checkpoint-interval 1s --commit-every "$COMMIT" \
     --worker-id "$1" 2>>"$OUT/$1.log" &
   PIDS+=($!)
   eval "PID_$1=$!"

@@ -29,7 +29,7 @@ run_group() { # $1 = workers; prints the combined events/s
   local k=$1 g="g$1" pids=() first=9e99 last=0 total=0
   for i in $(seq 1 "$k"); do
     $S run --query "$Q" --input "kafka://$B/pay" --table payments --output "kafka://$B/out$k" --group "$g" \
-      --checkpoint-dir "$W/ckpt$k" --checkpoint-every 1s --worker-id "w$i" --idle-exit 3s \
+      --checkpoint-dir "$W/ckpt$k" --checkpoint-interval 1s --worker-id "w$i" --idle-exit 3s \
       2>"$W/w$k.$i.log" &
     pids+=($!)
   done

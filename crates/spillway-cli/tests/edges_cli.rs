@@ -139,7 +139,7 @@ fn side_output_and_dead_letters_to_fifos_are_written_in_place() {
         s(&dead),
         "--checkpoint-dir",
         s(&ckpt),
-        "--checkpoint-every",
+        "--checkpoint-events",
         "2",
         "-q",
     ]);
@@ -220,7 +220,7 @@ fn checkpointed_then_failed(dir: &Path, out: &Path, ckpt: &Path) -> PathBuf {
         s(out),
         "--checkpoint-dir",
         s(ckpt),
-        "--checkpoint-every",
+        "--checkpoint-events",
         "1500",
     ]);
     assert!(err.contains("first 3000 input events"), "{err}");
@@ -308,7 +308,7 @@ fn a_store_that_cannot_checkpoint_is_refused_before_the_run() {
     let ckpt = d.path().join("ckpt");
     let mut args = ckpt_args(&input, &out, &ckpt);
     args.pop();
-    args.extend(["--store", "tiered", "--l3", "none", "--checkpoint-every", "1000"]);
+    args.extend(["--store", "tiered", "--l3", "none", "--checkpoint-events", "1000"]);
     let err = run_err(&args);
     assert!(err.contains("--l3 none") && err.contains("cannot checkpoint"), "{err}");
     assert!(!err.contains("cut back"), "{err}");

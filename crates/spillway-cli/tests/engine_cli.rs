@@ -318,7 +318,7 @@ fn resume_after_sigkill_is_byte_identical() {
     let ckpt = d.path().join("ckpt");
     let mut args = base(&got_out);
     args.extend(["--checkpoint-dir".into(), ckpt.to_str().unwrap().into()]);
-    args.extend(["--checkpoint-every", "3000"].map(String::from));
+    args.extend(["--checkpoint-events", "3000"].map(String::from));
     args.extend(SMALL_SEGMENTS.map(String::from));
     let marker = d.path().join("halted");
     // SIGKILLs before the first checkpoint (the resume starts over), between
@@ -411,7 +411,7 @@ fn resume_with_skipped_rows_keeps_the_dead_letter_file() {
     let ckpt = d.path().join("ckpt");
     let mut args = rows_args(&input, &got_out, &skip(&got_dead));
     args.extend(
-        ["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-every", "2000"]
+        ["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-events", "2000"]
             .map(String::from),
     );
     let marker = d.path().join("halted");
@@ -488,7 +488,7 @@ fn failed_run_with_checkpoints_keeps_the_checkpointed_prefix() {
     let args = rows_args(
         &input,
         &out,
-        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-every", "3000"],
+        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-events", "3000"],
     );
     let err = run_err(&strs(&args));
     assert!(err.contains("line 7502"), "{err}");
@@ -503,7 +503,7 @@ fn failed_run_with_checkpoints_keeps_the_checkpointed_prefix() {
     assert!(std::fs::read(&out).unwrap() == full, "the resumed output differs");
 }
 
-/// `--checkpoint-every 0` with `--checkpoint-dir` makes no checkpoints and releases the
+/// `--checkpoint-events 0` with `--checkpoint-dir` makes no checkpoints and releases the
 /// reservoir's segments as the windows pass them (it used to keep every one).
 #[test]
 fn checkpoint_every_zero_releases_reservoir_segments() {
@@ -515,7 +515,7 @@ fn checkpoint_every_zero_releases_reservoir_segments() {
     let mut args = rows_args(
         &input,
         &out,
-        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-every", "0"],
+        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-events", "0"],
     );
     args.retain(|a| a != "--quiet");
     args.extend(SMALL_SEGMENTS.map(String::from));
@@ -551,7 +551,7 @@ fn checkpoint_pauses_are_reported_and_counted_in_latency() {
     let mut args = rows_args(
         &input,
         &out,
-        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-every", "1000"],
+        &["--checkpoint-dir", ckpt.to_str().unwrap(), "--checkpoint-events", "1000"],
     );
     args.retain(|a| a != "--quiet");
     let (_, err) = run_ok(&strs(&args));
@@ -567,6 +567,43 @@ fn checkpoint_pauses_are_reported_and_counted_in_latency() {
         latency_max >= pause_max,
         "latency max {latency_max} us < checkpoint pause {pause_max} us"
     );
+}
+
+/// `--checkpoint-every`, the spelling before `--checkpoint-events` (kept for one
+/// release), still counts a file job's input events; a worker's `--checkpoint-interval`
+/// is refused for a file, a duration is not a count, and both spellings at once are
+/// refused.
+#[test]
+fn checkpoint_every_still_counts_input_events() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("t.csv");
+    rows_input(&input, 5_500, &[]);
+    let out = d.path().join("out.csv");
+    let ckpt = d.path().join("ckpt");
+    let summary = |flag: &str| {
+        let _ = std::fs::remove_dir_all(&ckpt);
+        let mut args =
+            rows_args(&input, &out, &["--checkpoint-dir", ckpt.to_str().unwrap(), flag, "1000"]);
+        args.retain(|a| a != "--quiet");
+        let (_, err) = run_ok(&strs(&args));
+        let line =
+            err.lines().find(|l| l.contains(" checkpoints")).unwrap_or_else(|| panic!("{err}"));
+        line.split_once(',').map_or(line, |(n, _)| n).to_string()
+    };
+    assert_eq!(summary("--checkpoint-every"), "5 checkpoints");
+    assert_eq!(summary("--checkpoint-events"), "5 checkpoints");
+    let ck = ckpt.to_str().unwrap();
+    let refused: &[(&[&str], &str)] = &[
+        (&["--checkpoint-interval", "1s"], "--checkpoint-interval is for Kafka workers"),
+        (&["--checkpoint-every", "1s"], "--checkpoint-every: expected a count"),
+        (&["--checkpoint-every", "1000", "--checkpoint-events", "1000"], "cannot be used with"),
+    ];
+    for (extra, want) in refused {
+        let mut a = vec!["--checkpoint-dir", ck];
+        a.extend_from_slice(extra);
+        let e = run_err(&strs(&rows_args(&input, &out, &a)));
+        assert!(e.contains(want), "{extra:?}: {e}");
+    }
 }
 
 /// `--store tiered` with an L1 of a few entries over a private Redis (`--l2 auto`)
@@ -785,7 +822,7 @@ fn windowed_aggregation_resumes_byte_identical_after_sigkill() {
         let ckpt = d.path().join(format!("ckpt{qi}"));
         let mut args = base(&got_out);
         args.extend(["--checkpoint-dir".into(), ckpt.to_str().unwrap().into()]);
-        args.extend(["--checkpoint-every", "2500"].map(String::from));
+        args.extend(["--checkpoint-events", "2500"].map(String::from));
         let marker = d.path().join("halted");
         for (i, &at) in [700, 9_100, 40_000, 119_999].iter().enumerate() {
             let mut a = args.clone();
@@ -901,7 +938,7 @@ fn backfill_args(q: &str, input: &Path, out: &Path, ckpt: &Path, extra: &[&str])
         "50",
         "--checkpoint-dir",
         ckpt.to_str().unwrap(),
-        "--checkpoint-every",
+        "--checkpoint-events",
         "3000",
     ]
     .map(String::from)

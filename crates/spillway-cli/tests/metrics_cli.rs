@@ -102,7 +102,7 @@ fn a_running_job_serves_its_figures_at_the_metrics_address() {
             .args(["run", "--query", Q, "--input", input.to_str().unwrap()])
             .args(["--output", d.path().join("out.csv").to_str().unwrap()])
             .args(["--checkpoint-dir", d.path().join("ckpt").to_str().unwrap()])
-            .args(["--checkpoint-every", "1000", "--metrics-addr", "127.0.0.1:0"])
+            .args(["--checkpoint-events", "1000", "--metrics-addr", "127.0.0.1:0"])
             .args(["--halt-after", "3000", "--halt-marker", marker.to_str().unwrap()])
             .stderr(Stdio::piped())
             .stdout(Stdio::null())

@@ -32,23 +32,23 @@ fn same_seed_same_trace_bytes_and_gadget_round_trip() {
     let cfg = d.path().join("exp.toml");
     std::fs::write(&cfg, EXP).unwrap();
     let (a, b) = (d.path().join("a.trace"), d.path().join("b.trace"));
-    spillway(&["trace", "gen", "--config", s(&cfg), "--out", s(&a)]);
-    spillway(&["trace", "gen", "--config", s(&cfg), "--out", s(&b)]);
+    spillway(&["trace", "gen", "--config", s(&cfg), "--output", s(&a)]);
+    spillway(&["trace", "gen", "--config", s(&cfg), "--output", s(&b)]);
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
 
     let other = d.path().join("other.toml");
     std::fs::write(&other, EXP.replace("seed = 11", "seed = 12")).unwrap();
     let c = d.path().join("c.trace");
-    spillway(&["trace", "gen", "--config", s(&other), "--out", s(&c)]);
+    spillway(&["trace", "gen", "--config", s(&other), "--output", s(&c)]);
     assert_ne!(std::fs::read(&a).unwrap(), std::fs::read(&c).unwrap());
 
     // bin -> gadget text -> bin keeps every op (the text format has no input-event
     // column, so compare the op streams through gadget text again).
     let (g1, back, g2) =
         (d.path().join("a.log"), d.path().join("back.trace"), d.path().join("b.log"));
-    spillway(&["trace", "convert", s(&a), s(&g1)]);
-    spillway(&["trace", "convert", s(&g1), s(&back)]);
-    spillway(&["trace", "convert", s(&back), s(&g2)]);
+    spillway(&["trace", "convert", "--trace", s(&a), "--output", s(&g1)]);
+    spillway(&["trace", "convert", "--trace", s(&g1), "--output", s(&back)]);
+    spillway(&["trace", "convert", "--trace", s(&back), "--output", s(&g2)]);
     let raw = std::fs::read(&g1).unwrap();
     assert_eq!(raw, std::fs::read(&g2).unwrap());
     let text = String::from_utf8_lossy(&raw);
@@ -70,9 +70,9 @@ fn stats_json_has_the_op_mix_and_amplification() {
     )
     .unwrap();
     let t = d.path().join("t.trace");
-    spillway(&["trace", "gen", "--config", s(&cfg), "--out", s(&t)]);
+    spillway(&["trace", "gen", "--config", s(&cfg), "--output", s(&t)]);
     let j = d.path().join("stats.json");
-    let (table, _) = spillway(&["trace", "stats", s(&t), "--json", s(&j)]);
+    let (table, _) = spillway(&["trace", "stats", "--trace", s(&t), "--json", s(&j)]);
     assert!(table.contains("op mix"), "{table}");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(j).unwrap()).unwrap();
     let mix = v["op_mix"].as_object().unwrap();
@@ -100,7 +100,7 @@ fn gadget_config_files_are_imported_and_bad_keys_named() {
     .unwrap();
     let t = d.path().join("t.log");
     let (_, err) =
-        spillway(&["trace", "gen", "--config", s(&cfg), "--out", s(&t), "--format", "gadget"]);
+        spillway(&["trace", "gen", "--config", s(&cfg), "--output", s(&t), "--format", "gadget"]);
     assert!(err.contains("note:") && err.contains("wrapper"), "{err}");
     let raw = std::fs::read(&t).unwrap();
     let text = String::from_utf8_lossy(&raw);
@@ -111,7 +111,7 @@ fn gadget_config_files_are_imported_and_bad_keys_named() {
         .is_some_and(|op| op == "merge" || op == "get" || op == "delete")));
 
     std::fs::write(&cfg, "operator.type=tumbling.keyed.incremental\nwindow.lenght=10\n").unwrap();
-    let err = spillway_err(&["trace", "gen", "--config", s(&cfg), "--out", s(&t)]);
+    let err = spillway_err(&["trace", "gen", "--config", s(&cfg), "--output", s(&t)]);
     assert!(err.contains("window.lenght"), "{err}");
     let toml = d.path().join("bad.toml");
     std::fs::write(
@@ -119,7 +119,7 @@ fn gadget_config_files_are_imported_and_bad_keys_named() {
         "[operator]\ntype = \"sliding.keyed.incremental\"\nwindow = 2\nslide = 5\n",
     )
     .unwrap();
-    let err = spillway_err(&["trace", "gen", "--config", s(&toml), "--out", s(&t)]);
+    let err = spillway_err(&["trace", "gen", "--config", s(&toml), "--output", s(&t)]);
     assert!(err.contains("slide"), "{err}");
 }
 
@@ -188,7 +188,7 @@ fn workload_suite_and_report() {
         assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
     }
     let html = d.path().join("r.html");
-    spillway(&["report", s(&sj), "--html", s(&html)]);
+    spillway(&["report", s(&sj), "--output", s(&html)]);
     let page = std::fs::read_to_string(html).unwrap();
     assert!(page.contains("<svg") && page.contains("session.holistic") && page.contains("ycsb-f"));
     // Stack-distance and working-set plots of the 15 streaming workloads.
@@ -250,9 +250,9 @@ fn gen_trace(d: &Path) -> (std::path::PathBuf, u64) {
     let cfg = d.join("exp.toml");
     std::fs::write(&cfg, EXP).unwrap();
     let t = d.join("t.trace");
-    spillway(&["trace", "gen", "--config", s(&cfg), "--out", s(&t)]);
+    spillway(&["trace", "gen", "--config", s(&cfg), "--output", s(&t)]);
     let j = d.join("stats.json");
-    spillway(&["trace", "stats", s(&t), "--json", s(&j)]);
+    spillway(&["trace", "stats", "--trace", s(&t), "--json", s(&j)]);
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(j).unwrap()).unwrap();
     (t, v["ops"].as_u64().unwrap())
 }
@@ -322,7 +322,7 @@ fn replay_of_a_gadget_dump_reports_garbage_rows_and_the_missing_first_op() {
     let d = tempfile::tempdir().unwrap();
     let (t, ops) = gen_trace(d.path());
     let text = d.path().join("t.log");
-    spillway(&["trace", "convert", s(&t), s(&text)]);
+    spillway(&["trace", "convert", "--trace", s(&t), "--output", s(&text)]);
     // What Gadget's dump writes: op 0 missing, then two garbage rows with empty keys
     // (the `userkey` placeholder version and the value version).
     // (Keys are raw bytes, not UTF-8.)
@@ -383,18 +383,18 @@ fn stats_of_a_trace_without_input_events_say_not_applicable() {
     let d = tempfile::tempdir().unwrap();
     let (t, _) = gen_trace(d.path());
     let text = d.path().join("t.log");
-    spillway(&["trace", "convert", s(&t), s(&text)]);
+    spillway(&["trace", "convert", "--trace", s(&t), "--output", s(&text)]);
     let back = d.path().join("back.trace");
-    spillway(&["trace", "convert", s(&text), s(&back)]);
+    spillway(&["trace", "convert", "--trace", s(&text), "--output", s(&back)]);
     for file in [&text, &back] {
         let j = d.path().join("s.json");
-        let (table, _) = spillway(&["trace", "stats", s(file), "--json", s(&j)]);
+        let (table, _) = spillway(&["trace", "stats", "--trace", s(file), "--json", s(&j)]);
         assert!(table.contains("event amplification          n/a"), "{table}");
         let v = json(&j);
         assert!(v["event_amplification"].is_null(), "{}", v["event_amplification"]);
         assert!(v["key_space_amplification"].is_null());
     }
-    let (table, _) = spillway(&["trace", "stats", s(&t)]);
+    let (table, _) = spillway(&["trace", "stats", "--trace", s(&t)]);
     assert!(!table.contains("n/a"), "{table}");
 }
 
@@ -404,14 +404,15 @@ fn missing_output_directories_are_created_or_named() {
     let cfg = d.path().join("exp.toml");
     std::fs::write(&cfg, EXP).unwrap();
     let t = d.path().join("new/dir/t.trace");
-    spillway(&["trace", "gen", "--config", s(&cfg), "--out", s(&t)]);
+    spillway(&["trace", "gen", "--config", s(&cfg), "--output", s(&t)]);
     let log = d.path().join("other/t.log");
-    spillway(&["trace", "convert", s(&t), s(&log)]);
+    spillway(&["trace", "convert", "--trace", s(&t), "--output", s(&log)]);
     assert!(t.is_file() && log.is_file());
     // A directory that cannot be made: its parent is a file.
     let file = d.path().join("plain");
     std::fs::write(&file, "x").unwrap();
-    let e = spillway_err(&["trace", "gen", "--config", s(&cfg), "--out", s(&file.join("t.trace"))]);
+    let e =
+        spillway_err(&["trace", "gen", "--config", s(&cfg), "--output", s(&file.join("t.trace"))]);
     assert!(e.contains("cannot create the directory") && e.contains("plain"), "{e}");
     let e = spillway_err(&["bench", "replay", "--trace", s(&t), "--dir", s(&file.join("stores"))]);
     assert!(e.contains("cannot create the store directory") && e.contains("plain"), "{e}");
@@ -485,4 +486,42 @@ fn bench_shared_rows_are_equal_across_modes_and_stores() {
     assert!(e.contains("pattern 0: need 1 <= slide <= window"), "{e}");
     let e = spillway_err(&["bench", "shared", "--stores", "mem,nope", "-q"]);
     assert!(e.contains("or redis"), "{e}");
+}
+
+/// The spellings before `--output` and `--trace` (`trace gen --out`, `trace stats FILE`,
+/// `trace convert IN OUT`, `report --html`), kept for one release, still work and give
+/// what the new ones give.
+#[test]
+fn old_flag_spellings_still_work() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n);
+    std::fs::write(p("exp.toml"), EXP).unwrap();
+    spillway(&["trace", "gen", "--config", s(&p("exp.toml")), "--out", s(&p("old.trace"))]);
+    spillway(&["trace", "gen", "--config", s(&p("exp.toml")), "--output", s(&p("new.trace"))]);
+    assert_eq!(std::fs::read(p("old.trace")).unwrap(), std::fs::read(p("new.trace")).unwrap());
+
+    let (old, _) = spillway(&["trace", "stats", s(&p("old.trace"))]);
+    let (new, _) = spillway(&["trace", "stats", "--trace", s(&p("old.trace"))]);
+    assert!(!old.is_empty() && old == new, "{old}\n{new}");
+
+    spillway(&["trace", "convert", s(&p("old.trace")), s(&p("old.log"))]);
+    spillway(&["trace", "convert", "--trace", s(&p("old.trace")), "--output", s(&p("new.log"))]);
+    assert_eq!(std::fs::read(p("old.log")).unwrap(), std::fs::read(p("new.log")).unwrap());
+
+    let json = p("r.json");
+    spillway(&[
+        "bench",
+        "replay",
+        "--trace",
+        s(&p("old.trace")),
+        "--stores",
+        "mem",
+        "--json",
+        s(&json),
+    ]);
+    spillway(&["report", s(&json), "--html", s(&p("old.html"))]);
+    spillway(&["report", s(&json), "--output", s(&p("new.html"))]);
+    let page = std::fs::read_to_string(p("old.html")).unwrap();
+    assert!(page.contains("<svg"), "{page}");
+    assert_eq!(page, std::fs::read_to_string(p("new.html")).unwrap());
 }

@@ -201,7 +201,7 @@ impl<'a> Fleet<'a> {
             &format!("g-{}", job.output),
             "--checkpoint-dir",
             dir.to_str().expect("utf-8"),
-            "--checkpoint-every",
+            "--checkpoint-interval",
             job.checkpoint_every,
             "--worker-id",
             &self.ids[i],
@@ -804,9 +804,9 @@ fn errors_a_new_user_meets() {
         a.extend_from_slice(extra);
         stderr(&spillway(&a))
     };
-    let e = worker_args(&["--commit-every", "2s", "--checkpoint-every", "1s"]);
+    let e = worker_args(&["--commit-every", "2s", "--checkpoint-interval", "1s"]);
     assert!(
-        e.contains("--commit-every (2s) must not be longer than --checkpoint-every (1s)"),
+        e.contains("--commit-every (2s) must not be longer than --checkpoint-interval (1s)"),
         "{e}"
     );
     let e = worker_args(&["--route-partitions", "0"]);

@@ -85,7 +85,7 @@ fn a_workers_metrics_show_its_progress_lag_and_commits() {
             .args(["--input", &format!("kafka://{b}/{topic}")])
             .args(["--output", &format!("kafka://{b}/metrics-out"), "--group", "metrics"])
             .args(["--checkpoint-dir", tmp.path().join("ckpt").to_str().expect("utf-8")])
-            .args(["--commit-every", "50ms", "--checkpoint-every", "200ms"])
+            .args(["--commit-every", "50ms", "--checkpoint-interval", "200ms"])
             .args(["--metrics-addr", "127.0.0.1:0", "-q"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

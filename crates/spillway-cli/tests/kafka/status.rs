@@ -45,7 +45,7 @@ fn worker(b: &str, id: &str, dir: &std::path::Path) -> Child {
         .args(["--input", &format!("kafka://{b}/status-pay")])
         .args(["--output", &format!("kafka://{b}/status-out"), "--group", "status-job"])
         .args(["--checkpoint-dir", dir.join("ckpt").to_str().expect("utf-8")])
-        .args(["--commit-every", "50ms", "--checkpoint-every", "200ms", "--worker-id", id, "-q"])
+        .args(["--commit-every", "50ms", "--checkpoint-interval", "200ms", "--worker-id", id, "-q"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -79,7 +79,7 @@ fn worker(b: &str, name: &str, sql: &str, dir: &Path, idle_exit: bool) -> std::p
         "pay".into(),
         "--commit-every".into(),
         "50ms".into(),
-        "--checkpoint-every".into(),
+        "--checkpoint-interval".into(),
         "200ms".into(),
         "-q".into(),
     ];

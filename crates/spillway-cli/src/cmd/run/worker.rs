@@ -1,268 +1,102 @@
-//! `spillway kafka produce|consume|status` and the worker mode of `spillway run` (a kafka://
-//! input): argument handling and printing around `spillway_engine::kafka`.
+//! `spillway run --input kafka://B/T`: this process as a worker of a Kafka consumer
+//! group, argument handling and printing around `spillway_engine::kafka::worker`.
 
-use std::path::PathBuf;
+//! [`WorkerArgs`] is part of the command tree in every build (a file job refuses its
+//! flags); running a worker needs the `kafka` feature.
+
+#[cfg(feature = "kafka")]
 use std::sync::atomic::AtomicBool;
+#[cfg(feature = "kafka")]
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Result};
-use clap::{Args, Subcommand};
-use spillway_engine::duration::parse_duration;
-use spillway_engine::kafka::consume::{consume, ConsumeConfig};
-use spillway_engine::kafka::produce::{produce, Mode, ProduceConfig};
-use spillway_engine::kafka::status::{group_status, render_table};
+#[cfg(feature = "kafka")]
+use anyhow::{bail, Result};
+use clap::Args;
+#[cfg(feature = "kafka")]
 use spillway_engine::kafka::worker::{run_worker as worker, WorkerConfig};
-use spillway_engine::kafka::{check_topic_name, KafkaUrl};
+#[cfg(feature = "kafka")]
+use spillway_engine::kafka::KafkaUrl;
+#[cfg(feature = "kafka")]
 use spillway_engine::session::SessionConfig;
-use spillway_engine::source::OnError;
-use spillway_engine::value::TimeUnit;
 
-use crate::engine_cmd::{
-    check_from, progress_bar, read_query, source_options, InputArgs, OnErrorArg, RunArgs,
-};
+#[cfg(feature = "kafka")]
+use super::file::FileJobArgs;
+#[cfg(feature = "kafka")]
+use super::job::{metrics_server, JobArgs};
+#[cfg(feature = "kafka")]
+use crate::cmd::args::{check_from, is_bare_number, read_query, wall_duration, OnErrorArg};
+#[cfg(feature = "kafka")]
+use crate::cmd::progress::progress_bar;
 
-/// `spillway kafka ...`.
-#[derive(Debug, Subcommand)]
-pub enum KafkaCommand {
-    /// Write a CSV / JSON Lines file to a topic, one message per row (creates the topic
-    /// and its schema topic). Every row is checked before the first is sent; rows go out
-    /// in transactions; a topic that already holds messages needs --resume or --append.
-    Produce(ProduceArgs),
-    /// Read a result (or event) topic's committed messages into a CSV / JSON Lines file.
-    Consume(ConsumeArgs),
-    /// Show a consumer group (the workers of a job): its members and the partitions each
-    /// owns, and per partition the committed offset, the end (last stable offset) and the
-    /// lag. Reads without joining the group.
-    Status(StatusArgs),
-}
-
-/// `spillway kafka status`.
+/// The flags only a Kafka worker uses (`--input kafka://B/T`); a file job refuses each.
 #[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// Bootstrap servers, e.g. 127.0.0.1:9092
-    #[arg(long, value_name = "HOST:PORT,...")]
-    brokers: String,
-    /// Consumer group (a job's --group)
+#[command(next_help_heading = "Kafka worker (--input kafka://HOST:PORT/TOPIC)")]
+pub struct WorkerArgs {
+    /// Kafka consumer group of the workers (with a kafka:// input)
     #[arg(long, value_name = "G")]
-    group: String,
-    /// Print JSON instead of a table
-    #[arg(long)]
-    json: bool,
-}
+    pub(crate) group: Option<String>,
 
-/// `spillway kafka produce`.
-#[derive(Debug, Args)]
-pub struct ProduceArgs {
-    /// Bootstrap servers, e.g. 127.0.0.1:9092
-    #[arg(long, value_name = "HOST:PORT,...")]
-    brokers: String,
-    /// Topic to write
-    #[arg(long, value_name = "T")]
-    topic: String,
-    /// Input file, CSV (with header) or JSON Lines by extension
-    #[arg(long, value_name = "FILE")]
-    input: PathBuf,
-    /// Column whose value keys each message (Kafka hashes the key to a partition)
-    #[arg(long, value_name = "COL")]
-    key: Option<String>,
-    /// Partitions of the topic if it is created here (an existing topic must match)
+    /// A stable name for this worker (with a kafka:// input): a restart under the same
+    /// name fences its predecessor's open transaction and rejoins the group at once
+    #[arg(long, value_name = "ID")]
+    pub(crate) worker_id: Option<String>,
+
+    /// With a kafka:// input: upload every task's checkpoint to this object store
+    /// (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or file:///PATH;
+    /// credentials and endpoint from the environment, e.g. AWS_ENDPOINT), where a
+    /// partition's next owner on any machine restores it; --checkpoint-dir is then each
+    /// worker's private working directory
+    #[arg(long, value_name = "URL")]
+    pub(crate) checkpoint_store: Option<String>,
+
+    /// With a one-partition kafka:// input: route each event to one topic per group-by
+    /// key with this many partitions, computed in parallel and joined per event (1: run
+    /// the whole query in the input's one task) [default: 4]
     #[arg(long, value_name = "N")]
-    partitions: Option<i32>,
-    /// Send at this many events per second, open loop [default: as fast as possible]
-    #[arg(long, value_name = "EV_PER_S")]
-    rate: Option<f64>,
-    /// Continue an interrupted produce of the same file: check that the topic's newest
-    /// committed row is the file's, then send the rows after it
-    #[arg(long, conflicts_with = "append")]
-    resume: bool,
-    /// Send the file to a topic that already holds messages, as new events (their ids
-    /// follow the topic's highest)
-    #[arg(long)]
-    append: bool,
-    /// Commit a transaction this often (readers see rows as they are committed)
-    #[arg(long, default_value = "100ms", value_name = "DURATION")]
-    commit_every: String,
-    #[command(flatten)]
-    input_args: InputArgs,
-    /// No progress line on stderr
-    #[arg(long, short)]
-    quiet: bool,
+    pub(crate) route_partitions: Option<i32>,
+
+    /// Commit the workers' transaction this often: results reach `read_committed`
+    /// readers at this pace (with a kafka:// input; at most --checkpoint-interval)
+    /// [default: 100ms]
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) commit_every: Option<String>,
+
+    /// Checkpoint the tasks' state this often, e.g. 1s: a restarted or new owner of a
+    /// partition replays the input since its last checkpoint [default: 1s]
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) checkpoint_interval: Option<String>,
+
+    /// Stop after a final commit and checkpoint once, for this long, no event arrived
+    /// and every assigned partition was read to its end, counted from the last rebalance
+    /// (with a kafka:// input; default: run until SIGINT/SIGTERM)
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) idle_exit: Option<String>,
 }
 
-/// `spillway kafka consume`.
-#[derive(Debug, Args)]
-pub struct ConsumeArgs {
-    /// Bootstrap servers, e.g. 127.0.0.1:9092
-    #[arg(long, value_name = "HOST:PORT,...")]
-    brokers: String,
-    /// Topic to read
-    #[arg(long, value_name = "T")]
-    topic: String,
-    /// Output file, CSV or JSON Lines by extension [default: CSV on stdout]
-    #[arg(long, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// Stop after N rows
-    #[arg(long, value_name = "N")]
-    count: Option<u64>,
-    /// Stop after this long in all, e.g. 30s
-    #[arg(long, default_value = "30s", value_name = "DURATION")]
-    timeout: String,
-    /// Write the rows in event-id order (the input's row order): for a complete result
-    /// topic, the file `spillway run` writes for the same input
-    #[arg(long)]
-    sort: bool,
-    /// Add the event id as a first column `event_id`
-    #[arg(long)]
-    with_id: bool,
-    /// Measure end-to-end latency: read time minus each message's timestamp (the time an
-    /// event was due with `kafka produce --rate`); prints p50/p99/p99.9/max
-    #[arg(long)]
-    latency: bool,
-    /// With --latency, write one CSV line per message: consumed_unix_ms,latency_ms,partition
-    #[arg(long, value_name = "FILE", requires = "latency")]
-    latency_log: Option<PathBuf>,
-    /// Also write the summary as JSON to this file
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// No progress line on stderr
-    #[arg(long, short)]
-    quiet: bool,
-}
-
-fn is_bare_number(s: &str) -> bool {
-    let t = s.trim();
-    !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit())
-}
-
-/// A wall-clock duration flag: a number with its unit (a bare number has no unit to be
-/// taken in), positive.
-fn wall_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
-    if is_bare_number(s) && s.trim() != "0" {
-        bail!("{flag} {s}: give a duration with its unit, e.g. {0}s or {0}ms", s.trim());
-    }
-    let ns = parse_duration(s, TimeUnit::Ns).map_err(|e| anyhow!("{flag}: {e}"))?;
-    if ns <= 0 {
-        bail!("{flag}: must be positive, not {s}");
-    }
-    Ok(std::time::Duration::from_nanos(ns as u64))
-}
-
-/// Runs a `spillway kafka` command.
-pub fn run(cmd: KafkaCommand) -> Result<()> {
-    match cmd {
-        KafkaCommand::Produce(a) => {
-            check_topic_name(&a.topic).map_err(|e| anyhow!("--topic: {e}"))?;
-            let cfg = ProduceConfig {
-                brokers: a.brokers,
-                topic: a.topic,
-                input: a.input,
-                source: source_options(&a.input_args, OnError::Stop)?,
-                key: a.key,
-                partitions: a.partitions,
-                rate: a.rate,
-                mode: match (a.resume, a.append) {
-                    (true, _) => Mode::Resume,
-                    (_, true) => Mode::Append,
-                    _ => Mode::New,
-                },
-                commit_every: wall_duration(&a.commit_every, "--commit-every")?,
-            };
-            let pb = progress_bar(a.quiet);
-            let s = produce(&cfg, |n| pb.set_message(format!("{n} messages sent")))?;
-            pb.finish_and_clear();
-            let mut notes = Vec::new();
-            if s.first_row >= s.rows && s.rows > 0 {
-                notes.push(format!("all {} rows were already committed", s.rows));
-            } else if s.first_row > 0 {
-                notes.push(format!(
-                    "rows {} to {} of {}; the first {} were already committed",
-                    s.first_row,
-                    s.rows - 1,
-                    s.rows,
-                    s.first_row
-                ));
-            }
-            if s.id_base > 0 {
-                notes.push(format!("event ids from {}", s.id_base));
-            }
-            if cfg.rate.is_some() {
-                notes.push(format!("at most {:.1} ms behind the schedule", s.max_behind_ms));
-            }
-            eprintln!(
-                "{} messages to {} ({} partitions) in {} transactions, {:.2} s ({:.0}/s){}",
-                s.messages,
-                cfg.topic,
-                s.partitions,
-                s.transactions,
-                s.seconds,
-                s.per_sec,
-                notes.iter().map(|n| format!("; {n}")).collect::<String>()
-            );
-            Ok(())
-        }
-        KafkaCommand::Status(a) => {
-            let s = group_status(&a.brokers, &a.group)?;
-            if a.json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
-            } else {
-                print!("{}", render_table(&s));
-            }
-            Ok(())
-        }
-        KafkaCommand::Consume(a) => {
-            check_topic_name(&a.topic).map_err(|e| anyhow!("--topic: {e}"))?;
-            let cfg = ConsumeConfig {
-                brokers: a.brokers,
-                topic: a.topic,
-                output: a.output,
-                count: a.count,
-                timeout: wall_duration(&a.timeout, "--timeout")?,
-                sort: a.sort,
-                with_id: a.with_id,
-                latency: a.latency,
-                latency_log: a.latency_log,
-            };
-            let pb = progress_bar(a.quiet);
-            let s = consume(&cfg, |n| pb.set_message(format!("{n} rows")))?;
-            pb.finish_and_clear();
-            eprintln!(
-                "{} rows from {} in {:.2} s; {} event ids seen more than once",
-                s.rows, cfg.topic, s.seconds, s.duplicate_ids
-            );
-            if let Some(l) = &s.latency {
-                eprintln!(
-                    "end-to-end latency over {} messages: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms{}",
-                    l.count,
-                    l.p50_ms,
-                    l.p99_ms,
-                    l.p999_ms,
-                    l.max_ms,
-                    if l.unstamped > 0 { format!(" ({} without a timestamp)", l.unstamped) } else { String::new() }
-                );
-            }
-            if let Some(p) = &a.json {
-                let body = serde_json::to_string_pretty(&s)?;
-                std::fs::write(p, body + "\n")
-                    .map_err(|e| anyhow!("cannot write {}: {e}", p.display()))?;
-            }
-            if s.timed_out {
-                bail!(
-                    "timed out after {} with {} of {} rows",
-                    a.timeout,
-                    s.rows,
-                    cfg.count.unwrap_or_default()
-                );
-            }
-            Ok(())
-        }
+impl WorkerArgs {
+    /// The first worker flag given, which a file job refuses.
+    pub(crate) fn first_given(&self) -> Option<&'static str> {
+        [
+            ("--group", self.group.is_some()),
+            ("--worker-id", self.worker_id.is_some()),
+            ("--checkpoint-store", self.checkpoint_store.is_some()),
+            ("--idle-exit", self.idle_exit.is_some()),
+            ("--commit-every", self.commit_every.is_some()),
+            ("--route-partitions", self.route_partitions.is_some()),
+            ("--checkpoint-interval", self.checkpoint_interval.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
     }
 }
 
 /// The worker's configuration from `spillway run`'s flags (`--input kafka://B/T`). Every
-/// flag of [`RunArgs`] is either used or refused here with the reason (the README's
-/// Kafka section lists them); the time flags are checked against the topic's schema by
-/// the worker ([`spillway_engine::kafka::worker::check_time_flags`]). Contacts nothing.
-pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
+/// flag is either used or refused here with the reason (the file job's [`FileJobArgs`]
+/// all are; the README's Kafka section lists them); the time flags are checked against
+/// the topic's schema by the worker
+/// ([`spillway_engine::kafka::worker::check_time_flags`]). Contacts nothing.
+#[cfg(feature = "kafka")]
+pub(crate) fn worker_config(a: &JobArgs, w: &WorkerArgs, f: &FileJobArgs) -> Result<WorkerConfig> {
     let input_s = a.input.to_string_lossy().into_owned();
     let input = KafkaUrl::parse(&input_s).expect("a kafka:// input")?;
     let Some(out) = a.output.as_ref().map(|o| o.to_string_lossy().into_owned()) else {
@@ -275,7 +109,7 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
     if output.brokers != input.brokers {
         bail!("--input and --output must name the same brokers (one transaction covers both)");
     }
-    let Some(group) = a.group.clone() else {
+    let Some(group) = w.group.clone() else {
         bail!("a Kafka worker needs --group G (every worker of the job uses the same group)");
     };
     let Some(dir) = a.checkpoint_dir.clone() else {
@@ -285,37 +119,37 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
     // File-job flags a worker has no use for: refused, saying what the worker does instead.
     let refused = [
         (
-            a.backfill,
+            f.backfill,
             "--backfill works on a file input's checkpoints (--input FILE), not on Kafka \
              workers: a worker's --checkpoint-dir holds one query's state; run a changed query \
              under a new --group and --checkpoint-dir"
                 .to_string(),
         ),
         (
-            a.retain.is_some(),
+            f.retain.is_some(),
             "--retain keeps a file job's reservoir for a later --backfill (--input FILE); \
              Kafka workers do not backfill"
                 .to_string(),
         ),
         (
-            a.resume,
+            f.resume,
             "--resume is implied for Kafka workers: each partition continues from its \
              checkpoint in --checkpoint-dir"
                 .to_string(),
         ),
         (
-            a.side_output.is_some(),
+            f.side_output.is_some(),
             format!("--side-output: a Kafka worker sends late events to the topic {out_t}.late"),
         ),
         (
-            a.dead_letter.is_some(),
+            f.dead_letter.is_some(),
             format!(
                 "--dead-letter: a Kafka worker sends malformed messages to the topic \
                  {out_t}.dead-letter"
             ),
         ),
         (
-            a.on_error == Some(OnErrorArg::Stop),
+            f.on_error == Some(OnErrorArg::Stop),
             format!(
                 "--on-error stop: a Kafka worker does not stop on a malformed message; it sends \
                  it to the topic {out_t}.dead-letter and goes on (--on-error skip)"
@@ -329,7 +163,13 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
             ),
         ),
         (
-            a.halt_after.is_some() || a.halt_marker.is_some(),
+            f.checkpoint_events.is_some(),
+            "--checkpoint-events counts a file job's input events; a Kafka worker checkpoints \
+             by time: --checkpoint-interval DURATION"
+                .to_string(),
+        ),
+        (
+            f.halt_after.is_some() || f.halt_marker.is_some(),
             "--halt-after and --halt-marker are test hooks of file jobs; stop a Kafka worker \
              with SIGTERM, or kill it"
                 .to_string(),
@@ -338,26 +178,32 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
     if let Some((_, why)) = refused.into_iter().find(|(given, _)| *given) {
         bail!(why);
     }
-    let checkpoint_every = match a.checkpoint_every.as_deref() {
+    // --checkpoint-every is the spelling before --checkpoint-interval; messages name the
+    // one given.
+    let (ckpt_flag, ckpt_given) = match (&w.checkpoint_interval, &a.checkpoint_every) {
+        (None, Some(c)) => ("--checkpoint-every", Some(c.as_str())),
+        (c, _) => ("--checkpoint-interval", c.as_deref()),
+    };
+    let checkpoint_every = match ckpt_given {
         Some(c) if is_bare_number(c) => bail!(
-            "--checkpoint-every {c}: a Kafka worker checkpoints by time; give a duration with \
-             its unit, e.g. 1s (a count of input events is for file inputs)"
+            "{ckpt_flag} {c}: a Kafka worker checkpoints by time; give a duration with its \
+             unit, e.g. 1s (a count of input events is for file inputs)"
         ),
-        c => wall_duration(c.unwrap_or("1s"), "--checkpoint-every")?,
+        c => wall_duration(c.unwrap_or("1s"), ckpt_flag)?,
     };
     // Default: 100 ms, or the checkpoint interval when that is shorter.
-    let commit_every = match a.commit_every.as_deref() {
+    let commit_every = match w.commit_every.as_deref() {
         Some(c) => wall_duration(c, "--commit-every")?,
         None => checkpoint_every.min(std::time::Duration::from_millis(100)),
     };
     if commit_every > checkpoint_every {
         bail!(
-            "--commit-every ({}) must not be longer than --checkpoint-every ({}): a checkpoint covers only committed input",
-            a.commit_every.as_deref().unwrap_or_default(),
-            a.checkpoint_every.as_deref().unwrap_or("1s")
+            "--commit-every ({}) must not be longer than {ckpt_flag} ({}): a checkpoint covers only committed input",
+            w.commit_every.as_deref().unwrap_or_default(),
+            ckpt_given.unwrap_or("1s")
         );
     }
-    let idle_exit = a.idle_exit.as_deref().map(|s| wall_duration(s, "--idle-exit")).transpose()?;
+    let idle_exit = w.idle_exit.as_deref().map(|s| wall_duration(s, "--idle-exit")).transpose()?;
     let query = read_query(&a.query)?;
     check_from(&query, a.table.as_deref(), Some(input.topic.clone()), "the input topic's name")?;
     // Every task processor's store and reservoir (each task gets the whole budget).
@@ -380,7 +226,7 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
     // The lateness is in the topic's time unit, known once its schema is read; the
     // worker converts it (a plain number is already in that unit).
     session.allowed_lateness = 0;
-    let route_partitions = a.route_partitions.unwrap_or(4);
+    let route_partitions = w.route_partitions.unwrap_or(4);
     if route_partitions < 1 {
         bail!("--route-partitions: a topic needs at least 1 partition, not {route_partitions}");
     }
@@ -391,10 +237,10 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
         output: output.topic,
         group,
         dir,
-        checkpoint_store: a.checkpoint_store.clone(),
+        checkpoint_store: w.checkpoint_store.clone(),
         commit_every,
         checkpoint_every,
-        worker_id: a.worker_id.clone(),
+        worker_id: w.worker_id.clone(),
         session,
         idle_exit,
         allowed_lateness: a.allowed_lateness.clone(),
@@ -406,10 +252,11 @@ pub(crate) fn worker_config(a: &RunArgs) -> Result<WorkerConfig> {
 }
 
 /// `spillway run --input kafka://B/T --output kafka://B/OUT --group G --checkpoint-dir DIR`.
-pub fn run_worker(a: RunArgs) -> Result<()> {
-    let mut cfg = worker_config(&a)?;
+#[cfg(feature = "kafka")]
+pub fn run(a: JobArgs, w: WorkerArgs, f: &FileJobArgs) -> Result<()> {
+    let mut cfg = worker_config(&a, &w, f)?;
     // Taken before the worker joins its group: a bad or busy address fails first.
-    let (metrics, _metrics_server) = crate::engine_cmd::metrics_server(a.metrics_addr.as_deref())?;
+    let (metrics, _metrics_server) = metrics_server(a.metrics_addr.as_deref())?;
     cfg.metrics = metrics;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -453,20 +300,21 @@ pub fn run_worker(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "kafka"))]
 mod tests {
     use super::*;
     use std::time::Duration;
 
     use clap::Parser;
     use spillway_engine::reservoir::Compression;
+    use spillway_engine::value::TimeUnit;
     use spillway_store::tiered::{L2Config, L3Kind};
     use spillway_store::StoreKind;
 
     #[derive(Parser)]
     struct Run {
         #[command(flatten)]
-        a: RunArgs,
+        a: crate::cmd::run::RunArgs,
     }
 
     const Q: &str = "SELECT card, COUNT(*) OVER (PARTITION BY card ORDER BY ts \
@@ -477,7 +325,8 @@ mod tests {
         argv.extend_from_slice(&["--output", "kafka://127.0.0.1:1/out", "--group", "g"]);
         argv.extend_from_slice(&["--checkpoint-dir", "/nonexistent/ckpt"]);
         argv.extend_from_slice(extra);
-        worker_config(&Run::try_parse_from(argv)?.a)
+        let a = Run::try_parse_from(argv)?.a;
+        worker_config(&a.job, &a.worker, &a.file)
     }
 
     /// The flags a worker uses reach its configuration (every task's session is a clone
@@ -532,6 +381,11 @@ mod tests {
                     && c.commit_every == Duration::from_millis(250)
             }),
             (&["--checkpoint-every", "50ms"], |c| c.commit_every == Duration::from_millis(50)),
+            (&["--checkpoint-interval", "3s", "--commit-every", "250ms"], |c| {
+                c.checkpoint_every == Duration::from_secs(3)
+                    && c.commit_every == Duration::from_millis(250)
+            }),
+            (&["--checkpoint-interval", "50ms"], |c| c.commit_every == Duration::from_millis(50)),
             (&["--idle-exit", "3s"], |c| c.idle_exit == Some(Duration::from_secs(3))),
             (&["--worker-id", "w1"], |c| c.worker_id.as_deref() == Some("w1")),
             (&["--route-partitions", "2"], |c| c.route_partitions == 2),
@@ -573,6 +427,24 @@ mod tests {
                     assert!(e.contains(w), "{args:?}: {e}");
                 }
             }
+        }
+    }
+
+    /// A worker checkpoints by time (--checkpoint-interval, or --checkpoint-every, its
+    /// spelling before); a file job's --checkpoint-events is refused, saying which flag to
+    /// use, and messages name the spelling given.
+    #[test]
+    fn checkpoint_flags_of_a_worker() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--checkpoint-events", "1000"], "--checkpoint-events counts a file job's input events; a Kafka worker checkpoints by time: --checkpoint-interval DURATION"),
+            (&["--checkpoint-interval", "1000"], "--checkpoint-interval 1000: a Kafka worker checkpoints by time"),
+            (&["--commit-every", "2s"], "--commit-every (2s) must not be longer than --checkpoint-interval (1s)"),
+            (&["--commit-every", "2s", "--checkpoint-every", "1s"], "--commit-every (2s) must not be longer than --checkpoint-every (1s)"),
+            (&["--checkpoint-every", "1s", "--checkpoint-interval", "1s"], "cannot be used with"),
+        ];
+        for (args, want) in cases {
+            let e = config(args).expect_err("refused").to_string();
+            assert!(e.contains(want), "{args:?}: {e}");
         }
     }
 
