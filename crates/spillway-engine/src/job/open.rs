@@ -540,7 +540,7 @@ fn check_durable(cfg: &JobConfig) -> Result<()> {
     };
     Err(Error::Config(format!(
         "the tiered store without a durable level (--l3 none) cannot checkpoint, but {asks}: \
-         add --l3 hashlog, or run without checkpoints (--checkpoint-every 0, or no \
+         add --l3 hashlog, or run without checkpoints (--checkpoint-events 0, or no \
          --checkpoint-dir)"
     )))
 }

@@ -27,7 +27,7 @@
 //! the transaction (`send_offsets_to_transaction` with the consumer's group metadata,
 //! KIP-447, so a worker that was already replaced cannot commit) and commits it: the
 //! output of every message before those offsets and the offsets become visible together
-//! to `read_committed` readers. Every checkpoint interval (`--checkpoint-every`, a
+//! to `read_committed` readers. Every checkpoint interval (`--checkpoint-interval`, a
 //! multiple of the commit interval in effect) it commits, then checkpoints each moved
 //! task's state tagged with the offset just committed.
 //!
