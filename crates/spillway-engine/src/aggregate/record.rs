@@ -65,15 +65,12 @@ impl<'a> Slots<'a> {
             RecordError(format!("slot length at byte {} does not decode", self.pos))
         })?;
         let start = self.pos + used;
-        let end = start
-            .checked_add(len)
-            .filter(|&e| e <= self.data.len())
-            .ok_or_else(|| {
-                RecordError(format!(
-                    "slot of {len} bytes at byte {start} runs past the record's {} bytes",
-                    self.data.len()
-                ))
-            })?;
+        let end = start.checked_add(len).filter(|&e| e <= self.data.len()).ok_or_else(|| {
+            RecordError(format!(
+                "slot of {len} bytes at byte {start} runs past the record's {} bytes",
+                self.data.len()
+            ))
+        })?;
         self.pos = end;
         if self.left == 0 && end != self.data.len() {
             return Err(RecordError(format!(

@@ -1220,8 +1220,9 @@ impl Runtime {
     /// The results of the current (in-order) event's `RANGE` nodes: the slots of its
     /// partition's records as the last update left them (or read once), and the trees.
     fn range_results(&mut self) -> Result<()> {
-        let StateSide { store, rec_ns, rec_cap, rec_filled, cur_keys, slots, filled, trees, .. } =
-            &mut self.state;
+        let StateSide {
+            store, rec_ns, rec_cap, rec_filled, cur_keys, slots, filled, trees, ..
+        } = &mut self.state;
         for (ri, rec) in self.plan.records.iter().enumerate() {
             if rec.groups.iter().all(|&gi| filled[gi]) {
                 continue;
