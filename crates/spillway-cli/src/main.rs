@@ -120,6 +120,26 @@ mod tests {
         assert!(missing.is_empty(), "undocumented:\n{}", missing.join("\n"));
     }
 
+    /// `--json FILE` writes a file wherever it appears; `kafka status --json` alone
+    /// still prints on stdout (its spelling before it took a file), as `--json -` does.
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn kafka_status_json_takes_a_file_or_stdout() {
+        use crate::cmd::kafka::KafkaCommand;
+        let json = |extra: &[&str]| {
+            let mut a = vec!["spillway", "kafka", "status", "--brokers", "b:1", "--group", "g"];
+            a.extend_from_slice(extra);
+            match Cli::try_parse_from(a).unwrap().command {
+                Command::Kafka(KafkaCommand::Status(s)) => s.json,
+                _ => panic!("not kafka status"),
+            }
+        };
+        assert_eq!(json(&[]), None);
+        assert_eq!(json(&["--json"]), Some("-".into()));
+        assert_eq!(json(&["--json", "-"]), Some("-".into()));
+        assert_eq!(json(&["--json", "st.json"]), Some("st.json".into()));
+    }
+
     #[test]
     fn bad_values_are_clear_errors() {
         let e = Cli::try_parse_from(["spillway", "bench", "store", "--memory-budget", "12XB"])

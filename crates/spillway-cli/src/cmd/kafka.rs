@@ -38,9 +38,10 @@ pub struct StatusArgs {
     /// Consumer group (a job's --group)
     #[arg(long, value_name = "G")]
     group: String,
-    /// Print JSON instead of a table
-    #[arg(long)]
-    json: bool,
+    /// Write the status as JSON to FILE instead of printing a table; `--json` alone (or
+    /// `--json -`) prints the JSON on stdout
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub(crate) json: Option<PathBuf>,
 }
 
 /// `spillway kafka produce`.
@@ -177,10 +178,16 @@ pub fn run(cmd: KafkaCommand) -> Result<()> {
         }
         KafkaCommand::Status(a) => {
             let s = group_status(&a.brokers, &a.group)?;
-            if a.json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
-            } else {
-                print!("{}", render_table(&s));
+            match &a.json {
+                Some(p) if p.as_os_str() == "-" => {
+                    println!("{}", serde_json::to_string_pretty(&s)?);
+                }
+                Some(p) => {
+                    let body = serde_json::to_string_pretty(&s)?;
+                    std::fs::write(p, body + "\n")
+                        .map_err(|e| anyhow!("cannot write {}: {e}", p.display()))?;
+                }
+                None => print!("{}", render_table(&s)),
             }
             Ok(())
         }

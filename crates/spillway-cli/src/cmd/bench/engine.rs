@@ -84,6 +84,10 @@ pub struct EngineBenchArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
+    /// No progress bar
+    #[arg(long, short)]
+    quiet: bool,
+
     /// Internal: run one (window, store) and write its result as JSON to FILE
     #[arg(long, hide = true, value_name = "FILE")]
     child_json: Option<PathBuf>,
@@ -146,7 +150,7 @@ pub fn run(a: EngineBenchArgs) -> Result<()> {
         std::fs::write(path, serde_json::to_string(&(r, peak))?)?;
         return Ok(());
     }
-    let pb = if std::io::stderr().is_terminal() {
+    let pb = if !a.quiet && std::io::stderr().is_terminal() {
         ProgressBar::new(
             a.events * ((a.windows.len() + usize::from(a.together)) * stores.len()) as u64,
         )

@@ -62,6 +62,9 @@ pub struct SuiteArgs {
     /// Write the results as JSON to FILE (input of `spillway report`)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// No progress bar
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 fn parse_operator(s: &str) -> std::result::Result<OperatorKind, String> {
@@ -77,7 +80,7 @@ pub fn run(a: SuiteArgs) -> Result<()> {
     let operators = a.operators.clone().unwrap_or_else(|| OperatorKind::ALL.to_vec());
     let ycsb: Vec<Workload> = a.ycsb.iter().flatten().copied().collect();
     let total = (operators.len() + ycsb.len()) as u64;
-    let pb = if std::io::stderr().is_terminal() {
+    let pb = if !a.quiet && std::io::stderr().is_terminal() {
         ProgressBar::new(total)
     } else {
         ProgressBar::hidden()
