@@ -36,6 +36,12 @@ echo "==> crate layers (dependencies point down)"
 python3 scripts/check-layers.py
 echo "==> docs: relative links resolve, nothing outside the repository"
 python3 scripts/check-doc-links.py
+# Code comments describe the thing, not the issue that asked for it (a reader cannot
+# open issues) and not paths outside the repository.
+if git grep -nE '[Ii]ssue #[0-9]+|\.\./shared/|shared/papers/' -- 'crates/*.rs' 'crates/*.py'; then
+  echo "code comments above point at issue numbers or outside the repository" >&2
+  exit 1
+fi
 echo "==> default build (no RocksDB, no Kafka)"
 cargo check --workspace
 echo "==> tests"

@@ -684,7 +684,7 @@ fn tiered_store_output_is_identical_to_mem() {
 
 const SUM_Q: &str = "SELECT card, SUM(amount) OVER (PARTITION BY card ORDER BY ts RANGE BETWEEN 5000 PRECEDING AND CURRENT ROW) AS s FROM payments";
 
-/// Issue #14 §4: one `N/A` in the first rows made `amount` a string and the run failed
+/// One `N/A` in the first rows made `amount` a string and the run failed
 /// blaming the query (SUM of a string); now the column stays numeric and the row is
 /// named (stop) or goes to the dead letters (skip).
 #[test]
@@ -723,7 +723,7 @@ fn a_bad_value_in_a_numeric_column_names_the_row_not_the_query() {
     );
 }
 
-/// Issue #14 §4: a header-only file failed like a string column (SUM of a string); it now
+/// A header-only file failed like a string column (SUM of a string); it now
 /// runs and writes the header only. An empty file needs --schema for its columns.
 #[test]
 fn empty_inputs_give_an_empty_output() {
@@ -747,7 +747,7 @@ fn empty_inputs_give_an_empty_output() {
     assert_eq!(std::fs::read_to_string(&output).unwrap(), "card,s\n");
 }
 
-/// Issue #14 §4: `FROM anything` ran over the input; FROM must name the input's table
+/// `FROM anything` ran over the input; FROM must name the input's table
 /// (the file name without its extension, or --table).
 #[test]
 fn from_must_name_the_input() {

@@ -1,4 +1,4 @@
-//! Issue #14 §3: holistic aggregates in order-statistics trees, and late events that
+//! Holistic aggregates in order-statistics trees, and late events that
 //! read only their own partition's recent events.
 //!
 //! * The tree layout gives, event for event, the same results as the inline layout

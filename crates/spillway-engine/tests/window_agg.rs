@@ -532,7 +532,7 @@ fn firing_edges_and_late_updates() {
     assert_eq!(head(&got.rows[0]), row(0, 5, 4, 11));
 }
 
-/// Issue #29 §2: an event late for some of its HOP windows and in time for others enters
+/// An event late for some of its HOP windows and in time for others enters
 /// those, misses the cleaned ones, and each missed window is counted and reported with
 /// the event; an event none of whose windows is open is too late (all of them missed).
 #[test]
@@ -571,7 +571,7 @@ fn missed_windows_are_written_one_row_per_window() {
     );
 }
 
-/// Issue #29 §1, the reported case: a time-sorted file with two events at 59999 under
+/// The reported case: a time-sorted file with two events at 59999 under
 /// `TUMBLE(.., INTERVAL '1' MINUTE)`. The second 59999 was late (the watermark was the
 /// newest time); now `[0, 60000)` holds all three and nothing is late.
 #[test]

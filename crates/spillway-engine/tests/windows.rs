@@ -439,7 +439,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
         })
 }
 
-/// Issue #14 §2: cases that always hold a `ROWS` and an `UNBOUNDED PRECEDING` frame, each
+/// Cases that always hold a `ROWS` and an `UNBOUNDED PRECEDING` frame, each
 /// with a metric, beside up to two frames of any kind (so RANGE frames share the query),
 /// over partitions of one key, two keys and the whole stream, with lateness from none to
 /// far more than the disorder (ties, bursts and events beyond the lateness come from
@@ -550,7 +550,7 @@ proptest! {
     }
 }
 
-/// Issue #14 §4: lateness with the reservoir's chunks on disk. A stream of 3000 events
+/// Lateness with the reservoir's chunks on disk. A stream of 3000 events
 /// (over 170 chunks of 16 events, segments of about 1 KiB) with events up to 40 ms late
 /// (allowed lateness 30 ms, so some are beyond it), windows of 20 ms to 400 ms (hundreds
 /// of events, many chunks behind the newest), every aggregate, on both stores, checked
@@ -719,7 +719,7 @@ fn session_schema() -> Schema {
     Schema::new(vec![f("ts"), f("k"), f("v")], "ts", TimeUnit::Ms).unwrap()
 }
 
-/// Issue #14 §2 by hand, through SQL: `ROWS 1 PRECEDING` with time-ties (ordered by
+/// By hand, through SQL: `ROWS 1 PRECEDING` with time-ties (ordered by
 /// arrival), late events that fall inside and outside later windows, an event beyond the
 /// lateness, `FILTER` choosing among the two rows (not the last two big rows), beside a
 /// running count.

@@ -125,7 +125,7 @@ fn csv_inference() {
     assert_eq!(t, [Int, Float, Float, Bool, Str, Str, Str, Str, Int]);
 }
 
-/// Issue #14 §4: one `N/A` among numbers made the column a string (and the query then
+/// One `N/A` among numbers made the column a string (and the query then
 /// failed on `SUM` of a string); the column now has the type most of its values have.
 #[test]
 fn inference_follows_the_values_that_parse() {

@@ -963,7 +963,7 @@ mod prop {
 
 // ---------------------------------------------------------------- input name and hints
 
-/// Issue #14 §4: `FROM anything` ran over the input; the FROM name must be the input's.
+/// `FROM anything` ran over the input; the FROM name must be the input's.
 #[test]
 fn from_must_name_the_input_table() {
     let q = format!("SELECT card, SUM(amount) OVER (ORDER BY ts {W5}) AS s FROM payments p");
