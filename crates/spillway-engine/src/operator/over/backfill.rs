@@ -596,7 +596,7 @@ impl Runtime {
                         entered.push(w);
                     }
                 }
-                state.pass_event(&replay_plan, &entered, &[], x, f)?;
+                state.pass_event(&replay_plan, &entered, &[], x, f, false)?;
                 running = running.max(x.time);
                 for &gi in &rows_groups {
                     let g = &plan.groups[gi];

@@ -159,7 +159,7 @@ impl Cursor {
     /// ones it closes, and is remembered for late events' results when lateness is on.
     #[inline]
     fn pass(&mut self, state: &mut StateSide, plan: &Plan, x: &Event, frontier: i64) -> Result<()> {
-        state.pass_event(plan, &self.enters, &self.exits, x, frontier)?;
+        state.pass_event(plan, &self.enters, &self.exits, x, frontier, false)?;
         if state.lateness > 0 {
             self.recent.push(&state.specs, &x.row, x.clone(), &mut state.hash_buf);
         }
@@ -281,6 +281,9 @@ impl StateSide {
     /// Event `x` enters the windows `enters` and leaves the windows `exits` (those of one
     /// boundary, or of the arrival): every group-by node of those windows whose filter
     /// passes is updated, with one read-modify-write per state record it touches.
+    ///
+    /// `current`: `x` is the event being processed, whose partition keys are in
+    /// `cur_keys` already (its arrival), so they are not encoded again.
     fn pass_event(
         &mut self,
         plan: &Plan,
@@ -288,6 +291,7 @@ impl StateSide {
         exits: &[usize],
         x: &Event,
         frontier: i64,
+        current: bool,
     ) -> Result<()> {
         let mut touch = std::mem::take(&mut self.touch);
         touch.clear();
@@ -307,19 +311,20 @@ impl StateSide {
             }
         }
         touch.sort_unstable_by_key(|t| (t.record, t.slot));
-        let mut done = Ok(());
         let mut i = 0;
         while i < touch.len() {
             let ri = touch[i].record;
             let end = i + touch[i..].iter().take_while(|t| t.record == ri).count();
-            done = self.update_record(plan, ri, &touch[i..end], x, frontier);
-            if done.is_err() {
-                break;
+            // An early return rather than a `Result` kept in a local: copying the
+            // (large) `Result` out on every pass showed in the profile.
+            if let Err(e) = self.update_record(plan, ri, &touch[i..end], x, frontier, current) {
+                self.touch = touch;
+                return Err(e);
             }
             i = end;
         }
         self.touch = touch;
-        done
+        Ok(())
     }
 
     /// One read-modify-write of state record `ri` for `x`'s partition key: each of
@@ -331,13 +336,19 @@ impl StateSide {
         members: &[Touch],
         x: &Event,
         frontier: i64,
+        current: bool,
     ) -> Result<()> {
         let rec = &plan.records[ri];
-        encode_partition(&rec.partition_by, &x.row, &mut self.key);
+        let capture = if current {
+            self.key.clone_from(&self.cur_keys[rec.groups[0]]);
+            true
+        } else {
+            encode_partition(&rec.partition_by, &x.row, &mut self.key);
+            self.key == self.cur_keys[rec.groups[0]]
+        };
         for t in members {
             eval_args(plan, t.group, &x.row, &mut self.member_args[t.group]);
         }
-        let capture = self.key == self.cur_keys[rec.groups[0]];
         let key = x.key();
         let lateness = self.lateness;
         let n = rec.groups.len();
@@ -1142,6 +1153,7 @@ impl Runtime {
             &[],
             &self.buffer[pos],
             frontier,
+            true,
         )?;
         for &gi in &self.rows_groups {
             self.state.rows_arrive(&self.plan, gi, &self.buffer[pos], frontier)?;
