@@ -165,6 +165,8 @@ enum Op {
     Append(usize),
     NewCursor(usize),
     Read(usize, usize),
+    /// `peek_ahead` on a cursor: up to `n` events, the visitor stopping after `stop`.
+    Ahead(usize, usize, usize),
     Sync,
 }
 
@@ -173,6 +175,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (1usize..80).prop_map(Op::Append),
         1 => any::<usize>().prop_map(Op::NewCursor),
         4 => (any::<usize>(), 1usize..60).prop_map(|(c, n)| Op::Read(c, n)),
+        3 => (any::<usize>(), 0usize..80, 1usize..80).prop_map(|(c, n, stop)| Op::Ahead(c, n, stop)),
         1 => Just(Op::Sync),
     ]
 }
@@ -209,6 +212,27 @@ proptest! {
                     if !cursors.is_empty() {
                         let c = cursors[c % cursors.len()];
                         read_check(&mut r, c, &events[..appended], n).map_err(TestCaseError::fail)?;
+                    }
+                }
+                Op::Ahead(c, n, stop) => {
+                    // The events visited are the next ones from the cursor on (as far as
+                    // its chunk goes), and the cursor stays; the reads after it (which
+                    // reuse what the visit decoded) are checked by `Read` and `read_all`.
+                    if !cursors.is_empty() {
+                        let c = cursors[c % cursors.len()];
+                        let at = r.cursor_index(c) as usize;
+                        let mut seen = Vec::new();
+                        r.peek_ahead(c, n, &mut |e| {
+                            seen.push(e.clone());
+                            seen.len() < stop
+                        })
+                        .unwrap();
+                        prop_assert_eq!(r.cursor_index(c) as usize, at);
+                        prop_assert!(seen.len() <= n.min(stop));
+                        prop_assert_eq!(seen.is_empty(), n == 0 || at >= appended);
+                        for (k, e) in seen.iter().enumerate() {
+                            prop_assert!(same(e, &events[at + k]), "peek_ahead event {}", at + k);
+                        }
                     }
                 }
                 Op::Sync => {
