@@ -2,12 +2,14 @@
 //! HTTP while a job runs (halted at a checkpoint, so the figures are exact), the
 //! exposition is parsed, and a bad or busy address is refused before anything runs.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+#[path = "support/scrape.rs"]
+mod scrape;
+use scrape::{get, parse, KillOnDrop};
 
 fn spillway() -> Command {
     Command::new(env!("CARGO_BIN_EXE_spillway"))
@@ -25,57 +27,6 @@ fn payments(dir: &Path, rows: usize) -> std::path::PathBuf {
     }
     std::fs::write(&p, text).unwrap();
     p
-}
-
-/// A child process killed (and reaped) when the test lets go of it, also when an
-/// assertion fails first, so no job outlives its test.
-struct KillOnDrop(std::process::Child);
-
-impl std::ops::Deref for KillOnDrop {
-    type Target = std::process::Child;
-    fn deref(&self) -> &std::process::Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for KillOnDrop {
-    fn deref_mut(&mut self) -> &mut std::process::Child {
-        &mut self.0
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// One sample line of the exposition: `name{labels} value`.
-type Samples = BTreeMap<String, f64>;
-
-/// Parses the text exposition format (OpenMetrics): comment lines start with `#`, the
-/// last line is `# EOF`; every other line is a sample.
-fn parse(text: &str) -> Samples {
-    assert!(text.ends_with("# EOF\n"), "no # EOF at the end:\n{text}");
-    let mut out = Samples::new();
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad line {line:?}"));
-        let v: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
-        out.insert(series.to_string(), v);
-    }
-    out
-}
-
-/// GET http://addr/path over a plain TCP connection; the status line and the body.
-fn get(addr: &str, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
 }
 
 /// Reads the child's stderr until it names the metrics address.

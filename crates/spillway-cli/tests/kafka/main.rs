@@ -23,5 +23,7 @@ mod produce;
 // The S3 server on loopback of the engine's checkpoint-store tests, one per test binary.
 #[path = "../../../spillway-engine/src/kafka/remote/tests/s3_server.rs"]
 mod s3_server;
+#[path = "../support/scrape.rs"]
+mod scrape;
 mod status;
 mod windows;

@@ -2,58 +2,14 @@
 //! and out, the consumer lag per partition, commit and checkpoint durations and each
 //! task's state; the exposition parsed line by line.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{broker, ok, payments, spillway, BIN};
+use crate::scrape::{scrape, KillOnDrop};
 
 const EVENTS: usize = 3_000;
-
-/// A child process killed (and reaped) when the test lets go of it, also when an
-/// assertion fails first, so no job outlives its test.
-struct KillOnDrop(std::process::Child);
-
-impl std::ops::Deref for KillOnDrop {
-    type Target = std::process::Child;
-    fn deref(&self) -> &std::process::Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for KillOnDrop {
-    fn deref_mut(&mut self) -> &mut std::process::Child {
-        &mut self.0
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The samples of an OpenMetrics exposition: `name{labels}` to value.
-fn scrape(addr: &str) -> BTreeMap<String, f64> {
-    let mut s = TcpStream::connect(addr).expect("connect to the metrics endpoint");
-    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("GET");
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).expect("read the response");
-    let (head, body) = resp.split_once("\r\n\r\n").expect("a response");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(body.ends_with("# EOF\n"), "{body}");
-    body.lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| {
-            let (k, v) = l.rsplit_once(' ').expect("a sample line");
-            (k.to_string(), v.parse().expect("a value"))
-        })
-        .collect()
-}
 
 #[test]
 fn a_workers_metrics_show_its_progress_lag_and_commits() {
