@@ -165,10 +165,32 @@ pub(crate) fn parse_row(
     schema: &Schema,
     index: &HashMap<String, usize>,
 ) -> Result<Vec<Value>, RowProblem> {
+    parse_row_with(text, schema, index, true)
+}
+
+/// [`parse_row`] without its fast path for plain values ([`scalar`]): every value goes
+/// through serde_json. The tests hold the two to the same results.
+#[cfg(test)]
+pub(crate) fn parse_row_general(
+    text: &[u8],
+    schema: &Schema,
+    index: &HashMap<String, usize>,
+) -> Result<Vec<Value>, RowProblem> {
+    parse_row_with(text, schema, index, false)
+}
+
+fn parse_row_with(
+    text: &[u8],
+    schema: &Schema,
+    index: &HashMap<String, usize>,
+    fast: bool,
+) -> Result<Vec<Value>, RowProblem> {
     let fields = schema.fields();
     let mut row = vec![Value::Null; fields.len()];
-    let mut seen = vec![false; fields.len()];
+    let mut seen = Seen::new(fields.len());
     let mut p = Scanner { s: text, i: 0 };
+    // The column the next key most likely names: writers (ours included) keep one order.
+    let mut guess = 0;
     p.ws();
     p.expect(b'{', "a JSON object (`{`)")?;
     p.ws();
@@ -176,17 +198,40 @@ pub(crate) fn parse_row(
         loop {
             p.ws();
             let key = p.key()?;
-            let Some(&col) = index.get(key.as_ref()) else {
-                let columns = fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
-                return Err(RowProblem::UnknownKey { key: key.into_owned(), columns });
+            let col = match fields.get(guess) {
+                Some(f) if f.name == key.as_ref() => guess,
+                _ => match index.get(key.as_ref()) {
+                    Some(&col) => col,
+                    None => {
+                        let columns =
+                            fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
+                        return Err(RowProblem::UnknownKey { key: key.into_owned(), columns });
+                    }
+                },
             };
-            if std::mem::replace(&mut seen[col], true) {
+            guess = col + 1;
+            if seen.insert(col) {
                 return Err(RowProblem::DuplicateKey { key: key.into_owned() });
             }
             p.ws();
             p.expect(b':', "`:`")?;
             p.ws();
             let at = p.i;
+            let plain = if fast {
+                scalar(text, at, fields[col].ty, col == schema.time_index())
+            } else {
+                None
+            };
+            if let Some((v, n)) = plain {
+                row[col] = v;
+                p.i += n;
+                p.ws();
+                if p.eat(b',') {
+                    continue;
+                }
+                p.expect(b'}', "`,` or `}`")?;
+                break;
+            }
             let (v, n): (serde_json::Value, usize) = p.one(at)?;
             p.i += n;
             let raw = &text[at..at + n];
@@ -229,6 +274,121 @@ pub(crate) fn parse_row(
         });
     }
     Ok(row)
+}
+
+/// The columns a row has named so far (a bit set; a vector past 64 columns).
+enum Seen {
+    Small(u64),
+    Large(Vec<bool>),
+}
+
+impl Seen {
+    fn new(n: usize) -> Seen {
+        if n <= 64 {
+            Seen::Small(0)
+        } else {
+            Seen::Large(vec![false; n])
+        }
+    }
+
+    /// Marks `col`; whether it was marked already.
+    fn insert(&mut self, col: usize) -> bool {
+        match self {
+            Seen::Small(bits) => {
+                let was = *bits & (1 << col) != 0;
+                *bits |= 1 << col;
+                was
+            }
+            Seen::Large(v) => std::mem::replace(&mut v[col], true),
+        }
+    }
+}
+
+/// The fast path of [`parse_row`] for the values events are made of: a JSON number that
+/// an integer or float column (or the time column) takes, a string without escapes for
+/// a string column, `true` / `false` for a boolean one, and `null`; with the bytes it
+/// spans. `None` sends everything else (escapes, a value of another type, a number out
+/// of range, anything malformed) down the general path, which gives the same values and
+/// the same errors as before this path existed (a differential test checks it).
+#[inline]
+fn scalar(text: &[u8], at: usize, ty: DataType, is_time: bool) -> Option<(Value, usize)> {
+    let rest = &text[at..];
+    let (v, n) = match rest.first()? {
+        b'-' | b'0'..=b'9' => {
+            let (n, integral) = number_token(rest)?;
+            // Both from ASCII digits, signs, '.' and exponents.
+            let token = std::str::from_utf8(&rest[..n]).ok()?;
+            match ty {
+                // serde_json reads `-0` as a float.
+                DataType::Int if integral && token != "-0" => (Value::Int(token.parse().ok()?), n),
+                DataType::Float if !is_time => {
+                    let f: f64 = token.parse().ok()?;
+                    // serde_json refuses a number out of range: the general path says so.
+                    if !f.is_finite() {
+                        return None;
+                    }
+                    (Value::Float(f), n)
+                }
+                // Its text, if serde_json would read it (`1e400` is out of its range).
+                DataType::Str if !is_time && token.parse::<f64>().is_ok_and(f64::is_finite) => {
+                    (Value::Str(token.into()), n)
+                }
+                _ => return None,
+            }
+        }
+        b'"' if ty == DataType::Str && !is_time => {
+            let len = rest[1..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+            if rest[1 + len] != b'"' {
+                return None;
+            }
+            (Value::Str(std::str::from_utf8(&rest[1..1 + len]).ok()?.into()), len + 2)
+        }
+        b'n' if rest.starts_with(b"null") => (Value::Null, 4),
+        b't' if ty == DataType::Bool && rest.starts_with(b"true") => (Value::Bool(true), 4),
+        b'f' if ty == DataType::Bool && rest.starts_with(b"false") => (Value::Bool(false), 5),
+        _ => return None,
+    };
+    // A value ends at whitespace, `,` or `}`; `12x` or `nullx` is the general path's to
+    // report.
+    match rest.get(n) {
+        Some(b' ' | b'\t' | b'\n' | b'\r' | b',' | b'}') => Some((v, n)),
+        _ => None,
+    }
+}
+
+/// The length of the JSON number at the start of `s` (RFC 8259: `-? (0 | [1-9][0-9]*)
+/// (. [0-9]+)? ([eE] [+-]? [0-9]+)?`) and whether it is an integer (no fraction, no
+/// exponent); `None` if `s` does not start with one.
+fn number_token(s: &[u8]) -> Option<(usize, bool)> {
+    let digits = |from: usize| s[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut i = usize::from(s.first() == Some(&b'-'));
+    match s.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i += digits(i),
+        _ => return None,
+    }
+    let mut integral = true;
+    if s.get(i) == Some(&b'.') {
+        let d = digits(i + 1);
+        if d == 0 {
+            return None;
+        }
+        i += 1 + d;
+        integral = false;
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let d = digits(i);
+        if d == 0 {
+            return None;
+        }
+        i += d;
+        integral = false;
+    }
+    Some((i, integral))
 }
 
 /// An event-time JSON value: NULL, an integer, or a string holding an integer or a

@@ -851,6 +851,103 @@ proptest! {
     }
 }
 
+/// The JSON values a row's member can hold, edge cases first: numbers at and past the
+/// integer range, `-0`, leading zeros, exponents out of range, strings with escapes,
+/// control characters or bytes that are not UTF-8, near-keywords, nesting, trailing text.
+fn json_member_value() -> impl Strategy<Value = Vec<u8>> {
+    let zoo: Vec<&'static [u8]> = vec![
+        b"0",
+        b"-0",
+        b"7",
+        b"-12",
+        b"01",
+        b"-",
+        b"1.",
+        b".5",
+        b"1e",
+        b"1e5",
+        b"1E+5",
+        b"2e-3",
+        b"0.1",
+        b"-0.0",
+        b"1e400",
+        b"-1e-400",
+        b"9223372036854775807",
+        b"-9223372036854775808",
+        b"9223372036854775808",
+        b"-9223372036854775809",
+        b"123456789012345678901234567890",
+        b"3.0",
+        b"\"\"",
+        b"\"abc\"",
+        b"\"a\\\"b\"",
+        b"\"\\u00e9\"",
+        b"\"\xc3\xa9\"",
+        b"\"\xff\"",
+        b"\"a\tb\"",
+        b"\"12\"",
+        b"\"2023-11-14T22:13:20.663Z\"",
+        b"true",
+        b"false",
+        b"null",
+        b"nul",
+        b"truex",
+        b"nullx",
+        b"12x",
+        b"[1]",
+        b"{\"a\":1}",
+        b"1 2",
+        b"\"x",
+        b"",
+    ];
+    prop_oneof![
+        4 => proptest::sample::select(zoo).prop_map(|b| b.to_vec()),
+        1 => any::<i64>().prop_map(|i| i.to_string().into_bytes()),
+        1 => any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| format!("{f:e}").into_bytes()),
+        1 => "[a-z0-9 ]{0,6}".prop_map(|t| format!("\"{t}\"").into_bytes()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5000, ..ProptestConfig::default() })]
+
+    /// `parse_row`'s fast path for plain values gives exactly what the general path
+    /// (serde_json for every value) gives: the same values, to the bit, and the same
+    /// errors, for every column type and the time column.
+    #[test]
+    fn json_row_fast_path_matches_the_general_path(
+        members in proptest::collection::vec((0usize..7, json_member_value(), 0usize..3), 0..7),
+    ) {
+        use crate::value::{Field, Schema, TimeUnit};
+        let names = ["ts", "i", "f", "s", "b", "i2", "f2"];
+        let tys = [DataType::Int, DataType::Int, DataType::Float, DataType::Str, DataType::Bool,
+                   DataType::Int, DataType::Float];
+        let fields = names.iter().zip(tys).map(|(n, ty)| Field { name: n.to_string(), ty }).collect();
+        let schema = Schema::new(fields, "ts", TimeUnit::Ms).unwrap();
+        let index: std::collections::HashMap<String, usize> =
+            names.iter().enumerate().map(|(i, n)| (n.to_string(), i)).collect();
+        let mut line = b"{".to_vec();
+        for (k, (col, value, space)) in members.iter().enumerate() {
+            if k > 0 {
+                line.push(b',');
+            }
+            let pad: &[u8] = [&b""[..], b" ", b"\t "][*space];
+            line.extend_from_slice(pad);
+            line.extend_from_slice(format!("\"{}\"", names[*col]).as_bytes());
+            line.extend_from_slice(pad);
+            line.push(b':');
+            line.extend_from_slice(pad);
+            line.extend_from_slice(value);
+            line.extend_from_slice(pad);
+        }
+        line.extend_from_slice(b"}\n");
+        // Debug text compares floats to the bit (-0.0 is not 0.0 there).
+        let fast = format!("{:?}", jsonl::parse_row(&line, &schema, &index));
+        let general = format!("{:?}", jsonl::parse_row_general(&line, &schema, &index));
+        prop_assert_eq!(fast, general, "{}", String::from_utf8_lossy(&line));
+    }
+}
+
 #[test]
 fn json_row_parser_errors() {
     use crate::value::{Field, Schema, TimeUnit};
