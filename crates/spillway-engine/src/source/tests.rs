@@ -946,6 +946,31 @@ proptest! {
         let general = format!("{:?}", jsonl::parse_row_general(&line, &schema, &index));
         prop_assert_eq!(fast, general, "{}", String::from_utf8_lossy(&line));
     }
+
+    /// Any bytes (a Kafka message is whatever a producer wrote): an error or a row, the
+    /// same from both paths, never a panic.
+    #[test]
+    fn json_rows_from_any_bytes(
+        bytes in prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..64),
+            proptest::collection::vec(
+                proptest::sample::select(b"{}[]:,\"\\ -+.eE0123456789tfnaulrsx".to_vec()),
+                0..64,
+            ),
+        ],
+    ) {
+        use crate::value::{Field, Schema, TimeUnit};
+        let fields = vec![
+            Field { name: "ts".into(), ty: DataType::Int },
+            Field { name: "a".into(), ty: DataType::Float },
+            Field { name: "s".into(), ty: DataType::Str },
+        ];
+        let schema = Schema::new(fields, "ts", TimeUnit::Ms).unwrap();
+        let index = [("ts".to_string(), 0usize), ("a".into(), 1), ("s".into(), 2)].into_iter().collect();
+        let fast = format!("{:?}", jsonl::parse_row(&bytes, &schema, &index));
+        let general = format!("{:?}", jsonl::parse_row_general(&bytes, &schema, &index));
+        prop_assert_eq!(fast, general);
+    }
 }
 
 #[test]
