@@ -7,6 +7,12 @@ mod cmd;
 /// mimalloc: the engine allocates event rows on one thread (the reservoir's reader
 /// decodes chunks) and frees them on another; glibc malloc spends ~10% of an engine run
 /// on that, mimalloc's per-thread free lists do not (measured in docs/RESULTS.md).
+///
+/// The crate's `override` feature also makes mimalloc the process's `malloc` and `free`
+/// (the executable's symbols come before libc's), so the C libraries linked in allocate
+/// with it too: librdkafka allocates and frees a block per message on the worker's and
+/// its broker threads, and a Kafka worker ran 7-24% faster with it (docs/RESULTS.md);
+/// the RocksDB baseline gets the same allocator as the stores it is compared with.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
