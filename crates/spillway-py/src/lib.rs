@@ -392,10 +392,14 @@ fn explain(
         let schema = schema_of(&fields, time_column, time_unit)?;
         match QueryPlan::build(sql, &schema, None) {
             Ok(plan) => return Ok(plan.explain(&schema)),
-            Err(Error::Sql(SqlError::UnknownColumn { name, .. }))
-                if guess && fields.len() < 1024 =>
+            Err(Error::Sql(e))
+                if guess
+                    && fields.len() < 1024
+                    && matches!(*e, SqlError::UnknownColumn { .. }) =>
             {
-                fields.push((name, "float".to_string()));
+                if let SqlError::UnknownColumn { name, .. } = *e {
+                    fields.push((name, "float".to_string()));
+                }
             }
             Err(e) => return Err(to_py(e)),
         }
