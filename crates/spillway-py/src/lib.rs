@@ -393,9 +393,7 @@ fn explain(
         match QueryPlan::build(sql, &schema, None) {
             Ok(plan) => return Ok(plan.explain(&schema)),
             Err(Error::Sql(e))
-                if guess
-                    && fields.len() < 1024
-                    && matches!(*e, SqlError::UnknownColumn { .. }) =>
+                if guess && fields.len() < 1024 && matches!(*e, SqlError::UnknownColumn { .. }) =>
             {
                 if let SqlError::UnknownColumn { name, .. } = *e {
                     fields.push((name, "float".to_string()));
