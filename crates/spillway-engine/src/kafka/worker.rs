@@ -438,8 +438,10 @@ struct Tasks<'a> {
     out: Vec<Value>,
     /// The rows of the windows the event being computed closed (a windowed query).
     rows: Vec<Vec<Value>>,
-    /// The decoded events of the run of messages being processed (`process_run`).
+    /// The decoded events of the run of messages being processed (`process_batch`).
     events: Vec<Event>,
+    /// Per message of that run: whether it decoded (its event is next in `events`).
+    decoded: Vec<bool>,
 }
 
 /// Why a batch was left before its end.
@@ -624,6 +626,7 @@ pub fn run_worker(
             out: Vec::new(),
             rows: Vec::new(),
             events: Vec::with_capacity(BATCH_MESSAGES),
+            decoded: Vec::with_capacity(BATCH_MESSAGES),
             cfg,
             session: session_cfg,
             filter,
@@ -862,7 +865,7 @@ impl Tasks<'_> {
     ) -> Result<(bool, Option<Interrupt>)> {
         let mut busy = false;
         let mut events = std::mem::take(&mut self.events);
-        let mut decoded = Vec::new();
+        let mut decoded = std::mem::take(&mut self.decoded);
         let n = batch.len();
         let mut i = 0;
         while i < n {
@@ -918,6 +921,7 @@ impl Tasks<'_> {
             i = end;
         }
         self.events = events;
+        self.decoded = decoded;
         Ok((busy, None))
     }
 
