@@ -91,6 +91,41 @@ fn settled(s: &Value) -> bool {
         && rows.iter().zip(&owned).all(|(r, (_, m))| r["owner"] == *m && r["lag"] == 0)
 }
 
+/// Event id -> partition of the `count` messages of `topic` (the id column of `kafka
+/// consume --with-id` and the partition column of its latency log, both in read order).
+fn partitions_by_id(
+    b: &str,
+    topic: &str,
+    count: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (rows, log) = (tmp.path().join("rows.csv"), tmp.path().join("log.csv"));
+    ok(&consume(
+        b,
+        topic,
+        &[
+            "--count",
+            count,
+            "--timeout",
+            "30s",
+            "--with-id",
+            "--latency",
+            "--latency-log",
+            log.to_str().expect("utf-8"),
+            "--output",
+            rows.to_str().expect("utf-8"),
+            "-q",
+        ],
+    ));
+    let (rows, log) =
+        (std::fs::read_to_string(rows).unwrap(), std::fs::read_to_string(log).unwrap());
+    let ids = rows.lines().skip(1).map(|l| l.split(',').next().unwrap().to_string());
+    let parts = log.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().to_string());
+    let (ids, parts): (Vec<_>, Vec<_>) = (ids.collect(), parts.collect());
+    assert_eq!(ids.len(), parts.len(), "{topic}: one log line per row");
+    ids.into_iter().zip(parts).collect()
+}
+
 #[test]
 fn status_shows_two_workers_owning_the_input_and_no_lag_once_done() {
     let b = &broker().bootstrap;
@@ -132,6 +167,21 @@ fn status_shows_two_workers_owning_the_input_and_no_lag_once_done() {
         assert!(since.elapsed() < Duration::from_secs(120), "results not all committed: {err}");
         std::thread::sleep(Duration::from_millis(200));
     }
+
+    // Each result is in the output partition of its event's input partition: a card's
+    // results are in one partition, in order, and each output partition has one writer.
+    let (ins, outs) =
+        (partitions_by_id(b, "status-pay", &n), partitions_by_id(b, "status-out", &n));
+    assert_eq!(outs.len(), EVENTS, "one result per event");
+    for (id, p) in &outs {
+        assert_eq!(
+            ins.get(id),
+            Some(p),
+            "event {id}: result in partition {p}, event in {:?}",
+            ins.get(id)
+        );
+    }
+    assert_eq!(outs.values().collect::<BTreeSet<_>>().len(), 2, "{outs:?}");
 
     // Then both members own an input partition each, with nothing left to read; the
     // group may still be settling (the second worker's join), so wait for it, bounded.

@@ -430,6 +430,11 @@ struct Tasks<'a> {
     late: String,
     dead_letter: String,
     reply: String,
+    /// Partitions of the output topic.
+    out_parts: i32,
+    /// The output partition of the current message's results: its task's partition
+    /// modulo `out_parts` (see `Tasks::emit_row`).
+    out_partition: i32,
     /// The current message's event id and a routing key (buffers for all messages).
     id: String,
     key: String,
@@ -550,9 +555,13 @@ pub fn run_worker(
         )));
     }
     // A new result topic gets the input's partition count; an existing one is used as is.
-    if partition_count(b, &cfg.output)?.is_none() {
-        ensure_topic(b, &cfg.output, Some(parts), false)?;
-    }
+    let out_parts = match partition_count(b, &cfg.output)? {
+        Some(n) => n,
+        None => {
+            ensure_topic(b, &cfg.output, Some(parts), false)?;
+            parts
+        }
+    };
     write_schema(b, &cfg.output, &TopicSchema::Results { columns })?;
     for t in [late_topic(&cfg.output), dead_letter_topic(&cfg.output)] {
         ensure_topic(b, &t, None, false)?;
@@ -627,6 +636,8 @@ pub fn run_worker(
             rows: Vec::new(),
             events: Vec::with_capacity(BATCH_MESSAGES),
             decoded: Vec::with_capacity(BATCH_MESSAGES),
+            out_parts,
+            out_partition: 0,
             cfg,
             session: session_cfg,
             filter,
@@ -937,6 +948,7 @@ impl Tasks<'_> {
         let produce = task.pos.take(m.offset());
         task.unsaved = true;
         let role = task.role;
+        self.out_partition = p % self.out_parts;
         if role == Role::Reply {
             // A partial's key is its event id (it carries no id header).
             self.id.clear();
@@ -1139,10 +1151,17 @@ impl Tasks<'_> {
         send(self.producer.inner(), with_ts(rec, ts), &self.cfg.brokers, &self.doomed)
     }
 
-    /// Sends the result row encoded in `buf` to the output topic, keyed by the event id.
+    /// Sends the result row encoded in `buf` to the output topic, keyed by the event id,
+    /// in partition `out_partition`: the partition of the task that computed it, modulo
+    /// the output's partition count (the same number by default). So the results of one
+    /// input partition (with a keyed input, of each of its keys) are in one output
+    /// partition in the order they were computed, which a reader of the output can rely
+    /// on; hashing the event id spread one card's results over every partition. It also
+    /// gives each output partition one writer (its task's owner), though a
+    /// `read_committed` reader's latency measured the same either way (RESULTS).
     fn emit_row(&mut self, ts: Option<i64>) -> Result<()> {
         loop {
-            match self.producer.send_output(self.id.as_bytes(), &self.buf, ts) {
+            match self.producer.send_output(self.id.as_bytes(), self.out_partition, &self.buf, ts) {
                 Ok(()) => break,
                 Err(e) => {
                     if !refused(e, &self.cfg.brokers, &self.cfg.output, &self.doomed)? {

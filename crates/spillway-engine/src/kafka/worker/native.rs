@@ -53,13 +53,13 @@ impl Producer {
         &self.inner
     }
 
-    /// Sends one message without headers to the output topic, partitioned by `key`
-    /// as `BaseProducer::send` would, with timestamp `ts` (`None`: now). librdkafka
-    /// copies key and value. The error is librdkafka's refusal (a full queue, a doomed
+    /// Sends one message without headers to partition `partition` of the output topic,
+    /// with timestamp `ts` (`None`: now). librdkafka copies key and value. The error is librdkafka's refusal (a full queue, a doomed
     /// transaction), as `BaseProducer::send` gives it.
     pub(super) fn send_output(
         &self,
         key: &[u8],
+        partition: i32,
         payload: &[u8],
         ts: Option<i64>,
     ) -> Result<(), KafkaError> {
@@ -73,7 +73,7 @@ impl Producer {
         };
         let vus = [
             vu(V::RD_KAFKA_VTYPE_RKT, sys::rd_kafka_vu_s__bindgen_ty_1 { rkt: self.output }),
-            vu(V::RD_KAFKA_VTYPE_PARTITION, sys::rd_kafka_vu_s__bindgen_ty_1 { i32_: -1 }),
+            vu(V::RD_KAFKA_VTYPE_PARTITION, sys::rd_kafka_vu_s__bindgen_ty_1 { i32_: partition }),
             vu(
                 V::RD_KAFKA_VTYPE_MSGFLAGS,
                 sys::rd_kafka_vu_s__bindgen_ty_1 { i: sys::RD_KAFKA_MSG_F_COPY },
