@@ -25,8 +25,8 @@
 //!   workers and `consume` read it, so no topic's types are ever guessed.
 //! - **Result message** (topic `OUT`): key = the event id (as above), in the partition
 //!   of the task that computed it (modulo `OUT`'s partition count), so one input
-//!   partition's results, and each of its keys', are in one partition in order; value =
-//!   byte `0x01`
+//!   partition's results, and each of its keys', are in one partition in order (for a
+//!   routed query, the reply task's partition); value = byte `0x01`
 //!   (layout version) followed by the output row as postcard (`Vec<Value>`: exact floats,
 //!   NULLs, non-finite values). `spillway kafka consume` turns them into CSV / JSON
 //!   Lines exactly as `spillway run` writes its output.
