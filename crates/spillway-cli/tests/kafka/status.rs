@@ -13,12 +13,14 @@
 //! Topics and groups are prefixed `status-` (the broker is shared by the test binary).
 
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::{broker, consume, ok, payments, spillway, stderr, BIN};
+use crate::scrape::KillOnDrop;
 
 const EVENTS: usize = 2_000;
 const QUERY: &str = "SELECT card, COUNT(*) OVER w AS n, SUM(amount) OVER w AS s FROM pay \
@@ -39,8 +41,9 @@ fn status_json(b: &str, group: &str) -> Value {
     serde_json::from_slice(&o.stdout).expect("status --json prints JSON")
 }
 
-fn worker(b: &str, id: &str, dir: &std::path::Path) -> Child {
-    Command::new(BIN)
+/// A worker of the job, killed if the test fails before it stops it.
+fn worker(b: &str, id: &str, dir: &std::path::Path) -> KillOnDrop {
+    let child = Command::new(BIN)
         .args(["run", "--query", QUERY, "--table", "pay"])
         .args(["--input", &format!("kafka://{b}/status-pay")])
         .args(["--output", &format!("kafka://{b}/status-out"), "--group", "status-job"])
@@ -49,7 +52,8 @@ fn worker(b: &str, id: &str, dir: &std::path::Path) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start a worker")
+        .expect("start a worker");
+    KillOnDrop(child)
 }
 
 /// The input partitions' rows of a status, by partition.
@@ -244,9 +248,14 @@ fn status_shows_two_workers_owning_the_input_and_no_lag_once_done() {
         let st = Command::new("kill").arg(w.id().to_string()).status().expect("kill -TERM");
         assert!(st.success());
     }
-    for w in workers {
-        let o = w.wait_with_output().expect("wait for a worker");
-        assert!(o.status.success(), "a worker failed: {}", stderr(&o));
+    for mut w in workers {
+        // Its stderr to the end (it exits on SIGTERM), then its status.
+        let mut err = String::new();
+        if let Some(mut e) = w.stderr.take() {
+            e.read_to_string(&mut err).expect("read a worker's stderr");
+        }
+        let st = w.wait().expect("wait for a worker");
+        assert!(st.success(), "a worker failed: {err}");
     }
     // Static members do not leave: the coordinator drops them after the session timeout
     // (6 s), and the group is then Empty, its offsets kept (bounded wait).

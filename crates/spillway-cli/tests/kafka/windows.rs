@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{broker, consume, ok, payments, spillway, stderr, BIN};
+use crate::scrape::KillOnDrop;
 
 const CARDS: u32 = 12;
 const EVENTS: usize = 4_000;
@@ -140,7 +141,8 @@ fn check(name: &str, tvf: &str, kill: bool, seed: u64) {
 
     let out = format!("win-{name}-out");
     if kill {
-        let mut first = worker(b, name, &sql, t, false);
+        // Killed below, or when an assertion fails first.
+        let mut first = KillOnDrop(worker(b, name, &sql, t, false));
         // Killed once it committed some rows (the output topic has a few).
         let since = Instant::now();
         loop {
