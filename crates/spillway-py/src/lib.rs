@@ -392,13 +392,10 @@ fn explain(
         let schema = schema_of(&fields, time_column, time_unit)?;
         match QueryPlan::build(sql, &schema, None) {
             Ok(plan) => return Ok(plan.explain(&schema)),
-            Err(Error::Sql(e))
-                if guess && fields.len() < 1024 && matches!(*e, SqlError::UnknownColumn { .. }) =>
-            {
-                if let SqlError::UnknownColumn { name, .. } = *e {
-                    fields.push((name, "float".to_string()));
-                }
-            }
+            Err(Error::Sql(e)) if guess && fields.len() < 1024 => match *e {
+                SqlError::UnknownColumn { name, .. } => fields.push((name, "float".to_string())),
+                other => return Err(to_py(Error::from(other))),
+            },
             Err(e) => return Err(to_py(e)),
         }
     }

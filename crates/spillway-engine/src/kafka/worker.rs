@@ -432,9 +432,6 @@ struct Tasks<'a> {
     reply: String,
     /// Partitions of the output topic.
     out_parts: i32,
-    /// The output partition of the current message's results: its task's partition
-    /// modulo `out_parts` (see `Tasks::emit_row`).
-    out_partition: i32,
     /// The current message's event id and a routing key (buffers for all messages).
     id: String,
     key: String,
@@ -637,7 +634,6 @@ pub fn run_worker(
             events: Vec::with_capacity(BATCH_MESSAGES),
             decoded: Vec::with_capacity(BATCH_MESSAGES),
             out_parts,
-            out_partition: 0,
             cfg,
             session: session_cfg,
             filter,
@@ -948,7 +944,6 @@ impl Tasks<'_> {
         let produce = task.pos.take(m.offset());
         task.unsaved = true;
         let role = task.role;
-        self.out_partition = p % self.out_parts;
         if role == Role::Reply {
             // A partial's key is its event id (it carries no id header).
             self.id.clear();
@@ -983,7 +978,7 @@ impl Tasks<'_> {
                 match done {
                     Some(Joined::Row(row)) if produce => {
                         encode_result(&row, &mut self.buf);
-                        self.emit_row(ts)?;
+                        self.emit_row(p, ts)?;
                     }
                     Some(Joined::Late(json)) if produce => {
                         self.buf = json;
@@ -1097,8 +1092,8 @@ impl Tasks<'_> {
             session.process(time, row, &mut out)
         };
         let sent = match &outcome {
-            Ok(Outcome::Emitted) if produce && per_event => self.send_row(stage, &out, ts),
-            Ok(_) if produce => rows.iter().try_for_each(|r| self.send_row(stage, r, ts)),
+            Ok(Outcome::Emitted) if produce && per_event => self.send_row(stage, task.1, &out, ts),
+            Ok(_) if produce => rows.iter().try_for_each(|r| self.send_row(stage, task.1, r, ts)),
             _ => Ok(()),
         };
         (self.out, self.rows) = (out, rows);
@@ -1126,15 +1121,15 @@ impl Tasks<'_> {
         Ok(())
     }
 
-    /// Sends one result row: to the output topic, or as a partial to the reply topic
-    /// when stages join.
-    fn send_row(&mut self, stage: usize, row: &[Value], ts: Option<i64>) -> Result<()> {
+    /// Sends one result row of the task of partition `p`: to the output topic, or as a
+    /// partial to the reply topic when stages join.
+    fn send_row(&mut self, stage: usize, p: i32, row: &[Value], ts: Option<i64>) -> Result<()> {
         if self.routing.joins() {
             encode_partial_result(stage, row, &mut self.buf);
             self.emit_partial(ts)
         } else {
             encode_result(row, &mut self.buf);
-            self.emit_row(ts)
+            self.emit_row(p, ts)
         }
     }
 
@@ -1151,17 +1146,18 @@ impl Tasks<'_> {
         send(self.producer.inner(), with_ts(rec, ts), &self.cfg.brokers, &self.doomed)
     }
 
-    /// Sends the result row encoded in `buf` to the output topic, keyed by the event id,
-    /// in partition `out_partition`: the partition of the task that computed it, modulo
-    /// the output's partition count (the same number by default). So the results of one
+    /// Sends the result row encoded in `buf`, computed by the task of partition `p`, to
+    /// the output topic, keyed by the event id, in partition `p` modulo the output's
+    /// partition count (the same number by default). So the results of one
     /// input partition (with a keyed input, of each of its keys) are in one output
     /// partition in the order they were computed, which a reader of the output can rely
     /// on; hashing the event id spread one card's results over every partition. It also
     /// gives each output partition one writer (its task's owner), though a
     /// `read_committed` reader's latency measured the same either way (RESULTS).
-    fn emit_row(&mut self, ts: Option<i64>) -> Result<()> {
+    fn emit_row(&mut self, p: i32, ts: Option<i64>) -> Result<()> {
+        let partition = p % self.out_parts;
         loop {
-            match self.producer.send_output(self.id.as_bytes(), self.out_partition, &self.buf, ts) {
+            match self.producer.send_output(self.id.as_bytes(), partition, &self.buf, ts) {
                 Ok(()) => break,
                 Err(e) => {
                     if !refused(e, &self.cfg.brokers, &self.cfg.output, &self.doomed)? {

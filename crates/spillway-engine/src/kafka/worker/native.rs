@@ -54,8 +54,9 @@ impl Producer {
     }
 
     /// Sends one message without headers to partition `partition` of the output topic,
-    /// with timestamp `ts` (`None`: now). librdkafka copies key and value. The error is librdkafka's refusal (a full queue, a doomed
-    /// transaction), as `BaseProducer::send` gives it.
+    /// with timestamp `ts` (`None`: now). librdkafka copies key and value. The error is
+    /// librdkafka's refusal (a full queue, a doomed transaction), as `BaseProducer::send`
+    /// gives it.
     pub(super) fn send_output(
         &self,
         key: &[u8],
