@@ -19,6 +19,8 @@
 #     MODE     inplace: Q1 per card over 4 partitions keyed by card (default)
 #              routed:  per card and per merchant from a 1-partition topic, joined
 #     OUTDIR   default docs/bench/kafka-latency-MODE
+#   COMMIT_EVERY (default 20ms) and CHECKPOINT_EVERY (default 1s) set the workers'
+#   --commit-every and --checkpoint-interval.
 #
 # Builds the release binary with --features kafka; starts and stops its own broker.
 set -euo pipefail
@@ -28,6 +30,7 @@ SECS=${2:-60}
 MODE=${3:-inplace}
 OUT=${4:-docs/bench/kafka-latency-$MODE}
 COMMIT=${COMMIT_EVERY:-20ms}
+CKPT=${CHECKPOINT_EVERY:-1s}
 case "$MODE" in inplace|routed) ;; *) echo "MODE must be inplace or routed, not $MODE" >&2; exit 2;; esac
 cargo build -q --release -p spillway-cli --features kafka
 S=${CARGO_TARGET_DIR:-target}/release/spillway
@@ -62,7 +65,7 @@ $S kafka produce --brokers "$B" --topic pay --input "$W/none.csv" "${TYPES[@]}" 
 
 worker() { # $1 = id
   $S run --query "$Q" --input "kafka://$B/pay" --table payments --output "kafka://$B/out" --group g \
-    --checkpoint-dir "$W/ckpt" --checkpoint-interval 1s --commit-every "$COMMIT" \
+    --checkpoint-dir "$W/ckpt" --checkpoint-interval "$CKPT" --commit-every "$COMMIT" \
     --worker-id "$1" 2>>"$OUT/$1.log" &
   PIDS+=($!)
   eval "PID_$1=$!"

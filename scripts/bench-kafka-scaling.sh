@@ -8,13 +8,18 @@
 #
 #   scripts/bench-kafka-scaling.sh [EVENTS] [CARDS]     (default 1000000 100000)
 #
-# Builds the release binary with --features kafka; starts and stops its own broker.
+# Builds the release binary with --features kafka (SPILLWAY_BIN=PATH runs that binary
+# instead, for A/B runs of two builds); starts and stops its own broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
 CARDS=${2:-100000}
-cargo build -q --release -p spillway-cli --features kafka
-S=${CARGO_TARGET_DIR:-target}/release/spillway
+if [ -n "${SPILLWAY_BIN:-}" ]; then
+  S=$SPILLWAY_BIN
+else
+  cargo build -q --release -p spillway-cli --features kafka
+  S=${CARGO_TARGET_DIR:-target}/release/spillway
+fi
 W=$(mktemp -d /tmp/spillway-kbench.XXXXXX)
 trap 'scripts/kafka.sh stop "$W/broker" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
 B=$(scripts/kafka.sh start "$W/broker")

@@ -29,7 +29,8 @@
 //! output of every message before those offsets and the offsets become visible together
 //! to `read_committed` readers. Every checkpoint interval (`--checkpoint-interval`, a
 //! multiple of the commit interval in effect) it commits, then checkpoints each moved
-//! task's state tagged with the offset just committed.
+//! task's state tagged with the offset just committed (the tasks at once, one thread
+//! each: a checkpoint mostly waits for the disk).
 //!
 //! So a task's checkpoint offset `K` is never above the group's committed offset `C`. A
 //! crash loses the open transaction (the broker aborts it when it times out or the same
@@ -1611,12 +1612,8 @@ impl Worker<'_> {
             let round = self.st.summary.checkpoints + 1;
             let ckpt_started = Instant::now();
             let mut fenced = None;
+            checkpoint_sessions(self.st.tasks.values_mut().filter(|t| t.unsaved))?;
             for t in self.st.tasks.values_mut().filter(|t| t.unsaved) {
-                // A replaying task's checkpoint covers less than the committed offset
-                // (K <= C, module docs); every other task's `next` was just committed.
-                if let Some((_, s)) = &mut t.session {
-                    s.checkpoint_tagged(&offset_tag(t.pos.next))?;
-                }
                 if let Some(j) = &t.join {
                     j.save(&t.dir, t.pos.next)?;
                 }
@@ -1835,6 +1832,44 @@ fn try_lock_dir(dir: &Path) -> Result<Option<File>> {
             Err(Error::Config(format!("cannot lock {}: {e}", path.display())))
         }
     }
+}
+
+/// Checkpoints the sessions of `tasks`, each at its task's `next` offset: a replaying
+/// task's checkpoint covers less than the committed offset (K <= C, module docs); every
+/// other task's `next` was just committed. The tasks write their own directories, and
+/// most of a checkpoint's time is the disk's (the store's log pages and fsyncs), so
+/// with several tasks they checkpoint at once, one thread each: the worker's pause is
+/// the slowest task's checkpoint, not their sum. The first error is returned once all
+/// have finished.
+fn checkpoint_sessions<'a>(tasks: impl Iterator<Item = &'a mut Task>) -> Result<()> {
+    let mut work: Vec<(i64, &mut Session)> = tasks
+        .filter_map(|t| {
+            let next = t.pos.next;
+            t.session.as_mut().map(|(_, s)| (next, s))
+        })
+        .collect();
+    if work.len() <= 1 {
+        return work.iter_mut().try_for_each(|(next, s)| s.checkpoint_tagged(&offset_tag(*next)));
+    }
+    let results: Vec<Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = work
+            .iter_mut()
+            .map(|(next, s)| {
+                let next = *next;
+                std::thread::Builder::new()
+                    .name("task-checkpoint".into())
+                    .spawn_scoped(scope, move || s.checkpoint_tagged(&offset_tag(next)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(e) => Err(Error::Checkpoint(format!("starting a task checkpoint thread: {e}"))),
+            })
+            .collect()
+    });
+    results.into_iter().collect()
 }
 
 #[cfg(test)]
