@@ -4,7 +4,11 @@
 #
 #   scripts/kafka.sh start DIR [--port P] [--owner PID [--temporary]]
 #                                           start a broker whose data and log live in DIR;
-#                                           prints its bootstrap address (127.0.0.1:P);
+#                                           prints its bootstrap address (127.0.0.1:P)
+#                                           once the broker itself listens there (ports
+#                                           it picks are picked again, up to 3 times,
+#                                           if another process takes one first; a taken
+#                                           --port P fails the start);
 #                                           with --owner, a watcher stops the broker once
 #                                           process PID is gone (a test binary that was
 #                                           killed leaves no broker behind), and with
@@ -60,12 +64,42 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+owns_port() { # PID PORT: whether process PID has a socket listening on TCP port PORT
+  python3 - "$1" "$2" <<'PY'
+import os, sys
+pid, port = sys.argv[1], int(sys.argv[2])
+inodes = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        lines = open(table).readlines()[1:]
+    except OSError:
+        continue
+    for line in lines:
+        f = line.split()
+        if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+            inodes.add(f[9])
+fds = f"/proc/{pid}/fd"
+try:
+    names = os.listdir(fds)
+except OSError:
+    sys.exit(1)
+for fd in names:
+    try:
+        link = os.readlink(os.path.join(fds, fd))
+    except OSError:
+        continue
+    if link.startswith("socket:[") and link[8:-1] in inodes:
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+
 start() {
   local dir=$1; shift
-  local port="" owner="" temporary=""
+  local port="" port_given="" owner="" temporary=""
   while [ $# -gt 0 ]; do
     case $1 in
-      --port) [ $# -ge 2 ] || die "--port needs a value"; port=$2; shift 2 ;;
+      --port) [ $# -ge 2 ] || die "--port needs a value"; port=$2; port_given=1; shift 2 ;;
       --owner) [ $# -ge 2 ] || die "--owner needs a PID"; owner=$2; shift 2
                kill -0 "$owner" 2>/dev/null || die "--owner $owner: no such process" ;;
       --temporary) temporary=1; shift ;;
@@ -80,6 +114,27 @@ start() {
     return 0
   fi
   fetch
+  # free_port finds ports that are free now; another process can take one before the
+  # broker binds it (an outgoing connection gets its local port from the same range).
+  # Ports picked here are then picked again (bounded); a port given with --port is not.
+  local attempt status
+  for attempt in 1 2 3; do
+    status=0
+    launch "$dir" "$port" "$owner" "$temporary" || status=$?
+    case $status in
+      0) return 0 ;;
+      2) [ -z "$port_given" ] && [ "$attempt" -lt 3 ] || die "$(cat "$dir/start.err")"
+         echo "kafka.sh: $(cat "$dir/start.err"); trying other ports" >&2 ;;
+      *) die "$(cat "$dir/start.err")" ;;
+    esac
+  done
+}
+
+# Starts DIR's broker on PORT (a free one if empty) and waits until it listens. Returns
+# 0 once it does (printing its address), 2 if it exited because a port was taken, 1 on
+# any other failure; the reason is in DIR/start.err.
+launch() {
+  local dir=$1 port=$2 owner=$3 temporary=$4
   [ -n "$port" ] || port=$(free_port)
   local cport; cport=$(free_port)
   [ "$cport" != "$port" ] || cport=$(free_port)
@@ -114,18 +169,32 @@ EOF
   if [ ! -f "$dir/data/meta.properties" ]; then
     local id
     id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
-    java -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
-      || die "formatting the broker's storage failed: $(tail -3 "$dir/format.log")"
+    if ! java -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >"$dir/format.log" 2>&1; then
+      echo "formatting the broker's storage failed: $(tail -3 "$dir/format.log")" >"$dir/start.err"
+      return 1
+    fi
   fi
   nohup java -Xmx512m -XX:+UseSerialGC -cp "$cp" kafka.Kafka "$dir/server.properties" >"$dir/broker.log" 2>&1 &
   local pid=$!
+  # Not this shell's job: killing it after a failed start reports nothing.
+  disown "$pid" 2>/dev/null || true
   echo "$pid" >"$dir/broker.pid"
   # Ready when the PLAINTEXT port accepts connections (bounded: 60 s).
   for _ in $(seq 1 600); do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      die "the broker exited during start-up; last lines of $dir/broker.log: $(tail -5 "$dir/broker.log")"
+    if grep -q "Address already in use" "$dir/broker.log"; then
+      # It may linger after failing to bind: stop it before trying other ports.
+      kill -9 "$pid" 2>/dev/null || true
+      rm -f "$dir/broker.pid"
+      echo "the broker could not bind 127.0.0.1:$port or 127.0.0.1:$cport: another process holds it (Address already in use)" >"$dir/start.err"
+      return 2
     fi
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$dir/broker.pid"
+      echo "the broker exited during start-up; last lines of $dir/broker.log: $(tail -5 "$dir/broker.log")" >"$dir/start.err"
+      return 1
+    fi
+    # The port accepting a connection is not enough: another process may listen on it.
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && owns_port "$pid" "$port"; then
       echo "127.0.0.1:$port" >"$dir/bootstrap"
       [ -z "$owner" ] || watch_owner "$dir" "$owner" "$pid" "$temporary"
       cat "$dir/bootstrap"
@@ -134,7 +203,9 @@ EOF
     sleep 0.1
   done
   kill -9 "$pid" 2>/dev/null || true
-  die "the broker did not listen on 127.0.0.1:$port within 60 s (see $dir/broker.log)"
+  rm -f "$dir/broker.pid"
+  echo "the broker did not listen on 127.0.0.1:$port within 60 s (see $dir/broker.log)" >"$dir/start.err"
+  return 1
 }
 
 # Stops DIR's broker (PID broker) once process OWNER is gone, or ends when the broker

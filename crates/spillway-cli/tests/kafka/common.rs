@@ -1,7 +1,7 @@
 //! What the Kafka tests share: the broker, the `spillway` binary, generated payments.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use rand::{Rng, SeedableRng};
@@ -27,10 +27,13 @@ pub fn broker() -> &'static Broker {
         let out = Command::new(script())
             .args(["start", dir.to_str().expect("utf-8")])
             .args(["--owner", &std::process::id().to_string(), "--temporary"])
-            .stderr(Stdio::inherit())
             .output()
             .expect("run scripts/kafka.sh");
-        assert!(out.status.success(), "kafka.sh start failed");
+        assert!(
+            out.status.success(),
+            "kafka.sh start failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let bootstrap = String::from_utf8(out.stdout).expect("utf-8").trim().to_string();
         assert!(bootstrap.starts_with("127.0.0.1:"), "{bootstrap}");
         Broker { bootstrap }

@@ -8,6 +8,7 @@
 //!   also with private directories and a `file://` or `s3://` checkpoint store (an S3
 //!   server on loopback, [`s3_server`], started on first use like the broker).
 //! - [`flags`]: every `spillway run` flag given to a worker is honoured or refused.
+//! - [`kafka_sh`]: `kafka.sh start` on a port another process holds fails.
 //! - [`metrics`]: a worker's `--metrics-addr` endpoint scraped while it runs.
 //! - [`produce`]: `kafka produce` is safe to retry; an unreachable broker fails fast.
 //! - [`status`]: `kafka status` shows a running job's members, offsets and lag.
@@ -18,6 +19,7 @@
 mod common;
 mod exactly_once;
 mod flags;
+mod kafka_sh;
 mod metrics;
 mod produce;
 // The S3 server on loopback of the engine's checkpoint-store tests, one per test binary.
