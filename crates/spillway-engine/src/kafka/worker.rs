@@ -1834,13 +1834,16 @@ fn try_lock_dir(dir: &Path) -> Result<Option<File>> {
     }
 }
 
+/// Most task checkpoints a checkpoint round runs at once.
+const CHECKPOINT_THREADS: usize = 8;
+
 /// Checkpoints the sessions of `tasks`, each at its task's `next` offset: a replaying
 /// task's checkpoint covers less than the committed offset (K <= C, module docs); every
 /// other task's `next` was just committed. The tasks write their own directories, and
 /// most of a checkpoint's time is the disk's (the store's log pages and fsyncs), so
-/// with several tasks they checkpoint at once, one thread each: the worker's pause is
-/// the slowest task's checkpoint, not their sum. The first error is returned once all
-/// have finished.
+/// several tasks checkpoint at once, one thread each (at most [`CHECKPOINT_THREADS`]):
+/// the worker's pause is about the slowest task's checkpoint, not their sum. The first
+/// error is returned once every task's checkpoint has ended.
 fn checkpoint_sessions<'a>(tasks: impl Iterator<Item = &'a mut Task>) -> Result<()> {
     let mut work: Vec<(i64, &mut Session)> = tasks
         .filter_map(|t| {
@@ -1851,25 +1854,32 @@ fn checkpoint_sessions<'a>(tasks: impl Iterator<Item = &'a mut Task>) -> Result<
     if work.len() <= 1 {
         return work.iter_mut().try_for_each(|(next, s)| s.checkpoint_tagged(&offset_tag(*next)));
     }
-    let results: Vec<Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = work
-            .iter_mut()
-            .map(|(next, s)| {
-                let next = *next;
-                std::thread::Builder::new()
-                    .name("task-checkpoint".into())
-                    .spawn_scoped(scope, move || s.checkpoint_tagged(&offset_tag(next)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(e) => Err(Error::Checkpoint(format!("starting a task checkpoint thread: {e}"))),
-            })
-            .collect()
-    });
-    results.into_iter().collect()
+    let mut first_error = None;
+    for group in work.chunks_mut(CHECKPOINT_THREADS) {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = group
+                .iter_mut()
+                .map(|(next, s)| {
+                    let next = *next;
+                    std::thread::Builder::new()
+                        .name("task-checkpoint".into())
+                        .spawn_scoped(scope, move || s.checkpoint_tagged(&offset_tag(next)))
+                })
+                .collect();
+            for h in handles {
+                let r = match h {
+                    Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                    Err(e) => {
+                        Err(Error::Checkpoint(format!("starting a task checkpoint thread: {e}")))
+                    }
+                };
+                if let Err(e) = r {
+                    first_error.get_or_insert(e);
+                }
+            }
+        });
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
