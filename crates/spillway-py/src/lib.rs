@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use spillway_engine::duration::parse_duration as engine_parse_duration;
 use spillway_engine::operator::over::peers::Ties;
 use spillway_engine::operator::over::Outcome;
@@ -94,13 +94,6 @@ fn config(
     };
     cfg.dir = dir;
     cfg.ties = Ties::parse(ties).map_err(|e| ConfigError::new_err(format!("ties: {e}")))?;
-    if cfg.ties == Ties::Peers && cfg.dir.is_some() {
-        return Err(ConfigError::new_err(
-            "ties=\"peers\" with a checkpoint_dir is not supported yet: the rows held for \
-             their peers at a checkpoint could not be matched to your DataFrame's index after \
-             a resume",
-        ));
-    }
     Ok(cfg)
 }
 
@@ -167,6 +160,13 @@ impl Session {
     #[getter]
     fn resumed(&self) -> bool {
         self.inner.resumed()
+    }
+
+    /// The bytes stored with the checkpoint this session continued from (`checkpoint`'s
+    /// `tag`), or `None` for a fresh session.
+    #[getter]
+    fn tag<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner.tag().map(|t| PyBytes::new(py, t))
     }
 
     /// Whether the query is a windowed aggregation (its rows come as windows fire, not
@@ -268,9 +268,11 @@ impl Session {
         to_py_list(py, out_cols)
     }
 
-    /// Makes an atomic checkpoint in the session's directory.
-    fn checkpoint(&mut self) -> PyResult<()> {
-        self.inner.checkpoint().map_err(to_py)
+    /// Makes an atomic checkpoint in the session's directory, with `tag` (bytes the
+    /// caller reads back as `tag` after a resume) in the same checkpoint.
+    #[pyo3(signature = (tag=None))]
+    fn checkpoint(&mut self, tag: Option<&[u8]>) -> PyResult<()> {
+        self.inner.checkpoint_tagged(tag.unwrap_or_default()).map_err(to_py)
     }
 }
 

@@ -166,5 +166,72 @@ def test_peer_rows_equal_the_command_line_and_keep_their_labels(tmp_path):
     streamed = pd.concat(parts)
     same(streamed, want)
     assert list(streamed.index) == list(df.index)
-    with pytest.raises(spillway.ConfigError, match="not supported yet"):
-        spillway.Stream(sql, time_unit="s", ties="peers", checkpoint_dir=tmp_path / "ck")
+    # With a checkpoint in the middle of a time's rows: the batch pushed after it is
+    # lost (not checkpointed), the stream resumes and gets it again; the held rows come
+    # out after the resume with their labels.
+    ck = tmp_path / "ck"
+    s = spillway.Stream(sql, time_unit="s", ties="peers", checkpoint_dir=ck)
+    before = [s.push(df.iloc[i : i + 250]) for i in range(0, 1500, 250)]
+    assert sum(len(b) for b in before) < 1500, "no row is held at the checkpoint"
+    s.checkpoint()
+    s.push(df.iloc[1500:1750])
+    s.close()
+    s = spillway.Stream(sql, time_unit="s", ties="peers", checkpoint_dir=ck)
+    assert s.resumed and s.events == 1500
+    after = [s.push(df.iloc[i : i + 250]) for i in range(1500, len(df), 250)]
+    after.append(s.finish())
+    resumed = pd.concat(before + after)
+    same(resumed, want)
+    assert list(resumed.index) == list(df.index)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        lambda n: [f"row-{i}" for i in range(n)],
+        lambda n: list(pd.date_range("2026-01-01", periods=n, freq="s", tz="Europe/Lisbon")),
+        lambda n: [(i % 7, f"k{i}") for i in range(n)],
+        lambda n: [float(i) + 0.5 for i in range(n)],
+    ],
+    ids=["str", "datetime-tz", "tuple", "float"],
+)
+def test_peer_rows_keep_their_labels_across_a_resume(tmp_path, labels):
+    """The labels of the rows held at a checkpoint are stored with it, whatever their
+    type, and come back with those rows after the resume."""
+    sql = QUERIES["range"]
+    df = transactions(600, seed=9, customers=6)
+    df = df.assign(ts=df["ts"] // 60 * 60).sort_values("ts", kind="stable")
+    df.index = pd.Index(labels(len(df)))
+    want = spillway.run(sql, df, time_unit="s", ties="peers")
+    ck = tmp_path / "ck"
+    s = spillway.Stream(sql, time_unit="s", ties="peers", checkpoint_dir=ck)
+    first = s.push(df.iloc[:333])
+    assert len(first) < 333
+    s.checkpoint()
+    s.close()
+    s = spillway.Stream(sql, time_unit="s", ties="peers", checkpoint_dir=ck)
+    got = pd.concat([first, s.push(df.iloc[333:]), s.finish()])
+    assert list(got.index) == list(df.index)
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_label_that_cannot_be_stored_leaves_the_last_checkpoint(tmp_path):
+    """A held row's label of a type the checkpoint cannot store: checkpoint() says so
+    and the last checkpoint stays the one a resume continues from."""
+    import decimal
+
+    sql = QUERIES["range"]
+    df = transactions(400, seed=3, customers=4)
+    df = df.assign(ts=df["ts"] // 60 * 60).sort_values("ts", kind="stable")
+    ck = tmp_path / "ck"
+    s = spillway.Stream(sql, time_unit="s", ties="peers", checkpoint_dir=ck)
+    s.push(df.iloc[:100])
+    s.checkpoint()
+    odd = df.iloc[100:200].copy()
+    odd.index = pd.Index([decimal.Decimal(i) for i in range(100)], dtype=object)
+    s.push(odd)
+    with pytest.raises(spillway.ConfigError, match="cannot be stored.*nothing was checkpointed"):
+        s.checkpoint()
+    s.close()
+    s = spillway.Stream(sql, time_unit="s", ties="peers", checkpoint_dir=ck)
+    assert s.resumed and s.events == 100

@@ -48,6 +48,7 @@ dropped silently).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import warnings
 from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
@@ -409,6 +410,73 @@ def _out_datetimes(session: Any, layout: _Layout, time_column: str) -> Mapping[s
     return {**layout.datetimes, **{n: tz for n in _WINDOW_TIMES}}
 
 
+# A checkpoint of a Stream with ties="peers" stores the index labels of the rows it
+# holds for their peers (they come out after the resume) in the checkpoint's tag, as
+# JSON: {"format": _LABELS_FORMAT, "labels": [label, ...]}, each label a tagged list
+# (see _encode_label). JSON, not pickle: reading a checkpoint runs no code.
+_LABELS_FORMAT = "spillway.stream.peer-labels.v1"
+
+
+def _encode_label(x: Any) -> List[Any]:
+    if x is None:
+        return ["n"]
+    if isinstance(x, (bool, np.bool_)):
+        return ["b", bool(x)]
+    if isinstance(x, (int, np.integer)):
+        return ["i", int(x)]
+    if isinstance(x, (float, np.floating)):
+        return ["f", repr(float(x))]  # exact, NaN and infinities included
+    if isinstance(x, str):
+        return ["s", x]
+    if isinstance(x, (pd.Timestamp, np.datetime64, _dt.datetime)):
+        t = pd.Timestamp(x)
+        return ["t", int(t.value), None if t.tz is None else str(t.tz)]
+    if isinstance(x, tuple):
+        return ["u", [_encode_label(v) for v in x]]
+    raise ConfigError(
+        f"checkpoint: the index label {x!r} ({type(x).__name__}) of a row held for its "
+        "peers cannot be stored (int, float, str, bool, datetime, None or tuples of these "
+        "can); nothing was checkpointed"
+    )
+
+
+def _decode_label(v: Any) -> Any:
+    kind = v[0]
+    if kind == "n":
+        return None
+    if kind == "b":
+        return bool(v[1])
+    if kind == "i":
+        return int(v[1])
+    if kind == "f":
+        return float(v[1])
+    if kind == "s":
+        return str(v[1])
+    if kind == "t":
+        return pd.Timestamp(int(v[1]), tz=v[2])
+    if kind == "u":
+        return tuple(_decode_label(x) for x in v[1])
+    raise ValueError(f"unknown label kind {kind!r}")
+
+
+def _encode_labels(labels: List[Any]) -> bytes:
+    enc = [_encode_label(x) for x in labels]
+    return json.dumps({"format": _LABELS_FORMAT, "labels": enc}).encode()
+
+
+def _decode_labels(tag: Optional[bytes], where: Optional[str]) -> List[Any]:
+    try:
+        doc = json.loads(tag or b"")
+        if doc.get("format") != _LABELS_FORMAT:
+            raise ValueError(f"format {doc.get('format')!r}, not {_LABELS_FORMAT!r}")
+        return [_decode_label(v) for v in doc["labels"]]
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise ConfigError(
+            f"{where}: the checkpoint does not hold the index labels of the rows held for "
+            f"their peers ({e}); was it written by a Stream with ties=\"peers\"?"
+        ) from None
+
+
 def _push(
     session: Any,
     layout: _Layout,
@@ -632,7 +700,9 @@ class Stream:
         store, memory_budget, expected_keys, allowed_lateness, compression: as in ``run``.
         ties: as in ``run``; with ``"peers"``, a push returns the rows whose time is
             complete (those of its newest time wait for a later time, or ``finish()``),
-            each with its own index label; not with a ``checkpoint_dir`` yet.
+            each with its own index label. A checkpoint keeps the held rows and their
+            labels (int, float, str, bool, datetime, ``None`` or tuples of these), so
+            after a resume they come out with their labels.
     """
 
     def __init__(
@@ -651,13 +721,6 @@ class Stream:
         ties: Ties = "per-event",
     ) -> None:
         self._sql = sql
-        if ties == "peers" and checkpoint_dir is not None:
-            # As the native session says when it opens; said here, before any push.
-            raise ConfigError(
-                'ties="peers" with a checkpoint_dir is not supported yet: the rows held for '
-                "their peers at a checkpoint could not be matched to your DataFrame's index "
-                "after a resume"
-            )
         self._ties = ties
         # Index labels of pushed rows whose peer rows have not come out yet.
         self._pending: List[Any] = []
@@ -691,10 +754,13 @@ class Stream:
                 self._open(_Layout(fields, [n for n, _ in fields], {}))
 
     def _open(self, layout: _Layout) -> None:
-        self._session = _native.Session(
+        session = _native.Session(
             self._sql, layout.fields, self._time_column, self._time_unit, *self._opts,
             self._ties,
         )
+        if session.resumed and not session.windowed and not session.per_event:
+            self._pending = _decode_labels(session.tag, self._opts[-1])
+        self._session = session
         self._layout = layout
 
     @overload
@@ -737,8 +803,14 @@ class Stream:
         return _finish(session, layout, self._time_unit, self._time_column, self._pending)
 
     def checkpoint(self) -> None:
-        """Makes an atomic checkpoint in ``checkpoint_dir``."""
-        self._require().checkpoint()
+        """Makes an atomic checkpoint in ``checkpoint_dir`` (with ``ties="peers"``, also
+        the index labels of the rows held for their peers)."""
+        session = self._require()
+        if session.windowed or session.per_event:
+            session.checkpoint()
+        else:
+            # Encoded first: a label that cannot be stored leaves the last checkpoint.
+            session.checkpoint(_encode_labels(self._pending))
 
     def close(self) -> None:
         """Releases the stream's files (a reopened stream continues from the last
