@@ -123,7 +123,6 @@ fn every_run_flag_is_used_or_refused() {
         (&["--l1", "1MiB"], "--l1, --l2 and --l3 configure the tiered store: add --store tiered"),
         (&["--store", "tiered", "--l3", "none"], "the tiered store without its durable level (--l3 none) cannot"),
         (&["--output", "out.csv"], "--output out.csv: a Kafka worker writes to a topic"),
-        (&["--ties", "peers"], "--ties peers holds rows back until their time is complete"),
         (&["--metrics-addr", "nonsense"], "--metrics-addr nonsense: not a HOST:PORT address"),
         // Against the topic's schema (one broker round trip, nothing created).
         (&["--time-unit", "s"], "--time-unit s conflicts with topic flags-pay's schema (ms, set by kafka produce)"),

@@ -10,6 +10,8 @@
 //! - [`flags`]: every `spillway run` flag given to a worker is honoured or refused.
 //! - [`kafka_sh`]: `kafka.sh start` on a port another process holds fails.
 //! - [`metrics`]: a worker's `--metrics-addr` endpoint scraped while it runs.
+//! - [`peers`]: `--ties peers` on workers equals `spillway run --ties peers`, also after
+//!   a kill.
 //! - [`produce`]: `kafka produce` is safe to retry; an unreachable broker fails fast.
 //! - [`status`]: `kafka status` shows a running job's members, offsets and lag.
 //! - [`windows`]: window table functions on workers equal `spillway run`, also after a
@@ -21,6 +23,7 @@ mod exactly_once;
 mod flags;
 mod kafka_sh;
 mod metrics;
+mod peers;
 mod produce;
 // The S3 server on loopback of the engine's checkpoint-store tests, one per test binary.
 #[path = "../../../spillway-engine/src/kafka/remote/tests/s3_server.rs"]

@@ -32,6 +32,11 @@
 //!   Lines exactly as `spillway run` writes its output.
 //! - **Late events** (topic `OUT.late`): events later than the allowed lateness, as
 //!   event messages.
+//! - **A task's checkpoint tag** (stored in the task session's checkpoint record): the
+//!   input offset the state covers, 8 bytes little-endian, then, only with `--ties
+//!   peers` and rows held, the held events oldest first as postcard
+//!   `Vec<(String, Option<i64>)>` (event id, message timestamp). Fewer than 8 bytes,
+//!   or bytes after them that do not decode, are refused when the task opens.
 //!
 //! # Unreachable brokers
 //! librdkafka retries an unreachable bootstrap server silently until a call's timeout

@@ -49,6 +49,15 @@
 //! A restored task may checkpoint during its replay: its tag `next` is below `C`, which
 //! is a checkpoint like any other.
 //!
+//! With `--ties peers` (in place only) a session holds each row until its time is
+//! complete in the partition, and a later message releases it. Such a row is sent under
+//! its own event's id and timestamp, which the task keeps in order beside the session
+//! (`Task::held`) and stores in the checkpoint's tag with the offset (`task_tag`).
+//! Whether a released row is produced depends on the message that released it, like
+//! any other output: the session is deterministic per partition, so a replayed message
+//! below `C` releases exactly the rows it released before the crash (committed then),
+//! and one at or above `C` the rows no committed transaction holds.
+//!
 //! A worker paused past the transaction timeout (a long GC pause, SIGSTOP) finds its
 //! producer fenced when it comes back: unless its group membership failed too (a newer
 //! instance under the same `--worker-id` took over, and this one stops), it replaces the
@@ -102,7 +111,7 @@ mod fault;
 #[expect(unsafe_code, reason = "librdkafka calls rdkafka 0.33 does not wrap")]
 mod native;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -124,6 +133,7 @@ use super::{
     partition_count, read_schema, write_key, write_schema, TopicSchema, CALL_TIMEOUT, ID_HEADER,
 };
 use crate::error::{Error, Result};
+use crate::operator::over::peers::Ties;
 use crate::operator::over::Outcome;
 use crate::operator::QueryPlan;
 use crate::session::{Session, SessionConfig};
@@ -324,8 +334,15 @@ struct Task {
     unsaved: bool,
     /// This worker's claim of the task in the checkpoint store.
     remote: Option<RemoteTask>,
+    /// With `--ties peers`: the ids and timestamps of the events whose rows the session
+    /// holds for their peers, oldest first (their rows come out in that order).
+    held: VecDeque<Held>,
     _lock: File,
 }
+
+/// An event whose row a `--ties peers` session holds: its id (the result's key) and
+/// its message's timestamp (the result's).
+type Held = (String, Option<i64>);
 
 /// Where a task's partition stands against the group's committed offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -546,6 +563,25 @@ pub fn run_worker(
             (r, q.filter.clone())
         }
     };
+    if session_cfg.ties == Ties::Peers {
+        if plan.is_windowed() {
+            return Err(Error::Config(
+                "--ties peers applies to OVER ... RANGE windows (per-event metrics); a \
+                 windowed aggregation (a window table function in FROM) groups rows by window"
+                    .into(),
+            ));
+        }
+        if !routing.forwarded().is_empty() || routing.joins() {
+            return Err(Error::Config(format!(
+                "--ties peers runs in place only: every window of the query must PARTITION BY \
+                 {}'s key column ({}), so that all the peers of a row are in one partition; \
+                 run the query with spillway run on a file, or produce the topic keyed by \
+                 the windows' PARTITION BY column",
+                cfg.input,
+                key.as_deref().unwrap_or("the topic has none")
+            )));
+        }
+    }
     if cfg.commit_every.is_zero() || cfg.checkpoint_every < cfg.commit_every {
         return Err(Error::Config(format!(
             "the commit interval ({:?}) must be positive and at most the checkpoint interval ({:?})",
@@ -694,8 +730,33 @@ pub fn dead_letter_topic(topic: &str) -> String {
     format!("{topic}.dead-letter")
 }
 
-fn offset_tag(o: i64) -> [u8; 8] {
-    o.to_le_bytes()
+/// A task checkpoint's tag: the input offset the state covers (8 bytes, little-endian),
+/// then, with `--ties peers`, the events whose rows the session holds (postcard
+/// `Vec<(String, Option<i64>)>`, oldest first; absent when none are held).
+fn task_tag(next: i64, held: &VecDeque<Held>) -> Vec<u8> {
+    let mut tag = next.to_le_bytes().to_vec();
+    if !held.is_empty() {
+        tag = postcard::to_extend(held, tag).expect("postcard encodes ids and times");
+    }
+    tag
+}
+
+/// The offset and the held events of a tag written by [`task_tag`].
+fn parse_task_tag(tag: &[u8]) -> std::result::Result<(i64, VecDeque<Held>), String> {
+    let Some((offset, rest)) = tag.split_first_chunk::<8>() else {
+        return Err(format!("has {} bytes, not an input offset's 8", tag.len()));
+    };
+    let held = if rest.is_empty() {
+        VecDeque::new()
+    } else {
+        let (held, left) = postcard::take_from_bytes(rest)
+            .map_err(|e| format!("does not decode its held rows: {e}"))?;
+        if !left.is_empty() {
+            return Err(format!("has {} bytes after its held rows", left.len()));
+        }
+        held
+    };
+    Ok((i64::from_le_bytes(*offset), held))
 }
 
 impl Worker<'_> {
@@ -1087,6 +1148,7 @@ impl Tasks<'_> {
         let (mut out, mut rows) = (std::mem::take(&mut self.out), std::mem::take(&mut self.rows));
         rows.clear();
         let per_event = session.one_row_per_event();
+        let peers = !per_event && !session.is_windowed();
         let outcome = if !per_event {
             session.push(time, row, &mut rows)
         } else {
@@ -1094,6 +1156,34 @@ impl Tasks<'_> {
         };
         let sent = match &outcome {
             Ok(Outcome::Emitted) if produce && per_event => self.send_row(stage, task.1, &out, ts),
+            Ok(o) if peers => {
+                // The session holds this event's row for its peers; the rows it gives
+                // back are the oldest held ones, each sent under its own event's id and
+                // timestamp. A replayed message (`produce` false) releases rows an
+                // earlier run sent already (before the committed offset): kept in step,
+                // not sent.
+                let held = &mut self.tasks.get_mut(&task).expect("task present").held;
+                if matches!(o, Outcome::Emitted) {
+                    held.push_back((self.id.clone(), ts));
+                }
+                if held.len() < rows.len() {
+                    Err(Error::State(format!(
+                        "partition {}: {} peer rows came out but {} were held",
+                        task.1,
+                        rows.len(),
+                        held.len()
+                    )))
+                } else {
+                    let released: Vec<Held> = held.drain(..rows.len()).collect();
+                    if produce {
+                        rows.iter().zip(released).try_for_each(|(r, (id, ts))| {
+                            self.send_row_as(stage, task.1, r, id, ts)
+                        })
+                    } else {
+                        Ok(())
+                    }
+                }
+            }
             Ok(_) if produce => rows.iter().try_for_each(|r| self.send_row(stage, task.1, r, ts)),
             _ => Ok(()),
         };
@@ -1132,6 +1222,22 @@ impl Tasks<'_> {
             encode_result(row, &mut self.buf);
             self.emit_row(p, ts)
         }
+    }
+
+    /// [`Self::send_row`] for the event `id` (not the message being processed): a peer
+    /// row released by a later event.
+    fn send_row_as(
+        &mut self,
+        stage: usize,
+        p: i32,
+        row: &[Value],
+        mut id: String,
+        ts: Option<i64>,
+    ) -> Result<()> {
+        std::mem::swap(&mut self.id, &mut id);
+        let r = self.send_row(stage, p, row, ts);
+        std::mem::swap(&mut self.id, &mut id);
+        r
     }
 
     /// Sends `buf` to `topic`, keyed by the event id, with the id also in a header when
@@ -1290,6 +1396,7 @@ impl Worker<'_> {
                 pos: Progress::restored(0, 0),
                 unsaved: false,
                 remote: None,
+                held: VecDeque::new(),
                 _lock: lock,
             };
             if let Some(store) =
@@ -1325,14 +1432,17 @@ impl Worker<'_> {
                     Error::Checkpoint(format!("partition {p} of {topic} in {}: {e}", dir.display()))
                 })?;
                 let k = match session.tag() {
-                    Some(tag) => Some(Some(i64::from_le_bytes(tag.try_into().map_err(
-                        |_| {
+                    Some(tag) => {
+                        let (k, held) = parse_task_tag(tag).map_err(|why| {
                             Error::Checkpoint(format!(
-                                "{}: the checkpoint carries no input offset (written by a session outside a Kafka worker?)",
+                                "{}: the checkpoint's tag {why} (written by a session outside \
+                                 a Kafka worker?)",
                                 dir.display()
                             ))
-                        },
-                    )?))),
+                        })?;
+                        task.held = held;
+                        Some(Some(k))
+                    }
                     None => None,
                 };
                 task.session = Some((s, session));
@@ -1845,25 +1955,25 @@ const CHECKPOINT_THREADS: usize = 8;
 /// the worker's pause is about the slowest task's checkpoint, not their sum. The first
 /// error is returned once every task's checkpoint has ended.
 fn checkpoint_sessions<'a>(tasks: impl Iterator<Item = &'a mut Task>) -> Result<()> {
-    let mut work: Vec<(i64, &mut Session)> = tasks
+    let mut work: Vec<(Vec<u8>, &mut Session)> = tasks
         .filter_map(|t| {
-            let next = t.pos.next;
-            t.session.as_mut().map(|(_, s)| (next, s))
+            let tag = task_tag(t.pos.next, &t.held);
+            t.session.as_mut().map(|(_, s)| (tag, s))
         })
         .collect();
     if work.len() <= 1 {
-        return work.iter_mut().try_for_each(|(next, s)| s.checkpoint_tagged(&offset_tag(*next)));
+        return work.iter_mut().try_for_each(|(tag, s)| s.checkpoint_tagged(tag));
     }
     let mut first_error = None;
     for group in work.chunks_mut(CHECKPOINT_THREADS) {
         std::thread::scope(|scope| {
             let handles: Vec<_> = group
                 .iter_mut()
-                .map(|(next, s)| {
-                    let next = *next;
+                .map(|(tag, s)| {
+                    let tag = &*tag;
                     std::thread::Builder::new()
                         .name("task-checkpoint".into())
-                        .spawn_scoped(scope, move || s.checkpoint_tagged(&offset_tag(next)))
+                        .spawn_scoped(scope, move || s.checkpoint_tagged(tag))
                 })
                 .collect();
             for h in handles {
@@ -1885,6 +1995,23 @@ fn checkpoint_sessions<'a>(tasks: impl Iterator<Item = &'a mut Task>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_tags_round_trip_and_refuse_what_they_did_not_write() {
+        let none = VecDeque::new();
+        assert_eq!(task_tag(42, &none), 42i64.to_le_bytes().to_vec());
+        assert_eq!(parse_task_tag(&task_tag(42, &none)), Ok((42, none.clone())));
+        let held: VecDeque<Held> =
+            [("7".to_string(), Some(1_700)), ("pay/1/9".to_string(), None)].into();
+        assert_eq!(parse_task_tag(&task_tag(-1, &held)), Ok((-1, held.clone())));
+        assert!(parse_task_tag(&[1, 2, 3]).unwrap_err().contains("3 bytes"));
+        let mut cut = task_tag(5, &held);
+        cut.pop();
+        assert!(parse_task_tag(&cut).unwrap_err().contains("does not decode"));
+        let mut more = task_tag(5, &held);
+        more.push(0);
+        assert!(parse_task_tag(&more).unwrap_err().contains("1 bytes after"));
+    }
 
     fn list(tasks: &[Progress]) -> Result<Vec<(usize, i64)>> {
         offsets_to_commit(tasks.iter().enumerate(), |i| format!("task {i}"))

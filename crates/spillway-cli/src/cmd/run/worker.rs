@@ -207,14 +207,8 @@ pub(crate) fn worker_config(a: &JobArgs, w: &WorkerArgs, f: &FileJobArgs) -> Res
     let query = read_query(&a.query)?;
     check_from(&query, a.table.as_deref(), Some(input.topic.clone()), "the input topic's name")?;
     // Every task processor's store and reservoir (each task gets the whole budget).
-    if a.ties != spillway_engine::operator::over::peers::Ties::PerEvent {
-        bail!(
-            "--ties peers holds rows back until their time is complete, which a worker's \
-             per-message results (keyed by their event's id, replayed after a failover) do not \
-             support yet: run it with spillway run on a file"
-        );
-    }
     let mut session = SessionConfig::new(query);
+    session.ties = a.ties;
     session.store = a.store;
     session.tiered = a.tier_args.options(a.store, a.memory_budget)?;
     session.memory_budget = a.memory_budget;
