@@ -1,8 +1,11 @@
 //! What the Kafka tests share: the broker, the `spillway` binary, generated payments.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 
@@ -47,6 +50,94 @@ pub fn script() -> PathBuf {
 /// Runs `spillway ARGS` to completion.
 pub fn spillway(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("run spillway")
+}
+
+/// `spillway kafka produce --brokers B --topic T --input FILE -q` followed by `extra`.
+pub fn produce(b: &str, topic: &str, input: &Path, extra: &[&str]) -> Output {
+    let mut a = vec![
+        "kafka",
+        "produce",
+        "--brokers",
+        b,
+        "--topic",
+        topic,
+        "--input",
+        input.to_str().expect("utf-8"),
+        "-q",
+    ];
+    a.extend_from_slice(extra);
+    spillway(&a)
+}
+
+/// `spillway run` as a worker of `kafka://B/TOPIC` writing `TOPIC-out`, in group
+/// `TOPIC`, with its state in `dir/ckpt`, committing every 50 ms and checkpointing every
+/// 200 ms, quiet, then `extra`; stdout discarded, stderr piped.
+pub fn start_worker(b: &str, topic: &str, sql: &str, dir: &Path, extra: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(["run", "--query", sql, "--table", "pay"])
+        .args(["--input", &format!("kafka://{b}/{topic}")])
+        .args(["--output", &format!("kafka://{b}/{topic}-out"), "--group", topic])
+        .args(["--checkpoint-dir", dir.join("ckpt").to_str().expect("utf-8")])
+        .args(["--commit-every", "50ms", "--checkpoint-interval", "200ms", "-q"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a worker")
+}
+
+/// The first `n` committed rows of `topic` in event-id order (`consume --sort`), into
+/// the CSV file `out`, waiting up to 60 s for them.
+pub fn consume_sorted(b: &str, topic: &str, n: usize, out: &Path) -> Output {
+    let n = n.to_string();
+    let out = out.to_str().expect("utf-8");
+    consume(b, topic, &["--count", &n, "--sort", "--timeout", "60s", "--output", out])
+}
+
+/// Asserts that `topic` holds no more than `n` committed rows (a read of `n + 1` ends
+/// at its timeout with `n`).
+pub fn assert_no_more_rows(b: &str, topic: &str, n: usize, what: &str) {
+    let more = (n + 1).to_string();
+    let extra = consume(b, topic, &["--count", &more, "--timeout", "3s", "-q"]);
+    let e = stderr(&extra);
+    assert!(e.contains(&format!("with {n} of {more}")), "{what}: more rows than {n}: {e}");
+}
+
+/// SIGKILLs `worker` once `topic` holds `rows` committed rows (bounded: 90 s); fails if
+/// the worker exits first, with its stderr.
+pub fn kill_once_committed(b: &str, topic: &str, rows: usize, worker: &mut Child, what: &str) {
+    let since = Instant::now();
+    let n = rows.to_string();
+    loop {
+        let c = consume(b, topic, &["--count", &n, "--timeout", "2s", "-q"]);
+        if c.status.success() {
+            break;
+        }
+        assert!(since.elapsed() < Duration::from_secs(90), "{what}: no rows: {}", stderr(&c));
+        if let Some(st) = worker.try_wait().expect("poll the worker") {
+            let mut e = String::new();
+            if let Some(mut pipe) = worker.stderr.take() {
+                let _ = pipe.read_to_string(&mut e);
+            }
+            panic!("{what}: the worker exited early ({st}): {e}");
+        }
+    }
+    worker.kill().expect("SIGKILL the worker");
+    worker.wait().expect("reap it");
+}
+
+/// Reads the `serving metrics at http://ADDR/metrics` line from a worker started with
+/// `--metrics-addr` and a piped stderr; returns ADDR and a thread collecting the rest of
+/// its stderr.
+pub fn metrics_address(worker: &mut Child) -> (String, JoinHandle<Vec<String>>) {
+    let mut lines = BufReader::new(worker.stderr.take().expect("stderr")).lines();
+    let addr = loop {
+        let line = lines.next().expect("the worker named no metrics address").expect("stderr");
+        if let Some(a) = line.strip_prefix("serving metrics at http://") {
+            break a.trim_end_matches("/metrics").to_string();
+        }
+    };
+    (addr, std::thread::spawn(move || lines.map_while(Result::ok).collect()))
 }
 
 /// `spillway kafka consume --brokers B --topic T` followed by `extra`.

@@ -2,11 +2,10 @@
 //! and out, the consumer lag per partition, commit and checkpoint durations and each
 //! task's state; the exposition parsed line by line.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{broker, ok, payments, spillway, BIN};
+use crate::common::{broker, metrics_address, ok, payments, produce, BIN};
 use crate::scrape::{scrape, KillOnDrop};
 
 const EVENTS: usize = 3_000;
@@ -18,21 +17,7 @@ fn a_workers_metrics_show_its_progress_lag_and_commits() {
     let file = tmp.path().join("pay.csv");
     payments(&file, EVENTS, 12, 7);
     let topic = "metrics-in";
-    ok(&spillway(&[
-        "kafka",
-        "produce",
-        "--brokers",
-        b,
-        "--topic",
-        topic,
-        "--input",
-        file.to_str().expect("utf-8"),
-        "--key",
-        "card",
-        "--partitions",
-        "2",
-        "-q",
-    ]));
+    ok(&produce(b, topic, &file, &["--key", "card", "--partitions", "2"]));
     let sql = "SELECT card, ts, SUM(amount) OVER w AS s FROM pay WINDOW w AS (PARTITION BY card \
                ORDER BY ts RANGE BETWEEN INTERVAL '1' MINUTE PRECEDING AND CURRENT ROW)";
     let mut w = KillOnDrop(
@@ -48,14 +33,7 @@ fn a_workers_metrics_show_its_progress_lag_and_commits() {
             .spawn()
             .expect("start a worker"),
     );
-    let mut lines = BufReader::new(w.stderr.take().expect("stderr")).lines();
-    let addr = loop {
-        let line = lines.next().expect("the worker named no metrics address").expect("stderr");
-        if let Some(a) = line.strip_prefix("serving metrics at http://") {
-            break a.trim_end_matches("/metrics").to_string();
-        }
-    };
-    let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let (addr, drain) = metrics_address(&mut w);
     // Scrape until the worker took every event and reported both partitions read to
     // their end (lag and state are refreshed about once a second); bounded.
     let since = Instant::now();

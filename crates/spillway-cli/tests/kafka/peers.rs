@@ -8,12 +8,14 @@
 //! events' own rows stay held and are left out of the comparison. A query whose peers
 //! could be in different partitions is refused.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::common::{broker, consume, ok, payments, spillway, stderr, BIN};
+use crate::common::{
+    assert_no_more_rows, broker, consume_sorted, kill_once_committed, metrics_address, ok,
+    payments, produce, spillway, start_worker, stderr,
+};
 use crate::scrape::{scrape, KillOnDrop};
 
 const CARDS: u32 = 12;
@@ -42,87 +44,28 @@ fn input(path: &Path, seed: u64) {
     std::fs::write(path, s).expect("write payments");
 }
 
-fn produce(b: &str, topic: &str, input: &Path, key: &str, partitions: &str, resume: bool) {
-    let mut a = vec![
-        "kafka",
-        "produce",
-        "--brokers",
-        b,
-        "--topic",
-        topic,
-        "--input",
-        input.to_str().expect("utf-8"),
-        "--key",
-        key,
-        "--partitions",
-        partitions,
-        "-q",
-    ];
+/// The payments into `topic`, keyed by `key`, continuing an earlier produce of the
+/// file's first rows when `resume`.
+fn produce_keyed(b: &str, topic: &str, input: &Path, key: &str, partitions: &str, resume: bool) {
+    let mut a = vec!["--key", key, "--partitions", partitions];
     if resume {
         a.push("--resume");
     }
-    ok(&spillway(&a));
+    ok(&produce(b, topic, input, &a));
 }
 
-fn worker(b: &str, topic: &str, sql: &str, dir: &Path, idle_exit: bool) -> std::process::Child {
-    let mut a: Vec<String> = [
-        "run",
-        "--query",
-        sql,
-        "--input",
-        &format!("kafka://{b}/{topic}"),
-        "--output",
-        &format!("kafka://{b}/{topic}-out"),
-        "--group",
-        topic,
-        "--checkpoint-dir",
-        dir.join("ckpt").to_str().expect("utf-8"),
-        "--table",
-        "pay",
-        "--ties",
-        "peers",
-        "--commit-every",
-        "50ms",
-        "--checkpoint-interval",
-        "200ms",
-        "-q",
-    ]
-    .map(String::from)
-    .to_vec();
-    if idle_exit {
-        a.extend(["--idle-exit".into(), "3s".into()]);
-    }
-    Command::new(BIN)
-        .args(a)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start a worker")
+/// A `--ties peers` worker of `topic`, stopping once idle for 3 s when `idle_exit`.
+fn worker(b: &str, topic: &str, dir: &Path, idle_exit: bool) -> Child {
+    let idle: &[&str] = if idle_exit { &["--idle-exit", "3s"] } else { &[] };
+    start_worker(b, topic, QUERY, dir, &[&["--ties", "peers"], idle].concat())
 }
 
-/// Serves metrics on a port of its own; returns the worker and the address.
+/// A `--ties peers` worker of `topic` serving metrics on a port of its own; returns it
+/// and the address.
 fn worker_with_metrics(b: &str, topic: &str, dir: &Path) -> (KillOnDrop, String) {
-    let mut w = KillOnDrop(
-        Command::new(BIN)
-            .args(["run", "--query", QUERY, "--table", "pay", "--ties", "peers"])
-            .args(["--input", &format!("kafka://{b}/{topic}")])
-            .args(["--output", &format!("kafka://{b}/{topic}-out"), "--group", topic])
-            .args(["--checkpoint-dir", dir.join("ckpt").to_str().expect("utf-8")])
-            .args(["--commit-every", "50ms", "--checkpoint-interval", "200ms"])
-            .args(["--metrics-addr", "127.0.0.1:0", "-q"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start a worker"),
-    );
-    let mut lines = BufReader::new(w.stderr.take().expect("stderr")).lines();
-    let addr = loop {
-        let line = lines.next().expect("the worker named no metrics address").expect("stderr");
-        if let Some(a) = line.strip_prefix("serving metrics at http://") {
-            break a.trim_end_matches("/metrics").to_string();
-        }
-    };
-    std::thread::spawn(move || lines.map_while(Result::ok).count());
+    let extra = ["--ties", "peers", "--metrics-addr", "127.0.0.1:0"];
+    let mut w = KillOnDrop(start_worker(b, topic, QUERY, dir, &extra));
+    let (addr, _stderr) = metrics_address(&mut w);
     (w, addr)
 }
 
@@ -142,7 +85,7 @@ fn peer_rows_on_workers_equal_spillway_run_across_a_stop_and_a_kill() {
     )
     .expect("write half");
     let topic = "peers-pay";
-    produce(b, topic, &half, "card", "2", false);
+    produce_keyed(b, topic, &half, "card", "2", false);
 
     // spillway run's rows, in input order; the closing events' rows are its last ones.
     let want_file = t.join("want.csv");
@@ -192,48 +135,15 @@ fn peer_rows_on_workers_equal_spillway_run_across_a_stop_and_a_kill() {
 
     // 2. The rest of the file; a second worker restores the held rows (and whose they
     //    are) from the checkpoints, and is SIGKILLed once it committed more rows.
-    produce(b, topic, &file, "card", "2", true);
+    produce_keyed(b, topic, &file, "card", "2", true);
     let out = format!("{topic}-out");
-    {
-        let mut second = KillOnDrop(worker(b, topic, QUERY, t, false));
-        let since = Instant::now();
-        let more = (first + 200).to_string();
-        loop {
-            let c = consume(b, &out, &["--count", &more, "--timeout", "2s", "-q"]);
-            if c.status.success() {
-                break;
-            }
-            assert!(since.elapsed() < Duration::from_secs(90), "no rows: {}", stderr(&c));
-            if let Some(st) = second.try_wait().expect("poll the worker") {
-                let mut e = String::new();
-                if let Some(mut pipe) = second.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut pipe, &mut e);
-                }
-                panic!("the second worker exited early ({st}): {e}");
-            }
-        }
-        second.kill().expect("SIGKILL the second worker");
-        second.wait().expect("reap it");
-    }
+    let mut second = KillOnDrop(worker(b, topic, t, false));
+    kill_once_committed(b, &out, first + 200, &mut second, "the second worker");
     // 3. A third worker finishes the input.
-    ok(&worker(b, topic, QUERY, t, true).wait_with_output().expect("wait for the worker"));
+    ok(&worker(b, topic, t, true).wait_with_output().expect("wait for the worker"));
 
     let got_file = t.join("got.csv");
-    let n = EVENTS.to_string();
-    let c = consume(
-        b,
-        &out,
-        &[
-            "--count",
-            &n,
-            "--sort",
-            "--timeout",
-            "60s",
-            "--output",
-            got_file.to_str().expect("utf-8"),
-        ],
-    );
-    let err = stderr(&c);
+    let err = stderr(&consume_sorted(b, &out, EVENTS, &got_file));
     let got_text = std::fs::read_to_string(&got_file).expect("got");
     let got: Vec<&str> = got_text.lines().collect();
     assert_eq!(got.len(), want.len(), "rows ({err})");
@@ -241,9 +151,7 @@ fn peer_rows_on_workers_equal_spillway_run_across_a_stop_and_a_kill() {
         panic!("line {i}: the workers' row is {g}, spillway run's {w}");
     }
     // Nothing more was committed: every row once, the closing events' rows still held.
-    let more = (EVENTS + 1).to_string();
-    let extra = consume(b, &out, &["--count", &more, "--timeout", "3s", "-q"]);
-    assert!(stderr(&extra).contains(&format!("with {EVENTS} of {more}")), "{}", stderr(&extra));
+    assert_no_more_rows(b, &out, EVENTS, "peers");
 }
 
 #[test]
@@ -254,8 +162,8 @@ fn peers_whose_rows_could_be_in_two_partitions_are_refused() {
     input(&file, 52);
     let topic = "peers-routed";
     // One partition: the workers would route the events to a topic keyed by card.
-    produce(b, topic, &file, "merchant", "1", false);
-    let o = worker(b, topic, QUERY, tmp.path(), true).wait_with_output().expect("wait");
+    produce_keyed(b, topic, &file, "merchant", "1", false);
+    let o = worker(b, topic, tmp.path(), true).wait_with_output().expect("wait");
     let e = stderr(&o);
     assert!(
         !o.status.success()

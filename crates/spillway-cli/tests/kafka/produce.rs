@@ -14,24 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{broker, consume, ok, payments, spillway, stderr, BIN};
-
-/// `spillway kafka produce --brokers B --topic T --input FILE -q` followed by `extra`.
-fn produce(b: &str, topic: &str, input: &Path, extra: &[&str]) -> std::process::Output {
-    let mut a = vec![
-        "kafka",
-        "produce",
-        "--brokers",
-        b,
-        "--topic",
-        topic,
-        "--input",
-        input.to_str().expect("utf-8"),
-        "-q",
-    ];
-    a.extend_from_slice(extra);
-    spillway(&a)
-}
+use crate::common::{broker, consume, ok, payments, produce, stderr, BIN};
 
 /// The `N rows from T ...; D event ids seen more than once` summary of a consume.
 fn rows_and_dups(err: &str) -> (u64, u64) {

@@ -10,10 +10,11 @@
 //! refused with the way out.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::common::{broker, consume, ok, payments, spillway, stderr, BIN};
+use crate::common::{
+    assert_no_more_rows, broker, consume_sorted, kill_once_committed, ok, payments, produce,
+    spillway, start_worker, stderr,
+};
 use crate::scrape::KillOnDrop;
 
 const CARDS: u32 = 12;
@@ -64,53 +65,13 @@ fn rows_before(csv: &str, close: i64) -> (String, Vec<String>) {
 }
 
 fn worker(b: &str, name: &str, sql: &str, dir: &Path, idle_exit: bool) -> std::process::Child {
-    let mut a: Vec<String> = vec![
-        "run".into(),
-        "--query".into(),
-        sql.into(),
-        "--input".into(),
-        format!("kafka://{b}/win-{name}"),
-        "--output".into(),
-        format!("kafka://{b}/win-{name}-out"),
-        "--group".into(),
-        format!("win-{name}"),
-        "--checkpoint-dir".into(),
-        dir.join("ckpt").to_str().expect("utf-8").into(),
-        "--table".into(),
-        "pay".into(),
-        "--commit-every".into(),
-        "50ms".into(),
-        "--checkpoint-interval".into(),
-        "200ms".into(),
-        "-q".into(),
-    ];
-    if idle_exit {
-        a.extend(["--idle-exit".into(), "3s".into()]);
-    }
-    Command::new(BIN)
-        .args(a)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start a worker")
+    let extra: &[&str] = if idle_exit { &["--idle-exit", "3s"] } else { &[] };
+    start_worker(b, &format!("win-{name}"), sql, dir, extra)
 }
 
-fn produce(b: &str, topic: &str, input: &Path, key: &str) {
-    ok(&spillway(&[
-        "kafka",
-        "produce",
-        "--brokers",
-        b,
-        "--topic",
-        topic,
-        "--input",
-        input.to_str().expect("utf-8"),
-        "--key",
-        key,
-        "--partitions",
-        "2",
-        "-q",
-    ]));
+/// The payments into `topic`, two partitions keyed by `key`.
+fn produce_keyed(b: &str, topic: &str, input: &Path, key: &str) {
+    ok(&produce(b, topic, input, &["--key", key, "--partitions", "2"]));
 }
 
 /// Runs `tvf` on workers (the first killed once it committed some rows when `kill`) and
@@ -122,7 +83,7 @@ fn check(name: &str, tvf: &str, kill: bool, seed: u64) {
     let file = t.join("pay.csv");
     let close = input(&file, seed);
     let sql = query(tvf);
-    produce(b, &format!("win-{name}"), &file, "card");
+    produce_keyed(b, &format!("win-{name}"), &file, "card");
 
     let want_file = t.join("want.csv");
     let file_s = file.to_str().expect("utf-8");
@@ -141,43 +102,17 @@ fn check(name: &str, tvf: &str, kill: bool, seed: u64) {
 
     let out = format!("win-{name}-out");
     if kill {
-        // Killed below, or when an assertion fails first.
+        // Killed once it committed some rows (the output topic has a few), or when an
+        // assertion fails first.
         let mut first = KillOnDrop(worker(b, name, &sql, t, false));
-        // Killed once it committed some rows (the output topic has a few).
-        let since = Instant::now();
-        loop {
-            let c = consume(b, &out, &["--count", "20", "--timeout", "2s", "-q"]);
-            if c.status.success() {
-                break;
-            }
-            assert!(since.elapsed() < Duration::from_secs(90), "{name}: no rows: {}", stderr(&c));
-            if let Some(st) = first.try_wait().expect("poll the worker") {
-                panic!("{name}: the first worker exited early ({st})");
-            }
-        }
-        first.kill().expect("SIGKILL the first worker");
-        first.wait().expect("reap it");
+        kill_once_committed(b, &out, 20, &mut first, name);
     }
     let last = worker(b, name, &sql, t, true);
     let o = last.wait_with_output().expect("wait for the worker");
     ok(&o);
 
     let got_file = t.join("got.csv");
-    let n = want.len().to_string();
-    let c = consume(
-        b,
-        &out,
-        &[
-            "--count",
-            &n,
-            "--sort",
-            "--timeout",
-            "60s",
-            "--output",
-            got_file.to_str().expect("utf-8"),
-        ],
-    );
-    let err = stderr(&c);
+    let err = stderr(&consume_sorted(b, &out, want.len(), &got_file));
     let (got_header, got) = rows_before(&std::fs::read_to_string(&got_file).expect("got"), close);
     assert_eq!(got_header, header, "{name}: columns");
     if got.len() != want.len() {
@@ -194,13 +129,7 @@ fn check(name: &str, tvf: &str, kill: bool, seed: u64) {
         panic!("{name}: the workers' rows differ from spillway run's: got {g}, want {w}");
     }
     // Nothing more was committed: every row once, and no window of the closing events.
-    let more = (want.len() + 1).to_string();
-    let extra = consume(b, &out, &["--count", &more, "--timeout", "3s", "-q"]);
-    assert!(
-        stderr(&extra).contains(&format!("with {} of {more}", want.len())),
-        "{name}: more rows than spillway run's: {}",
-        stderr(&extra)
-    );
+    assert_no_more_rows(b, &out, want.len(), name);
 }
 
 #[test]
@@ -224,7 +153,7 @@ fn a_topic_keyed_outside_group_by_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let file = tmp.path().join("pay.csv");
     input(&file, 43);
-    produce(b, "win-refused", &file, "merchant");
+    produce_keyed(b, "win-refused", &file, "merchant");
     let sql = query("TUMBLE(TABLE pay, DESCRIPTOR(ts), INTERVAL '2' SECOND)");
     let o = worker(b, "refused", &sql, tmp.path(), true).wait_with_output().expect("wait");
     let e = stderr(&o);
