@@ -6,15 +6,15 @@
 //! are part of it). A stream never ends, so the events end with
 //! one far-later event per card, which completes every partition's last time; those
 //! events' own rows stay held and are left out of the comparison. A query whose peers
-//! could be in different partitions is refused.
+//! could be in different partitions, and a windowed aggregation, are refused.
 
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    assert_no_more_rows, broker, consume_sorted, kill_once_committed, metrics_address, ok,
-    payments, produce, spillway, start_worker, stderr,
+    assert_no_more_rows, broker, consume, consume_sorted, kill_once_committed, metrics_address, ok,
+    payments, produce, run_file, start_worker, stderr,
 };
 use crate::scrape::{scrape, KillOnDrop};
 
@@ -89,26 +89,12 @@ fn peer_rows_on_workers_equal_spillway_run_across_a_stop_and_a_kill() {
 
     // spillway run's rows, in input order; the closing events' rows are its last ones.
     let want_file = t.join("want.csv");
-    let run = |out: &Path, ties: &str| {
-        ok(&spillway(&[
-            "run",
-            "--query",
-            QUERY,
-            "--input",
-            file.to_str().expect("utf-8"),
-            "--output",
-            out.to_str().expect("utf-8"),
-            "--ties",
-            ties,
-            "-q",
-        ]))
-    };
-    run(&want_file, "peers");
+    run_file(QUERY, &file, &want_file, &["--ties", "peers"]);
     let want_text = std::fs::read_to_string(&want_file).expect("want");
     let want: Vec<&str> = want_text.lines().take(1 + EVENTS).collect();
     // Not vacuous: per-event results differ on the tied rows.
     let per_event = t.join("per-event.csv");
-    run(&per_event, "per-event");
+    run_file(QUERY, &file, &per_event, &[]);
     assert_ne!(std::fs::read_to_string(&per_event).expect("per-event"), want_text);
 
     // 1. A worker takes the first half, then stops cleanly (SIGTERM: a final commit and
@@ -171,4 +157,13 @@ fn peers_whose_rows_could_be_in_two_partitions_are_refused() {
             && e.contains("(merchant)"),
         "{e}"
     );
+    // A windowed aggregation groups rows by window: refused before anything is created.
+    let tvf = "SELECT card, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE pay, \
+               DESCRIPTOR(ts), INTERVAL '2' SECOND)) GROUP BY card, window_start, window_end";
+    let extra = ["--ties", "peers", "--idle-exit", "3s"];
+    let o = start_worker(b, topic, tvf, tmp.path(), &extra).wait_with_output().expect("wait");
+    let e = stderr(&o);
+    assert!(!o.status.success() && e.contains("ties = peers applies to OVER"), "{e}");
+    assert!(stderr(&consume(b, &format!("{topic}-out"), &["--timeout", "2s", "-q"]))
+        .contains("does not exist"));
 }

@@ -522,6 +522,7 @@ pub fn run_worker(
             .map_err(|e| Error::Config(format!("--watermark-delay: {e}")))?;
     // The query must plan against the schema before anything is created.
     let plan = QueryPlan::build(&cfg.session.query, &schema, None)?;
+    crate::operator::check_ties(&plan, session_cfg.ties)?;
     if !plan.is_windowed() && session_cfg.watermark_delay != 0 {
         return Err(Error::Config(
             "--watermark-delay is for windowed aggregations (TUMBLE, HOP, CUMULATE, SESSION in \
@@ -563,24 +564,15 @@ pub fn run_worker(
             (r, q.filter.clone())
         }
     };
-    if session_cfg.ties == Ties::Peers {
-        if plan.is_windowed() {
-            return Err(Error::Config(
-                "--ties peers applies to OVER ... RANGE windows (per-event metrics); a \
-                 windowed aggregation (a window table function in FROM) groups rows by window"
-                    .into(),
-            ));
-        }
-        if !routing.forwarded().is_empty() || routing.joins() {
-            return Err(Error::Config(format!(
-                "--ties peers runs in place only: every window of the query must PARTITION BY \
-                 {}'s key column ({}), so that all the peers of a row are in one partition; \
-                 run the query with spillway run on a file, or produce the topic keyed by \
-                 the windows' PARTITION BY column",
-                cfg.input,
-                key.as_deref().unwrap_or("the topic has none")
-            )));
-        }
+    if session_cfg.ties == Ties::Peers && (!routing.forwarded().is_empty() || routing.joins()) {
+        return Err(Error::Config(format!(
+            "--ties peers runs in place only: every window of the query must PARTITION BY {}'s \
+             key column ({}), so that all the peers of a row are in one partition; run the \
+             query with spillway run on a file, or produce the topic keyed by the windows' \
+             PARTITION BY column",
+            cfg.input,
+            key.as_deref().unwrap_or("the topic has none")
+        )));
     }
     if cfg.commit_every.is_zero() || cfg.checkpoint_every < cfg.commit_every {
         return Err(Error::Config(format!(

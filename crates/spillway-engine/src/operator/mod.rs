@@ -340,6 +340,20 @@ pub struct OperatorOptions<'a> {
     pub ties: Ties,
 }
 
+/// Refuses `ties` that `plan` cannot take: peer rows are for `OVER ... RANGE` windows,
+/// not a windowed aggregation. [`open`] checks it; a front-end that creates things
+/// before it opens an operator (a Kafka worker's topics) checks it first.
+pub fn check_ties(plan: &QueryPlan, ties: Ties) -> Result<()> {
+    if ties == Ties::Peers && plan.is_windowed() {
+        return Err(Error::Config(
+            "ties = peers applies to OVER ... RANGE windows (per-event metrics); a windowed \
+             aggregation (a window table function in FROM) groups rows by window"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The operator of `plan` over `store`: fresh, or continuing from `snapshot` (whose
 /// shape must be the plan's). An OVER query's reservoir is created in, or recovered
 /// from, `opts.reservoir`; `schema` is the input's.
@@ -351,13 +365,7 @@ pub fn open(
     snapshot: Option<OperatorSnapshot>,
     dir: &Path,
 ) -> Result<Box<dyn Operator>> {
-    if opts.ties == Ties::Peers && matches!(plan, QueryPlan::Windowed(_)) {
-        return Err(Error::Config(
-            "ties = peers applies to OVER ... RANGE windows (per-event metrics); a windowed \
-             aggregation (a window table function in FROM) groups rows by window"
-                .into(),
-        ));
-    }
+    check_ties(&plan, opts.ties)?;
     let peers = opts.ties == Ties::Peers;
     Ok(match (plan, snapshot) {
         (QueryPlan::Over(plan), None) => {
