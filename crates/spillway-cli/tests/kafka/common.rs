@@ -52,6 +52,24 @@ pub fn spillway(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("run spillway")
 }
 
+/// `spillway run --query SQL --input FILE --output OUT -q` followed by `extra` (the
+/// single-process run a worker's results are compared with); its stderr. Fails the test
+/// if the run fails.
+pub fn run_file(sql: &str, input: &Path, output: &Path, extra: &[&str]) -> String {
+    let mut a = vec![
+        "run",
+        "--query",
+        sql,
+        "--input",
+        input.to_str().expect("utf-8"),
+        "--output",
+        output.to_str().expect("utf-8"),
+        "-q",
+    ];
+    a.extend_from_slice(extra);
+    ok(&spillway(&a))
+}
+
 /// `spillway kafka produce --brokers B --topic T --input FILE -q` followed by `extra`.
 pub fn produce(b: &str, topic: &str, input: &Path, extra: &[&str]) -> Output {
     let mut a = vec![

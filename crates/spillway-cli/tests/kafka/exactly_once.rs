@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 
-use crate::common::{broker, consume, ok, payments, spillway, stderr, BIN};
+use crate::common::{broker, consume, payments, run_file, spillway, stderr, BIN};
 use crate::s3_server::{files_under, S3Server};
 
 /// The scenarios start many processes on a 2-core machine: one at a time.
@@ -64,16 +64,7 @@ struct Job {
 fn jobs(tag: &str, dir: &Path, input: &Path, checkpoint_every: [&'static str; 2]) -> [Job; 2] {
     let mk = |i: usize, query: &'static str, inp: &str, out: &str| {
         let want = dir.join(format!("{out}.want.csv"));
-        ok(&spillway(&[
-            "run",
-            "--query",
-            query,
-            "--input",
-            input.to_str().expect("utf-8"),
-            "--output",
-            want.to_str().expect("utf-8"),
-            "-q",
-        ]));
+        run_file(query, input, &want, &[]);
         Job {
             query,
             input: format!("{tag}-{inp}"),

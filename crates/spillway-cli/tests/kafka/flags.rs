@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{broker, consume, ok, payments, spillway, stderr, BIN};
+use crate::common::{broker, consume, ok, payments, run_file, spillway, stderr, BIN};
 
 /// FROM pay: the file is pay.csv, the workers get `--table pay`.
 const QUERY: &str = "SELECT card, ts, COUNT(*) OVER w AS n, SUM(amount) OVER w AS s, \
@@ -200,26 +200,14 @@ fn every_run_flag_is_used_or_refused() {
         })
         .collect();
     let strict = t.join("strict.csv");
-    let e = ok(&spillway(&[
-        "run",
-        "--query",
-        QUERY,
-        "--input",
-        input_s,
-        "--output",
-        strict.to_str().expect("utf-8"),
-        "-q",
-    ]));
+    let e = run_file(QUERY, &input, &strict, &[]);
     let strict_rows = std::fs::read_to_string(&strict).expect("strict output").lines().count() - 1;
     assert!(strict_rows < EVENTS, "no event was late without a lateness: {e}");
     for (w, (name, _, file_flags)) in workers.into_iter().zip(used) {
         let o = w.wait_with_output().expect("wait for a worker");
         ok(&o);
         let want = t.join(format!("{name}.csv"));
-        let mut a = vec!["run", "--query", QUERY, "--input", input_s, "-q"];
-        a.extend(["--output", want.to_str().expect("utf-8")]);
-        a.extend_from_slice(file_flags);
-        ok(&spillway(&a));
+        run_file(QUERY, &input, &want, file_flags);
         let got = t.join(format!("{name}.got.csv"));
         let topic = format!("flags-{name}-out");
         let count = EVENTS.to_string();

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::common::{
     assert_no_more_rows, broker, consume_sorted, kill_once_committed, ok, payments, produce,
-    spillway, start_worker, stderr,
+    run_file, start_worker, stderr,
 };
 use crate::scrape::KillOnDrop;
 
@@ -86,17 +86,7 @@ fn check(name: &str, tvf: &str, kill: bool, seed: u64) {
     produce_keyed(b, &format!("win-{name}"), &file, "card");
 
     let want_file = t.join("want.csv");
-    let file_s = file.to_str().expect("utf-8");
-    ok(&spillway(&[
-        "run",
-        "--query",
-        &sql,
-        "--input",
-        file_s,
-        "--output",
-        want_file.to_str().expect("utf-8"),
-        "-q",
-    ]));
+    run_file(&sql, &file, &want_file, &[]);
     let (header, want) = rows_before(&std::fs::read_to_string(&want_file).expect("want"), close);
     assert!(want.len() > 100, "{name}: {} windows", want.len());
 

@@ -727,13 +727,14 @@ class Stream:
         self._time_column = time_column
         _unit_nanos(time_unit)
         self._time_unit = time_unit
+        self._dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         self._opts = (
             store,
             _budget(memory_budget),
             expected_keys,
             _lateness(allowed_lateness, time_unit),
             compression,
-            None if checkpoint_dir is None else os.fspath(checkpoint_dir),
+            self._dir,
         )
         self._session: Any = None
         self._layout: Optional[_Layout] = None
@@ -759,7 +760,7 @@ class Stream:
             self._ties,
         )
         if session.resumed and not session.windowed and not session.per_event:
-            self._pending = _decode_labels(session.tag, self._opts[-1])
+            self._pending = _decode_labels(session.tag, self._dir)
         self._session = session
         self._layout = layout
 
