@@ -28,6 +28,7 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    #[inline]
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], AggStateError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(
             AggStateError::Truncated {
@@ -42,6 +43,7 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    #[inline]
     pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], AggStateError> {
         let s = self.take(N)?;
         let mut a = [0u8; N];
@@ -49,18 +51,22 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
+    #[inline]
     pub(crate) fn u32(&mut self) -> Result<u32, AggStateError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn u64(&mut self) -> Result<u64, AggStateError> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn i128(&mut self) -> Result<i128, AggStateError> {
         Ok(i128::from_le_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn f64(&mut self) -> Result<f64, AggStateError> {
         Ok(f64::from_le_bytes(self.array()?))
     }
@@ -81,18 +87,22 @@ impl<'a> Reader<'a> {
     }
 }
 
+#[inline]
 pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
+#[inline]
 pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
+#[inline]
 pub(crate) fn put_i128(out: &mut Vec<u8>, v: i128) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
+#[inline]
 pub(crate) fn put_f64(out: &mut Vec<u8>, v: f64) {
     out.extend_from_slice(&v.to_le_bytes());
 }

@@ -15,6 +15,7 @@ pub(crate) struct KSum {
 }
 
 impl KSum {
+    #[inline]
     pub(crate) fn add(&mut self, x: f64) {
         let t = self.s + x;
         if self.s.abs() >= x.abs() {
@@ -25,14 +26,17 @@ impl KSum {
         self.s = t;
     }
 
+    #[inline]
     pub(crate) fn value(self) -> f64 {
         self.s + self.c
     }
 
+    #[inline]
     fn read(r: &mut Reader<'_>) -> Result<KSum, AggStateError> {
         Ok(KSum { s: r.f64()?, c: r.f64()? })
     }
 
+    #[inline]
     fn write(self, out: &mut Vec<u8>) {
         put_f64(out, self.s);
         put_f64(out, self.c);
@@ -48,6 +52,7 @@ fn underflow(r: &Reader<'_>, at: usize) -> AggStateError {
 }
 
 /// `COUNT(x)`: `[n u64]`.
+#[inline]
 pub(crate) fn count_step(
     r: &mut Reader<'_>,
     out: &mut Vec<u8>,
@@ -68,6 +73,7 @@ pub(crate) fn count_step(
 }
 
 /// `SUM/AVG` over ints: `[sum i128][n u64]`; exact.
+#[inline]
 pub(crate) fn sum_int_step(
     r: &mut Reader<'_>,
     out: &mut Vec<u8>,
@@ -92,6 +98,7 @@ pub(crate) fn sum_int_step(
 }
 
 /// Result of an int SUM (`avg == false`) or AVG.
+#[inline]
 pub(crate) fn sum_int_result(r: &mut Reader<'_>, avg: bool) -> Result<Value, AggStateError> {
     let sum = r.i128()?;
     let n = r.u64()?;
@@ -146,6 +153,7 @@ impl NonFinite {
 }
 
 /// `SUM/AVG` over floats: `[n u64][s f64][c f64][nan u64][+inf u64][-inf u64]` (48 bytes).
+#[inline]
 pub(crate) fn sum_float_step(
     r: &mut Reader<'_>,
     out: &mut Vec<u8>,
@@ -187,6 +195,7 @@ pub(crate) fn sum_float_step(
 }
 
 /// Result of a float SUM (`avg == false`) or AVG.
+#[inline]
 pub(crate) fn sum_float_result(r: &mut Reader<'_>, avg: bool) -> Result<Value, AggStateError> {
     let n = r.u64()?;
     let sum = KSum::read(r)?;
