@@ -324,6 +324,19 @@ struct Cursor {
     slot: Event,
     /// Index of the event in `slot`, `u64::MAX` when none.
     slot_index: u64,
+    /// Events [`Reservoir::peek_ahead`] decoded past `slot`, in order, the first at index
+    /// `slot_index + 1`; the chunk's decoder state (`Loaded::pos`, `next`) is after the
+    /// last of them, so `peek` takes them from here instead of decoding them again.
+    ahead: VecDeque<Event>,
+    /// Decoded events no longer needed, kept for their allocations.
+    spare: Vec<Event>,
+}
+
+impl Cursor {
+    /// Forgets the decoded events (the cursor moved or lost its chunk).
+    fn forget_ahead(&mut self) {
+        self.spare.extend(self.ahead.drain(..));
+    }
 }
 
 struct WriterHandle {
@@ -351,8 +364,6 @@ pub struct Reservoir {
     codec: Arc<EventCodec>,
     chunk_events: u32,
     open_buf: Vec<u8>,
-    /// Event decoded by [`Reservoir::peek_ahead`].
-    peek_scratch: Event,
     open_count: u32,
     open_prev: (i64, u64),
     len: u64,
@@ -584,7 +595,6 @@ impl Reservoir {
             codec,
             chunk_events,
             open_buf: Vec::with_capacity(64 * 1024),
-            peek_scratch: Event { time: 0, seq: 0, row: Vec::new() },
             open_count: 0,
             open_prev: (0, 0),
             len: s.len,
@@ -689,6 +699,8 @@ impl Reservoir {
             prefetch: Prefetch::None,
             slot: Event { time: 0, seq: 0, row: Vec::new() },
             slot_index: u64::MAX,
+            ahead: VecDeque::new(),
+            spare: Vec::new(),
         });
         Ok(CursorId(id))
     }
@@ -704,12 +716,36 @@ impl Reservoir {
         if cur.slot_index == index {
             return Ok(Some(&self.cursors[ci].slot));
         }
+        let slot_index = cur.slot_index;
+        if !cur.ahead.is_empty() {
+            let cur = &mut self.cursors[ci];
+            // `ahead` starts right after `slot`: step over the events the cursor passed.
+            match index.checked_sub(slot_index.wrapping_add(1)) {
+                Some(skip) if slot_index != u64::MAX && skip < cur.ahead.len() as u64 => {
+                    for _ in 0..skip {
+                        if let Some(e) = cur.ahead.pop_front() {
+                            cur.spare.push(e);
+                        }
+                    }
+                    if let Some(mut e) = cur.ahead.pop_front() {
+                        std::mem::swap(&mut e, &mut cur.slot);
+                        cur.spare.push(e);
+                        cur.slot_index = index;
+                        return Ok(Some(&self.cursors[ci].slot));
+                    }
+                }
+                // Past them (the chunk's decoder state goes on from there) or back before
+                // them (the chunk is loaded again): decode as usual.
+                _ => cur.forget_ahead(),
+            }
+        }
         if index >= self.len {
             return Ok(None);
         }
         if index < self.first_live {
             return Err(ReservoirError::Released { index, first_live: self.first_live });
         }
+        let cur = &self.cursors[ci];
         let covered = cur.cur.as_ref().is_some_and(|l| {
             let end = match l.data {
                 Data::Open => self.len,
@@ -759,6 +795,7 @@ impl Reservoir {
             // Forget the chunk: a retry starts it over (and fails the same way).
             cur.cur = None;
             cur.slot_index = u64::MAX;
+            cur.forget_ahead();
             return Err(e);
         }
         cur.slot_index = index;
@@ -770,6 +807,8 @@ impl Reservoir {
     /// `f` returns false. For look-ahead hints (the runtime announces the state the
     /// events leaving its windows will update): it never reads another chunk, and a
     /// decoding error just ends the visit (the cursor reports it when it gets there).
+    /// The cursor keeps the events it decoded (at most `n`), and `peek` returns them as
+    /// it gets there without decoding them again.
     pub fn peek_ahead(
         &mut self,
         c: CursorId,
@@ -780,24 +819,46 @@ impl Reservoir {
         if n == 0 || !f(first) {
             return Ok(());
         }
-        let index = self.cursors[c.0 as usize].index;
         let len = self.len;
-        let Reservoir { cursors, open_buf, codec, peek_scratch, .. } = self;
-        let Some(l) = cursors[c.0 as usize].cur.as_ref() else { return Ok(()) };
-        let end = match &l.data {
+        let Reservoir { cursors, open_buf, codec, .. } = self;
+        let cur = &mut cursors[c.0 as usize];
+        let index = cur.index;
+        let end = index.saturating_add(n as u64);
+        // The events decoded ahead already, then on from the chunk's decoder state (which
+        // they leave after them), as far as the chunk reaches.
+        for e in cur.ahead.iter().take(n - 1) {
+            if !f(e) {
+                return Ok(());
+            }
+        }
+        let Some(l) = cur.cur.as_mut() else { return Ok(()) };
+        let chunk_end = match &l.data {
             Data::Open => len,
             Data::Shared(_) => l.first + u64::from(l.count),
-        }
-        .min(index.saturating_add(n as u64));
-        // `peek` decoded the event at `index`; the decoder state after it is the chunk's,
-        // so decode on from a copy of it.
+        };
+        let end = chunk_end.min(end);
         let buf: &[u8] = match &l.data {
             Data::Shared(a) => a,
             Data::Open => open_buf,
         };
-        let (mut pos, mut prev) = (l.pos, l.prev);
-        for _ in l.next..end {
-            if codec.decode(buf, &mut pos, &mut prev, peek_scratch).is_err() || !f(peek_scratch) {
+        while l.next < end {
+            let mut e =
+                cur.spare.pop().unwrap_or_else(|| Event { time: 0, seq: 0, row: Vec::new() });
+            let (mut pos, mut prev) = (l.pos, l.prev);
+            // A sealed chunk's last event must end its payload (as `peek` checks).
+            let sealed_end = l.next + 1 == chunk_end && matches!(l.data, Data::Shared(_));
+            if codec.decode(buf, &mut pos, &mut prev, &mut e).is_err()
+                || (sealed_end && pos != buf.len())
+            {
+                // Left for `peek` to decode again and report.
+                cur.spare.push(e);
+                break;
+            }
+            (l.pos, l.prev) = (pos, prev);
+            l.next += 1;
+            let go = f(&e);
+            cur.ahead.push_back(e);
+            if !go {
                 break;
             }
         }
@@ -824,6 +885,7 @@ impl Reservoir {
             cur.cur = None;
             cur.prefetch = Prefetch::None;
             cur.slot_index = u64::MAX;
+            cur.forget_ahead();
         }
     }
 
