@@ -24,10 +24,14 @@
 //! (only a cursor's first disk chunk is read on the calling thread). Every chunk (the
 //! open chunk, read in place, sealed chunks not yet written and chunks read back) is
 //! decoded one event at a time into a per-cursor [`Event`] that [`Reservoir::peek`] lends
-//! out. So resident memory is the open chunk, the unwritten sealed chunks, two encoded
-//! chunks per cursor (tens of bytes per event, where a decoded `Vec<Event>` took hundreds:
-//! a job with ten windows has ten exit cursors) and a small index entry per live chunk
-//! (32 bytes per `chunk_events` events), whatever the window length.
+//! out. A look-ahead ([`Reservoir::peek_ahead`], which the runtime uses to announce the
+//! state its next passes will update) decodes events past the cursor once: the cursor
+//! keeps them, at most the look-ahead's length, and `peek` hands them out in turn. So
+//! resident memory is the open chunk, the unwritten sealed chunks, two encoded chunks and
+//! at most one look-ahead of decoded events per cursor (tens of bytes per event, where a
+//! decoded `Vec<Event>` took hundreds: a job with ten windows has ten exit cursors) and a
+//! small index entry per live chunk (32 bytes per `chunk_events` events), whatever the
+//! window length.
 //!
 //! **Errors** from the background threads surface on the next call (`append`, `sync`,
 //! `peek`, `cursor`, `release_before`): the writer's error is returned once, after which
