@@ -351,13 +351,16 @@ pub struct WindowBenchConfig {
 
 /// The windowed-aggregation query of [`WindowBenchConfig::window`].
 pub fn windowed_query(w: TvfWindow) -> String {
+    let off = |o: i64| if o == 0 { String::new() } else { format!(", {o}") };
     let tvf = match w {
-        TvfWindow::Tumble { size } => format!("TUMBLE(TABLE payments, DESCRIPTOR(ts), {size})"),
-        TvfWindow::Hop { slide, size } => {
-            format!("HOP(TABLE payments, DESCRIPTOR(ts), {slide}, {size})")
+        TvfWindow::Tumble { size, offset } => {
+            format!("TUMBLE(TABLE payments, DESCRIPTOR(ts), {size}{})", off(offset))
         }
-        TvfWindow::Cumulate { step, size } => {
-            format!("CUMULATE(TABLE payments, DESCRIPTOR(ts), {step}, {size})")
+        TvfWindow::Hop { slide, size, offset } => {
+            format!("HOP(TABLE payments, DESCRIPTOR(ts), {slide}, {size}{})", off(offset))
+        }
+        TvfWindow::Cumulate { step, size, offset } => {
+            format!("CUMULATE(TABLE payments, DESCRIPTOR(ts), {step}, {size}{})", off(offset))
         }
         TvfWindow::Session { gap } => {
             format!("SESSION(TABLE payments PARTITION BY card, DESCRIPTOR(ts), {gap})")
@@ -490,7 +493,7 @@ mod tests {
                 events_per_second: 50.0,
                 ..PaymentOptions::default()
             },
-            window: TvfWindow::Hop { slide: 60_000, size: 300_000 },
+            window: TvfWindow::Hop { slide: 60_000, size: 300_000, offset: 0 },
             memory_budget: 64 << 20,
             pregenerate: true,
             batch: 64,

@@ -907,6 +907,67 @@ fn windowed_aggregation_explain_and_errors() {
     assert!(err.contains("--watermark-delay applies to windowed aggregations"), "{err}");
 }
 
+/// A window offset moves where windows start (Flink's fourth TVF argument): the same
+/// windows from a positive offset and from the negative ones a size apart, written with
+/// the sign inside or outside the interval.
+#[test]
+fn window_offsets_move_the_windows() {
+    let d = tempfile::tempdir().unwrap();
+    let input = write(d.path(), "pay.csv", "ts,card,amount\n0,a,1\n1,b,2\n7,a,3\n12,a,4\n");
+    let i = input.to_str().unwrap();
+    let q = |w: &str| {
+        format!(
+            "SELECT card, window_start, window_end, COUNT(*) AS n FROM TABLE({w}) \
+             GROUP BY card, window_start, window_end"
+        )
+    };
+    let tumble = q("TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, INTERVAL '2' MILLISECOND)");
+    let (out, _) = run_ok(&["explain", "--input", i, "--query", &tumble]);
+    assert!(out.contains("TUMBLE size 5ms offset 2ms"), "{out}");
+    let want = "card,window_start,window_end,n\na,-3,2,1\nb,-3,2,1\na,7,12,1\na,12,17,1\n";
+    for w in [
+        "TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, INTERVAL '2' MILLISECOND)",
+        "TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, INTERVAL '-3' MILLISECOND)",
+        "TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, -INTERVAL '3' MILLISECOND)",
+        "TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, -3)",
+    ] {
+        let (out, _) = run_ok(&["run", "--input", i, "--query", &q(w)]);
+        assert_eq!(out, want, "{w}");
+    }
+    // HOP and CUMULATE take any offset: only its remainder by the slide (size) matters.
+    let (hop, _) =
+        run_ok(&["run", "--input", i, "--query", &q("HOP(TABLE pay, DESCRIPTOR(ts), 5, 10, 2)")]);
+    let (hop_far, _) =
+        run_ok(&["run", "--input", i, "--query", &q("HOP(TABLE pay, DESCRIPTOR(ts), 5, 10, 17)")]);
+    assert_eq!(hop, hop_far);
+    assert!(hop.starts_with("card,window_start,window_end,n\na,-8,2,1\nb,-8,2,1\n"), "{hop}");
+    let (cum, _) = run_ok(&[
+        "run",
+        "--input",
+        i,
+        "--query",
+        &q("CUMULATE(TABLE pay, DESCRIPTOR(ts), 5, 10, -4)"),
+    ]);
+    assert!(cum.contains("a,6,11,1\na,6,16,2\n"), "{cum}");
+    for (w, want) in [
+        (
+            "TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, 5)",
+            "TUMBLE needs an offset smaller than the size in absolute value",
+        ),
+        (
+            "TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, -INTERVAL '5' MILLISECOND)",
+            "TUMBLE needs an offset smaller than the size in absolute value",
+        ),
+        ("TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, 1, 2)", "TUMBLE takes TABLE <stream>, DESCRIPTOR(<time column>) and a size and an optional offset; found 3"),
+        ("SESSION(TABLE pay PARTITION BY card, DESCRIPTOR(ts), 5, 1)", "SESSION takes TABLE <stream>, DESCRIPTOR(<time column>) and a gap; found 2"),
+        ("TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, 'x')", "the offset of TUMBLE must be an INTERVAL or an integer"),
+        ("TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, INTERVAL '-x' SECOND)", "the offset of TUMBLE must be a whole number"),
+    ] {
+        let err = run_err(&["run", "--input", i, "--query", &q(w)]);
+        assert!(err.contains(want), "{w}: expected `{want}` in: {err}");
+    }
+}
+
 /// The data rows of a CSV output (header dropped).
 fn data_rows(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap().lines().skip(1).map(str::to_string).collect()

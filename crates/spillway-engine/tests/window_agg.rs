@@ -38,10 +38,14 @@ const AGGS: &str = "COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo, MAX(v) AS hi, \
 
 fn sql(w: TvfWindow, where_flag: bool) -> String {
     let tvf = match w {
-        TvfWindow::Tumble { size } => format!("TUMBLE(TABLE t, DESCRIPTOR(ts), {size})"),
-        TvfWindow::Hop { slide, size } => format!("HOP(TABLE t, DESCRIPTOR(ts), {slide}, {size})"),
-        TvfWindow::Cumulate { step, size } => {
-            format!("CUMULATE(TABLE t, DESCRIPTOR(ts), {step}, {size})")
+        TvfWindow::Tumble { size, offset } => {
+            format!("TUMBLE(TABLE t, DESCRIPTOR(ts), {size}{})", offset_arg(offset))
+        }
+        TvfWindow::Hop { slide, size, offset } => {
+            format!("HOP(TABLE t, DESCRIPTOR(ts), {slide}, {size}{})", offset_arg(offset))
+        }
+        TvfWindow::Cumulate { step, size, offset } => {
+            format!("CUMULATE(TABLE t, DESCRIPTOR(ts), {step}, {size}{})", offset_arg(offset))
         }
         TvfWindow::Session { gap } => {
             format!("SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), {gap})")
@@ -52,6 +56,15 @@ fn sql(w: TvfWindow, where_flag: bool) -> String {
          window_start, window_end",
         if where_flag { "WHERE v IS NOT NULL OR flag" } else { "" }
     )
+}
+
+/// The optional offset argument: none for 0 (the default), so both forms are tested.
+fn offset_arg(offset: i64) -> String {
+    if offset == 0 {
+        String::new()
+    } else {
+        format!(", {offset}")
+    }
 }
 
 fn passes_where(e: &Event, where_flag: bool) -> bool {
@@ -110,28 +123,28 @@ fn brute_row(k: i64, start: i64, end: i64, events: &[Event]) -> Vec<Value> {
     ]
 }
 
-/// Windows of an aligned kind holding `t`, brute force: every multiple of the slide
-/// (step) whose window holds `t`, ascending by end.
+/// Windows of an aligned kind holding `t`, brute force: every start the offset plus a
+/// multiple of the slide (size) whose window holds `t`, ascending by end.
 fn brute_windows(w: TvfWindow, t: i64) -> Vec<(i64, i64)> {
     let mut out = Vec::new();
     match w {
-        TvfWindow::Tumble { size } => {
+        TvfWindow::Tumble { size, offset } => {
             for s in (t - 2 * size)..=t {
-                if s.rem_euclid(size) == 0 && s <= t && t < s + size {
+                if (s - offset).rem_euclid(size) == 0 && s <= t && t < s + size {
                     out.push((s, s + size));
                 }
             }
         }
-        TvfWindow::Hop { slide, size } => {
+        TvfWindow::Hop { slide, size, offset } => {
             for s in (t - 2 * size)..=t {
-                if s.rem_euclid(slide) == 0 && s <= t && t < s + size {
+                if (s - offset).rem_euclid(slide) == 0 && s <= t && t < s + size {
                     out.push((s, s + size));
                 }
             }
         }
-        TvfWindow::Cumulate { step, size } => {
+        TvfWindow::Cumulate { step, size, offset } => {
             for s in (t - 2 * size)..=t {
-                if s.rem_euclid(size) != 0 {
+                if (s - offset).rem_euclid(size) != 0 {
                     continue;
                 }
                 let mut e = s + step;
@@ -408,9 +421,13 @@ fn run(
 
 fn window_strategy() -> impl Strategy<Value = TvfWindow> {
     prop_oneof![
-        (1i64..12).prop_map(|size| TvfWindow::Tumble { size }),
-        (1i64..6, 1i64..5).prop_map(|(slide, n)| TvfWindow::Hop { slide, size: slide * n }),
-        (1i64..6, 1i64..5).prop_map(|(step, n)| TvfWindow::Cumulate { step, size: step * n }),
+        (1i64..12)
+            .prop_flat_map(|size| (Just(size), -(size - 1)..size))
+            .prop_map(|(size, offset)| TvfWindow::Tumble { size, offset }),
+        (1i64..6, 1i64..5, prop_oneof![Just(0i64), -20i64..20])
+            .prop_map(|(slide, n, offset)| { TvfWindow::Hop { slide, size: slide * n, offset } }),
+        (1i64..6, 1i64..5, prop_oneof![Just(0i64), -20i64..20])
+            .prop_map(|(step, n, offset)| { TvfWindow::Cumulate { step, size: step * n, offset } }),
         (1i64..10).prop_map(|gap| TvfWindow::Session { gap }),
     ]
 }
@@ -505,7 +522,7 @@ fn ev(seq: u64, time: i64, k: i64, v: i64) -> Event {
 /// already late, as with Flink SQL's `WATERMARK FOR ts AS ts`.)
 #[test]
 fn firing_edges_and_late_updates() {
-    let w = TvfWindow::Tumble { size: 5 };
+    let w = TvfWindow::Tumble { size: 5, offset: 0 };
     let events =
         vec![ev(0, 0, 1, 1), ev(1, 4, 1, 2), ev(2, 4, 1, 3), ev(3, 5, 1, 4), ev(4, 4, 1, 5)];
     // Lateness 0: the tie at t=4 is in time; the event at t=4 after t=5 is dropped.
@@ -538,7 +555,7 @@ fn firing_edges_and_late_updates() {
 #[test]
 fn an_event_late_for_some_windows_reports_each_missed_one() {
     // HOP size 6 slide 2: t=5 is in [0, 6), [2, 8), [4, 10).
-    let w = TvfWindow::Hop { slide: 2, size: 6 };
+    let w = TvfWindow::Hop { slide: 2, size: 6, offset: 0 };
     // After t=9 the watermark is 8: [0, 6) and [2, 8) have fired (and are cleaned, L=0).
     let events = vec![ev(0, 1, 1, 1), ev(1, 9, 1, 2), ev(2, 5, 1, 3), ev(3, 1, 1, 4)];
     let got = run(w, &events, 0, 0, false, StoreKind::Mem, None);
@@ -606,7 +623,7 @@ fn events_tied_with_the_newest_are_never_late() {
 /// Timer lists longer than one chunk, over RocksDB-free stores: many keys in one window.
 #[test]
 fn many_keys_in_one_window() {
-    let w = TvfWindow::Hop { slide: 10, size: 20 };
+    let w = TvfWindow::Hop { slide: 10, size: 20, offset: 0 };
     let events: Vec<Event> = (0..5000u64).map(|i| ev(i, (i / 1000) as i64, i as i64, 1)).collect();
     let got = run(w, &events, 0, 0, false, StoreKind::HashLog, None);
     let want = oracle(w, &events, 0, 0, false);

@@ -11,16 +11,21 @@
 //!
 //! | function | windows of an event at time `t` |
 //! |---|---|
-//! | `TUMBLE(TABLE t, DESCRIPTOR(ts), size)` | the one `[s, s+size)` with `s` a multiple of `size` |
-//! | `HOP(TABLE t, DESCRIPTOR(ts), slide, size)` | every `[s, s+size)` holding `t`, `s` a multiple of `slide` |
-//! | `CUMULATE(TABLE t, DESCRIPTOR(ts), step, size)` | `[s, e)` for `s` the multiple of `size` at or before `t` and every `e = s + k*step > t`, `e <= s + size` |
+//! | `TUMBLE(TABLE t, DESCRIPTOR(ts), size [, offset])` | the one `[s, s+size)` with `s - offset` a multiple of `size` |
+//! | `HOP(TABLE t, DESCRIPTOR(ts), slide, size [, offset])` | every `[s, s+size)` holding `t`, `s - offset` a multiple of `slide` |
+//! | `CUMULATE(TABLE t, DESCRIPTOR(ts), step, size [, offset])` | `[s, e)` for `s` the latest start at or before `t` with `s - offset` a multiple of `size`, and every `e = s + k*step > t`, `e <= s + size` |
 //! | `SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap)` | per key, `[first, last + gap)` of a run of events less than `gap` apart |
 //!
-//! Windows are aligned to the epoch (time 0), as Flink's assigners with offset 0
-//! (`TimeWindow.getWindowStartWithOffset`); `HOP` needs `size` to be a multiple of
-//! `slide` and `CUMULATE` `size` a multiple of `step`, as Flink's `HoppingSliceAssigner`
-//! and `CumulativeSliceAssigner` do. Sizes are durations as in frames (`INTERVAL '5'
-//! MINUTE`, `INTERVAL '5 minutes'` or an integer in the time column's unit).
+//! Windows are aligned to the epoch (time 0) moved by the optional `offset`, as Flink's
+//! slice assigners do (`SliceAssigners.TumblingSliceAssigner`, `HoppingSliceAssigner`
+//! and `CumulativeSliceAssigner`, through `TimeWindow.getWindowStartWithOffset`): daily
+//! windows of a time zone 8 hours behind UTC are `TUMBLE(.., INTERVAL '1' DAY, INTERVAL
+//! '8' HOUR)`. The offset may be negative (`INTERVAL '-1' HOUR` or `-INTERVAL '1' HOUR`);
+//! `TUMBLE` needs `|offset| < size`, as Flink checks; `HOP` and `CUMULATE` take any offset
+//! (only its remainder by the slide, or the size, matters). `HOP` needs `size` to be a
+//! multiple of `slide` and `CUMULATE` `size` a multiple of `step`, as Flink's assigners
+//! do. Sizes are durations as in frames (`INTERVAL '5' MINUTE`, `INTERVAL '5 minutes'`
+//! or an integer in the time column's unit).
 //!
 //! `GROUP BY` must list `window_start` and `window_end` and may list input columns (the
 //! group key); `SESSION`'s `PARTITION BY` columns must be exactly the group key. The
@@ -53,24 +58,30 @@ pub const MAX_WINDOWS_PER_EVENT: i64 = 10_000;
 /// The windows a window table function assigns, in the time column's unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TvfWindow {
-    /// `TUMBLE(.., size)`.
+    /// `TUMBLE(.., size [, offset])`.
     Tumble {
         /// Window length.
         size: i64,
+        /// Where windows start, from the epoch (`|offset| < size`).
+        offset: i64,
     },
-    /// `HOP(.., slide, size)`.
+    /// `HOP(.., slide, size [, offset])`.
     Hop {
         /// Distance between window starts.
         slide: i64,
         /// Window length (a multiple of `slide`).
         size: i64,
+        /// Where windows start, from the epoch.
+        offset: i64,
     },
-    /// `CUMULATE(.., step, size)`.
+    /// `CUMULATE(.., step, size [, offset])`.
     Cumulate {
         /// Distance between window ends.
         step: i64,
         /// Length of the largest window (a multiple of `step`).
         size: i64,
+        /// Where the largest windows start, from the epoch.
+        offset: i64,
     },
     /// `SESSION(.., gap)`.
     Session {
@@ -285,9 +296,29 @@ pub(super) fn windowed_query(
     }
     let fname = f.name.to_string().to_ascii_uppercase();
     let dur = |e: &ast::Expr, what: &str| duration(e, what, &fname, schema);
+    // The optional last argument: an offset of the windows' alignment, 0 without it.
+    let offset_of = |o: Option<&&ast::Expr>| match o {
+        Some(e) => signed_duration(e, "offset", &fname, schema),
+        None => Ok(0),
+    };
     let window = match (fname.as_str(), durations.as_slice()) {
-        ("TUMBLE", [size]) => TvfWindow::Tumble { size: dur(size, "size")? },
-        ("HOP", [slide, size]) => {
+        ("TUMBLE", [size, offset @ ..]) if offset.len() <= 1 => {
+            let (size_v, offset_v) = (dur(size, "size")?, offset_of(offset.first())?);
+            if offset_v.unsigned_abs() >= size_v.unsigned_abs() {
+                // TumblingSliceAssigner's check.
+                return Err(invalid(
+                    f,
+                    format!(
+                        "TUMBLE needs an offset smaller than the size in absolute value (as \
+                         Flink does); offset {} is not within size {size}",
+                        offset[0]
+                    ),
+                    fspan,
+                ));
+            }
+            TvfWindow::Tumble { size: size_v, offset: offset_v }
+        }
+        ("HOP", [slide, size, offset @ ..]) if offset.len() <= 1 => {
             let (slide_v, size_v) = (dur(slide, "slide")?, dur(size, "size")?);
             if size_v % slide_v != 0 {
                 return Err(invalid(
@@ -300,9 +331,9 @@ pub(super) fn windowed_query(
                     fspan,
                 ));
             }
-            TvfWindow::Hop { slide: slide_v, size: size_v }
+            TvfWindow::Hop { slide: slide_v, size: size_v, offset: offset_of(offset.first())? }
         }
-        ("CUMULATE", [step, size]) => {
+        ("CUMULATE", [step, size, offset @ ..]) if offset.len() <= 1 => {
             let (step_v, size_v) = (dur(step, "step")?, dur(size, "size")?);
             if size_v % step_v != 0 {
                 return Err(invalid(
@@ -314,13 +345,15 @@ pub(super) fn windowed_query(
                     fspan,
                 ));
             }
-            TvfWindow::Cumulate { step: step_v, size: size_v }
+            TvfWindow::Cumulate { step: step_v, size: size_v, offset: offset_of(offset.first())? }
         }
         ("SESSION", [gap]) => TvfWindow::Session { gap: dur(gap, "gap")? },
         (name, args) => {
             let want = match name {
-                "TUMBLE" | "SESSION" => "1 duration (with an offset: not supported)",
-                _ => "2 durations (with an offset: not supported)",
+                "TUMBLE" => "a size and an optional offset",
+                "SESSION" => "a gap",
+                "HOP" => "a slide, a size and an optional offset",
+                _ => "a step, a size and an optional offset",
             };
             return Err(invalid(
                 f,
@@ -334,8 +367,8 @@ pub(super) fn windowed_query(
         }
     };
     let per_event = match window {
-        TvfWindow::Hop { slide, size } => size / slide,
-        TvfWindow::Cumulate { step, size } => size / step,
+        TvfWindow::Hop { slide, size, .. } => size / slide,
+        TvfWindow::Cumulate { step, size, .. } => size / step,
         _ => 1,
     };
     if per_event > MAX_WINDOWS_PER_EVENT {
@@ -655,4 +688,57 @@ fn duration(e: &ast::Expr, what: &str, fname: &str, schema: &Schema) -> Result<i
         return Err(invalid(e, format!("the {what} of {fname} must be positive"), span));
     }
     Ok(n)
+}
+
+/// A duration that may be zero or negative (a window offset): `-INTERVAL '1' HOUR`,
+/// `INTERVAL '-1' HOUR`, `-5` or `0` as well as the positive forms of [`duration`].
+fn signed_duration(
+    e: &ast::Expr,
+    what: &str,
+    fname: &str,
+    schema: &Schema,
+) -> Result<i64, SqlError> {
+    match e {
+        ast::Expr::Nested(inner) => signed_duration(inner, what, fname, schema),
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => {
+            Ok(-signed_duration(expr, what, fname, schema)?)
+        }
+        ast::Expr::Value(v) if matches!(&v.value, ast::Value::Number(t, _) if t.trim() == "0") => {
+            Ok(0)
+        }
+        ast::Expr::Interval(iv) => {
+            // A sign inside the quotes (Calcite's INTERVAL '-1' HOUR) applies to the amount.
+            let text = match &*iv.value {
+                ast::Expr::Value(v) => match &v.value {
+                    ast::Value::SingleQuotedString(t) => Some(t.trim()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            match text {
+                Some("0") => Ok(0),
+                Some(t) if t.starts_with('-') => {
+                    let mut positive = iv.clone();
+                    positive.value = Box::new(ast::Expr::Value(
+                        ast::Value::SingleQuotedString(t[1..].to_string()).into(),
+                    ));
+                    let n = duration(&ast::Expr::Interval(positive), what, fname, schema).map_err(
+                        |_| {
+                            invalid(
+                                e,
+                                format!(
+                                    "the {what} of {fname} must be a whole number of the time \
+                                     column's unit, e.g. INTERVAL '-1' HOUR"
+                                ),
+                                e.span(),
+                            )
+                        },
+                    )?;
+                    Ok(-n)
+                }
+                _ => duration(e, what, fname, schema),
+            }
+        }
+        _ => duration(e, what, fname, schema),
+    }
 }

@@ -107,8 +107,8 @@ pub fn run(a: WindowsBenchArgs) -> Result<()> {
         .kinds
         .iter()
         .map(|k| match k {
-            WindowKindArg::Tumble => TvfWindow::Tumble { size },
-            WindowKindArg::Hop => TvfWindow::Hop { slide, size },
+            WindowKindArg::Tumble => TvfWindow::Tumble { size, offset: 0 },
+            WindowKindArg::Hop => TvfWindow::Hop { slide, size, offset: 0 },
         })
         .collect();
     let pb = if a.quiet || !std::io::stderr().is_terminal() {

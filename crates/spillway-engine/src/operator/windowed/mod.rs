@@ -297,20 +297,29 @@ impl WindowPlan {
             let _ = writeln!(s, "  Where {f}");
             depth = 2;
         }
+        let off = |o: i64| match o {
+            0 => String::new(),
+            o if o < 0 => format!(" offset -{}", dur(-o)),
+            o => format!(" offset {}", dur(o)),
+        };
         let w = match self.window {
-            TvfWindow::Tumble { size } => format!("TUMBLE size {}", dur(size)),
-            TvfWindow::Hop { slide, size } => {
+            TvfWindow::Tumble { size, offset } => {
+                format!("TUMBLE size {}{}", dur(size), off(offset))
+            }
+            TvfWindow::Hop { slide, size, offset } => {
                 format!(
-                    "HOP size {} slide {} ({} windows per event)",
+                    "HOP size {} slide {}{} ({} windows per event)",
                     dur(size),
                     dur(slide),
+                    off(offset),
                     size / slide
                 )
             }
-            TvfWindow::Cumulate { step, size } => format!(
-                "CUMULATE size {} step {} ({} windows per event at most)",
+            TvfWindow::Cumulate { step, size, offset } => format!(
+                "CUMULATE size {} step {}{} ({} windows per event at most)",
                 dur(size),
                 dur(step),
+                off(offset),
                 size / step
             ),
             TvfWindow::Session { gap } => format!("SESSION gap {}", dur(gap)),
