@@ -32,6 +32,9 @@ cargo fmt --all --check
 cargo fmt --manifest-path crates/spillway-py/Cargo.toml --check
 echo "==> cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --features spillway-cli/rocksdb,spillway-cli/kafka -- -D warnings
+echo "==> cargo doc (the developers' docs: private items included, warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --document-private-items \
+    --features spillway-cli/rocksdb,spillway-cli/kafka
 echo "==> crate layers (dependencies point down)"
 python3 scripts/check-layers.py
 echo "==> docs: relative links resolve, nothing outside the repository"

@@ -10,7 +10,7 @@
 //!
 //! | config | store |
 //! |---|---|
-//! | `memory` | [`MemStore`](spillway_store::MemStore): all objects in process, no cache |
+//! | `memory` | [`MemStore`]: all objects in process, no cache |
 //! | `redis` | tiered, Redis only: every access reads the object from Redis and writes it back |
 //! | `tiered-N` | tiered: L1 at N% of the objects' total size, L2 a private Redis, L3 hashlog |
 //! | `tiered-disk` | tiered: L1 at 30%, L3 hashlog, no Redis |

@@ -73,7 +73,7 @@ pub struct Q1Config {
     pub pregenerate: bool,
     /// Events taken and announced to the store at a time ([`spillway_engine::operator::Operator::prefetch`]); 1
     /// processes them one at a time with no announcement. The job uses
-    /// [`BATCH_EVENTS`](spillway_engine::driver::BATCH_EVENTS).
+    /// [`BATCH_EVENTS`].
     pub batch: usize,
     /// Every `late_every`-th event is made late: its time moves back by half the allowed
     /// lateness, so it arrives out of order but within the lateness and gets its own

@@ -18,7 +18,7 @@
 //! measured phase.
 //!
 //! With `--batch N` (N > 1) the store is called once per N ops through the batched
-//! operations ([`StateStore::multi_rmw`], [`StateStore::multi_get_with`], and
+//! operations ([`StateStoreExt::multi_rmw`], [`StateStoreExt::multi_get_with`], and
 //! [`StateStore::prefetch`] before `readwrite`'s get/put pairs; see [`drive`]); the
 //! clock is read once per batch and every op of a batch is recorded with the batch's
 //! time, since none of them is complete before the batch is. The key sequence is the
@@ -656,7 +656,7 @@ fn incr(old: Option<&[u8]>, out: &mut Vec<u8>) -> Rmw {
 
 /// Loads (for `get`) and runs the measured phase of `workload` on `store`, `batch` ops
 /// per store call: with `batch > 1` the rmw workloads call
-/// [`StateStore::multi_rmw`], `get` calls [`StateStore::multi_get_with`], and
+/// [`StateStoreExt::multi_rmw`], `get` calls [`StateStoreExt::multi_get_with`], and
 /// `readwrite` announces the batch's ids with [`StateStore::prefetch`] and then runs
 /// its get and put per id (its put depends on its get). The key sequence depends only
 /// on `seed` and `workload`, never on the batch size.

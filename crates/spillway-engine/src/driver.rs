@@ -1,4 +1,4 @@
-//! The driver: the one place an [operator](crate::operator) is run, whatever feeds it.
+//! The driver: the one place an [operator] is run, whatever feeds it.
 //! Every front-end goes through [`Driver`]: the file job ([`crate::job::run_job`]) and the
 //! benchmarks (`spillway_bench::engine_bench`) pull events through [`Driver::run`]; Python's `Stream`
 //! and the Kafka workers' tasks push them through [`crate::session::Session`], a thin

@@ -4,7 +4,7 @@
 //! it borrows nothing from the store, so the single writer that owns the store may
 //! write between two steps of a cursor (an interval join scans one side's buffer while
 //! it inserts into the other). Each step that runs past the batch refills it with one
-//! [`StateStoreExt::scan_ordered`](crate::StateStoreExt::scan_ordered) call from just after the last key returned, bounded by
+//! [`StateStoreExt::scan_ordered`] call from just after the last key returned, bounded by
 //! the cursor's far bound, so a seek costs one native seek in the backend and `n`
 //! steps cost about `n / batch` further seeks plus one copy per entry.
 //!
@@ -122,7 +122,7 @@ pub fn half_open(start: Bound<&[u8]>, end: Bound<&[u8]>) -> (Option<Vec<u8>>, Op
 
 /// Visits `entries` (in key order) in direction `dir`, at most `limit` of them, until
 /// `visit` returns `false`; returns how many it visited. The tail of every
-/// [`StateStoreExt::scan_ordered`](crate::StateStoreExt::scan_ordered) served from an in-memory ordered collection.
+/// [`StateStoreExt::scan_ordered`] served from an in-memory ordered collection.
 pub(crate) fn visit_ordered<'a>(
     entries: impl DoubleEndedIterator<Item = (&'a [u8], &'a [u8])>,
     dir: Direction,
@@ -238,7 +238,7 @@ impl Cursor {
         self.entry().map(|(_, v)| v)
     }
 
-    /// How many reads ([`StateStoreExt::scan_ordered`](crate::StateStoreExt::scan_ordered) calls) the cursor has made: one per
+    /// How many reads ([`StateStoreExt::scan_ordered`] calls) the cursor has made: one per
     /// seek and one per refill of its read-ahead.
     pub fn reads(&self) -> u64 {
         self.reads

@@ -19,7 +19,7 @@
 //! [`bytes`] (little-endian fields at byte offsets, also used by the engine's reservoir).
 //!
 //! ## The contract
-//! - Byte keys and byte values inside a [namespace](namespace) (one per operator state),
+//! - Byte keys and byte values inside a [namespace] (one per operator state),
 //!   each declaring its merge semantics ([`MergeOp`]): list append or a user function.
 //! - A store instance has a single writer: every operation takes `&mut self` and no
 //!   lock is taken on the hot path. Parallelism comes from one instance per task.

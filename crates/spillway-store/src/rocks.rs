@@ -56,7 +56,7 @@
 //! Leftover `*.tmp` entries, manifests older than the two retained ones and checkpoint
 //! directories no retained manifest names are removed.
 //!
-//! RocksDB does its own file I/O, so this store has no [`Fs`](crate::io::Fs) test seam;
+//! RocksDB does its own file I/O, so this store has no [`Fs`] test seam;
 //! like the other stores it assumes a single instance per directory.
 
 use std::collections::HashSet;

@@ -11,7 +11,7 @@
 //! | put | [`StateStore::put`] |
 //! | merge | [`StateStore::merge`] (list append) |
 //! | delete | [`StateStore::delete`] |
-//! | scan | [`StateStore::scan_prefix`] of the op's key; every entry is visited (and its length read) |
+//! | scan | [`StateStoreExt::scan_prefix`] of the op's key; every entry is visited (and its length read) |
 //! | seek, next | the iterator emulation below |
 //!
 //! # Seek and next
@@ -20,7 +20,7 @@
 //! - **Ordered namespaces** ([`StateStore::is_ordered`]): `seek(k)` opens the store's
 //!   [`spillway_store::Cursor`] at `k` (no upper bound, as a RocksDB iterator), which
 //!   reads ahead [`ReplayConfig::seek_batch`] entries with one native seek
-//!   ([`StateStore::scan_ordered`]); `next` steps it, refilling from just after the
+//!   ([`StateStoreExt::scan_ordered`]); `next` steps it, refilling from just after the
 //!   last key when the read-ahead runs out. So a seek costs one native seek and a run of
 //!   `n` nexts about `n / seek_batch` further seeks plus one copy per entry. The
 //!   cursor's consistency is the store crate's: entries already read ahead are as they

@@ -5,8 +5,8 @@
 //! - [`demo`], [`explain`], [`report`]: `spillway demo`, `explain`, `report`;
 //! - [`trace`]: `spillway trace gen|stats|convert`;
 //! - [`cache`]: `spillway cache sim`;
-//! - [`kafka`]: `spillway kafka produce|consume|status` (feature `kafka`);
-//! - [`bench`]: `spillway bench ...`, one file per benchmark.
+//! - `kafka`: `spillway kafka produce|consume|status` (feature `kafka`);
+//! - [`bench`](mod@bench): `spillway bench ...`, one file per benchmark.
 //!
 //! What several commands share: [`args`] (argument groups and what they mean),
 //! [`progress`] (the stderr spinner and a job's progress line) and [`summary`] (a job's

@@ -46,7 +46,7 @@
 //! DESCRIPTOR(ts), INTERVAL '5' MINUTE))`, also `HOP`, `CUMULATE`, `SESSION`) and that
 //! groups by `window_start, window_end` is a windowed aggregation ([`WindowedQuery`]):
 //! one row per window and group key when the window fires, computed by
-//! [`crate::operator::windowed`]. [`parse`] tells the two shapes apart; Flink's `TABLE <name>`
+//! [`crate::operator::windowed`]. [`parse`](fn@parse) tells the two shapes apart; Flink's `TABLE <name>`
 //! argument is parsed by this module's dialect (`sqlparser`'s generic dialect has no
 //! such argument).
 //!

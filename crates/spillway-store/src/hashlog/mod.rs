@@ -69,7 +69,7 @@
 //!   key); its arrays ask for transparent huge pages (`crate::hot`), so a random bucket
 //!   costs no TLB miss.
 //!   Keys of 8 to 16 bytes are compared with two word loads instead of a `memcmp` call.
-//! - **Batches** ([`StateStore::prefetch`](crate::StateStore::prefetch),
+//! - **Batches** ([`StateStore::prefetch`],
 //!   `multi_get_with`, `multi_rmw`, `apply_batch`): the batch is hashed first and the
 //!   buckets of up to 32 keys are prefetched, then their tag-matching entries are read
 //!   and the in-memory records prefetched, then the operations run one by one exactly

@@ -19,7 +19,7 @@ pub struct SharedBenchArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST", conflicts_with = "config")]
     patterns: Option<Vec<usize>>,
 
-    /// A multi-pattern experiment file (TOML: the stream and its [[pattern]] tables, and
+    /// A multi-pattern experiment file (TOML: the stream and its `[[pattern]]` tables, and
     /// optionally `shared = true|false` to run one mode) instead of a pattern family; see
     /// the docs of spillway_bench::workload::multi
     #[arg(long, value_name = "FILE")]

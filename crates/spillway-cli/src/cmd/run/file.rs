@@ -21,9 +21,9 @@ use crate::cmd::summary::print_summary;
 #[derive(Debug, Args)]
 #[command(next_help_heading = "File job (--input FILE)")]
 pub struct FileJobArgs {
-    /// Where events later than the allowed lateness are written [default:
-    /// <output>.late.<ext>, or late-events.csv when writing to stdout, a FIFO
-    /// or a device]
+    /// Where events later than the allowed lateness are written (default:
+    /// `<output>.late.<ext>`, or late-events.csv when writing to stdout, a FIFO
+    /// or a device)
     #[arg(long, value_name = "FILE")]
     pub(crate) side_output: Option<PathBuf>,
 

@@ -1,4 +1,4 @@
-//! `spillway run`: a SQL metrics query over an input file ([`file`]), or, with a
+//! `spillway run`: a SQL metrics query over an input file ([`file`](mod@file)), or, with a
 //! `kafka://` input, this process as a worker of a Kafka consumer group ([`worker`]).
 //! Both take the flags of [`job`]; each refuses the other's flags, saying why.
 
