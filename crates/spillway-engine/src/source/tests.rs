@@ -1164,3 +1164,52 @@ fn sniffing_picks_the_format_and_keeps_the_bytes() {
         assert_eq!([prefix, rest].concat(), data);
     }
 }
+
+// ---------------------------------------------------------------- hostile files
+
+/// Bytes from a damaged or foreign file, named `.csv`, `.jsonl` or neither (sniffed):
+/// opening and reading it to the end gives events and then the end or an error, never a
+/// panic; with `--on-error skip` every row is an event or a dead letter.
+mod hostile_files {
+    use super::*;
+
+    fn bytes() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..200),
+            proptest::collection::vec(
+                proptest::sample::select(b"ts,a\n\r\"'{}[]:-+.eE0129tfnul\t \xff\xc3".to_vec()),
+                0..200,
+            ),
+            // A valid file with one byte changed.
+            (any::<usize>(), any::<u8>()).prop_map(|(at, b)| {
+                let mut v = b"ts,card,amount\n1,\"a, b\",1.5\n2,x,2\n3,\"q\"\"\",\n".to_vec();
+                let i = at % v.len();
+                v[i] = b;
+                v
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_file_reads_as_events_or_an_error(
+            data in bytes(),
+            ext in proptest::sample::select(&["csv", "jsonl", "tsv", "data"][..]),
+            skip in any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join(format!("in.{ext}"));
+            std::fs::write(&p, &data).unwrap();
+            let dead = dir.path().join("dead.txt");
+            let o = if skip { skip_opts("ts", &dead) } else { opts("ts") };
+            if let Ok(mut src) = open(&p, &o) {
+                let (events, _err) = drain(&mut *src);
+                // Every event read has a place in the file: no more events than lines.
+                let lines = data.split(|&b| b == b'\n').count();
+                prop_assert!(events.len() <= lines, "{} events from {} lines", events.len(), lines);
+            }
+        }
+    }
+}

@@ -1008,3 +1008,79 @@ fn column_type_hints_follow_the_query() {
     assert_eq!(hints, want);
     assert!(column_type_hints("SELECT COUNT(* FROM t").is_empty());
 }
+
+/// Hostile query text (a typo, a query pasted from another dialect, bytes from a
+/// mangled file): the whole front end, parse to plan to `explain`, answers with a
+/// `Result`, never a panic. The texts are valid queries of every kind with characters
+/// dropped, repeated, swapped for SQL's punctuation or replaced by any character, and
+/// arbitrary strings.
+mod hostile_text {
+    use super::s;
+    use crate::operator::QueryPlan;
+    use proptest::prelude::*;
+
+    const QUERIES: &[&str] = &[
+        "SELECT card, ts, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n FROM t \
+         WINDOW w AS (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '5' MINUTE PRECEDING AND CURRENT ROW)",
+        "SELECT card, AVG(amount) OVER (PARTITION BY card ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS a FROM t WHERE amount > 2",
+        "SELECT card, COUNT(*) FILTER (WHERE flag) OVER (PARTITION BY card, merchant ORDER BY ts RANGE BETWEEN 10 PRECEDING AND 5 PRECEDING) AS d FROM t",
+        "SELECT card, PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY amount) OVER (PARTITION BY card ORDER BY ts RANGE UNBOUNDED PRECEDING) AS p FROM t",
+        "SELECT card, COUNT(DISTINCT merchant) OVER (PARTITION BY card ORDER BY ts RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) AS m, CASE WHEN qty > 1 THEN 'x' ELSE 'y' END AS c FROM t",
+        "SELECT card, window_start, window_end, COUNT(*) AS n, SUM(amount) AS s FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '-10' SECOND)) GROUP BY card, window_start, window_end",
+        "SELECT window_start, window_end, MEDIAN(amount) AS m FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), 10, 30)) GROUP BY window_start, window_end",
+        "SELECT card, window_start, window_end, window_time, MAX(amount) AS hi FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), 5, 20)) WHERE country = 'NL' GROUP BY card, window_start, window_end",
+        "SELECT card, window_start, window_end, COUNT(*) AS n FROM TABLE(SESSION(TABLE t PARTITION BY card, DESCRIPTOR(ts), INTERVAL '30' SECOND)) GROUP BY card, window_start, window_end",
+    ];
+
+    /// One edit of a query: (position, kind, character).
+    fn edited(q: &str, edits: &[(usize, u8, char)]) -> String {
+        let mut c: Vec<char> = q.chars().collect();
+        for &(at, kind, ch) in edits {
+            if c.is_empty() {
+                break;
+            }
+            let i = at % c.len();
+            match kind % 4 {
+                0 => {
+                    c.remove(i);
+                }
+                1 => c.insert(i, c[i]),
+                2 => c[i] = ch,
+                _ => c.insert(i, ch),
+            }
+        }
+        c.into_iter().collect()
+    }
+
+    fn front_end(sql: &str) {
+        let schema = s();
+        let _ = super::parse(sql, &schema);
+        if let Ok(plan) = QueryPlan::build(sql, &schema, None) {
+            let _ = plan.explain(&schema);
+            let _ = plan.output_types(&schema);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn edited_queries_are_an_answer_not_a_panic(
+            q in proptest::sample::select(QUERIES),
+            edits in proptest::collection::vec(
+                (any::<usize>(), any::<u8>(), prop_oneof![
+                    proptest::sample::select(&['(', ')', ',', '\'', '"', '-', '*', ' ', '0', '9', '.', ';', '`'][..]),
+                    any::<char>(),
+                ]),
+                1..6,
+            ),
+        ) {
+            front_end(&edited(q, &edits));
+        }
+
+        #[test]
+        fn any_text_is_an_answer_not_a_panic(sql in "\\PC{0,80}") {
+            front_end(&sql);
+        }
+    }
+}
