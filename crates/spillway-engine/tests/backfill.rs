@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use spillway_engine::checkpoint::Input;
 use spillway_engine::job::{run_job, JobConfig, JobSummary, OpenAt};
+use spillway_engine::operator::over::peers::Ties;
 use spillway_engine::source::{self, SourceOptions};
 use spillway_engine::Error;
 use spillway_store::StoreKind;
@@ -149,15 +150,31 @@ fn scenario(
     lateness: i64,
     first: impl FnOnce(&mut JobConfig),
 ) -> Outcome {
+    scenario_with_ties(s, q1, q2, lateness, Ties::PerEvent, first)
+}
+
+/// [`scenario`] with `ties` for all three runs.
+fn scenario_with_ties(
+    s: &Setup,
+    q1: &str,
+    q2: &str,
+    lateness: i64,
+    ties: Ties,
+    first: impl FnOnce(&mut JobConfig),
+) -> Outcome {
     let straight_out = s.path("straight.csv");
-    run(&config(q2, &straight_out, None, lateness), &s.full).unwrap();
+    let mut straight = config(q2, &straight_out, None, lateness);
+    straight.ties = ties;
+    run(&straight, &s.full).unwrap();
     let ckpt = s.path("ckpt");
     let mut c1 = config(q1, &s.path("q1.csv"), Some(&ckpt), lateness);
+    c1.ties = ties;
     first(&mut c1);
     let (first, _) = run(&c1, &s.prefix).unwrap();
     assert_eq!(first.counters.events, s.k as u64);
     let out2 = s.path("q2.csv");
     let mut c2 = config(q2, &out2, Some(&ckpt), lateness);
+    c2.ties = ties;
     c2.resume = true;
     c2.backfill = true;
     let (resumed, warnings) = run(&c2, &s.full).unwrap();
@@ -452,4 +469,98 @@ fn refused_backfills_name_the_reason_and_keep_the_checkpoint() {
     c4.input = Input::Named("another".into());
     let e = run(&c4, &s.full).unwrap_err().to_string();
     assert!(e.contains("different input"), "{e}");
+}
+
+/// The time of a row of [`stream`].
+fn time_of(row: &str) -> i64 {
+    row.rsplit(',').next().unwrap().parse().unwrap()
+}
+
+/// With `--ties peers` the checkpoint falls among the rows of one time, which wait for
+/// their peers (the first run's input ends there, so they never came out of it). The
+/// backfilled query gives those events its own columns and its peer values once their
+/// time is complete: from the first held event on, its rows equal those of the new
+/// query run without interruption.
+#[test]
+fn rows_held_for_their_peers_come_out_with_the_new_query() {
+    let rows = stream(30_000, 0x5EED_0007, 0);
+    let t = |i: usize| time_of(&rows[i]);
+    // A checkpoint (one every 1000 events) after two tied events, with a third to come.
+    let k = (10..30)
+        .map(|m| m * 1000)
+        .find(|&k| t(k - 2) == t(k - 1) && t(k) == t(k - 1))
+        .expect("a checkpoint among tied events");
+    let held = (0..k).rev().take_while(|&i| t(i) == t(k - 1)).count();
+    let s = setup(&rows, k);
+    let q1 = format!("SELECT card, ts, SUM(amount) OVER w AS s FROM tx WINDOW w AS {W2S}");
+    let q2 = format!(
+        "SELECT card, ts, merchant, SUM(amount) OVER w AS s, COUNT(*) OVER w AS n, \
+         MAX(amount) OVER w AS hi, AVG(amount) OVER (PARTITION BY merchant ORDER BY ts \
+         RANGE BETWEEN INTERVAL '1' SECOND PRECEDING AND CURRENT ROW) AS m \
+         FROM tx WINDOW w AS {W2S}"
+    );
+    let o = scenario_with_ties(&s, &q1, &q2, 0, Ties::Peers, |_| {});
+    assert!(o.warnings.is_empty(), "{:?}", o.warnings);
+    assert_eq!(o.backfilled[0], o.straight[0], "header");
+    let want = &o.straight[1 + k - held..];
+    let got = &o.backfilled[1..];
+    assert_eq!(got.len(), want.len(), "rows from the first held event on ({held} held)");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g, w, "row {i} from the first held event");
+    }
+}
+
+/// Held rows whose own value the state cannot give back are refused by name, and the
+/// checkpoint stays as it was: a new query with a `ROWS` metric (a row's own value),
+/// and rows held for late events (they keep their per-event values).
+#[test]
+fn held_rows_the_state_cannot_rebuild_are_refused() {
+    let rows = stream(30_000, 0x5EED_0007, 0);
+    let t = |i: usize| time_of(&rows[i]);
+    let k = (10..30).map(|m| m * 1000).find(|&k| t(k - 2) == t(k - 1)).unwrap();
+    let s = setup(&rows, k);
+    // The ROWS node is kept (the same in both queries): no rebuild, but a held row's
+    // own value of it is not in the state.
+    let rows3 = "SUM(amount) OVER (PARTITION BY card ORDER BY ts ROWS BETWEEN 2 PRECEDING \
+                 AND CURRENT ROW) AS last3";
+    let q1 = format!("SELECT card, ts, COUNT(*) OVER w AS n, {rows3} FROM tx WINDOW w AS {W2S}");
+    let q2 = format!(
+        "SELECT card, ts, COUNT(*) OVER w AS n, {rows3}, MAX(amount) OVER w AS hi FROM tx \
+         WINDOW w AS {W2S}"
+    );
+    let ckpt = s.path("ckpt");
+    let mut c1 = config(&q1, &s.path("q1.csv"), Some(&ckpt), 0);
+    c1.ties = Ties::Peers;
+    run(&c1, &s.prefix).unwrap();
+    let mut c2 = config(&q2, &s.path("q2.csv"), Some(&ckpt), 0);
+    c2.ties = Ties::Peers;
+    c2.resume = true;
+    c2.backfill = true;
+    let e = run(&c2, &s.full).unwrap_err().to_string();
+    assert!(e.contains("count rows (ROWS)"), "{e}");
+    let mut again = c1.clone();
+    again.resume = true;
+    let (done, _) = run(&again, &s.full).unwrap();
+    assert_eq!(done.counters.events, 30_000);
+
+    // A late event (within the lateness) held behind the rows of the newest time.
+    let mut late_rows = rows[..k].to_vec();
+    let newest = t(k - 1);
+    late_rows.push(format!("c1,m1,5.00,{}", newest - 10));
+    late_rows.extend_from_slice(&rows[k..]);
+    let s = setup(&late_rows, k + 1);
+    let mut c1 = config(&q1, &s.path("q1.csv"), Some(&s.path("ckpt")), 50);
+    c1.ties = Ties::Peers;
+    c1.checkpoint_every = Some(k as u64 + 1);
+    run(&c1, &s.prefix).unwrap();
+    let q2 = format!(
+        "SELECT card, ts, COUNT(*) OVER w AS n, MAX(amount) OVER w AS hi FROM tx WINDOW w AS {W2S}"
+    );
+    let mut c2 = config(&q2, &s.path("q2.csv"), Some(&s.path("ckpt")), 50);
+    c2.ties = Ties::Peers;
+    c2.checkpoint_every = Some(k as u64 + 1);
+    c2.resume = true;
+    c2.backfill = true;
+    let e = run(&c2, &s.full).unwrap_err().to_string();
+    assert!(e.contains("late events' rows"), "{e}");
 }

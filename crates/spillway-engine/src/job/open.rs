@@ -414,23 +414,27 @@ impl Job<'_> {
             return Err(other_query(&self.base));
         }
         let pos = self.file_position(&record)?;
-        if cfg.ties == crate::operator::over::peers::Ties::Peers {
-            return Err(Error::Config(
-                "--backfill does not support --ties peers yet: the rows a checkpoint holds \
-                 back for their peers belong to the old query's columns"
-                    .into(),
-            ));
-        }
         let specs = plan.namespace_specs();
-        let (QueryPlan::Over(plan), OperatorSnapshot::Over { runtime, reservoir }) =
-            (plan, record.operator.clone())
-        else {
-            return Err(Error::Checkpoint(format!(
+        let windowed = || {
+            Error::Checkpoint(format!(
                 "{} holds a windowed aggregation's checkpoint; --backfill rebuilds \
                  per-event sliding-window metrics only",
                 self.base.display()
-            )));
+            ))
         };
+        // With peers, the rows held for their peers too (the checkpoint's ties equal the
+        // run's: the identity check above).
+        let (runtime, reservoir, held) = match record.operator.clone() {
+            OperatorSnapshot::Over { runtime, reservoir } => (runtime, reservoir, None),
+            OperatorSnapshot::OverPeers { runtime, reservoir, peers } => {
+                (runtime, reservoir, Some(peers))
+            }
+            _ => return Err(windowed()),
+        };
+        let QueryPlan::Over(plan) = plan else { return Err(windowed()) };
+        if let Some(held) = &held {
+            crate::operator::over::peers::check_backfill(&plan, runtime.buffer.iter(), held)?;
+        }
         let columns = plan.column_names();
         // The output restarts with the new columns: never over the old job's files.
         let out = match (&cfg.output, cfg.discard_output) {
@@ -481,8 +485,12 @@ impl Job<'_> {
         let summary = backfill_summary_of(&report, keys, frontier, self.schema.time_unit());
         let every = self.every(Some(&record));
         let cadence = self.cadence(every, true);
+        let op: Box<dyn crate::operator::Operator> = match &held {
+            Some(held) => Box::new(crate::operator::over::peers::Peers::backfilled(rt, held)?),
+            None => Box::new(rt),
+        };
         let mut driver = Driver::with_operator(
-            Box::new(rt),
+            op,
             &cfg.query,
             self.identity.clone(),
             record.events,

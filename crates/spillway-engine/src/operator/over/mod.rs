@@ -1111,27 +1111,7 @@ impl Runtime {
             _ => t,
         };
         self.frontier = Some(frontier);
-        out.clear();
-        for (_, src) in &self.plan.outputs {
-            if let OutputSource::Field(i) = src {
-                out.push(event.row[*i].clone());
-            } else {
-                out.push(Value::Null);
-            }
-        }
-        for (gi, g) in self.plan.groups.iter().enumerate() {
-            // Nodes with one partitioning have one key: encode it once.
-            let keys = &mut self.state.cur_keys;
-            match self.key_source[gi] {
-                Some(src) => {
-                    let (done, rest) = keys.split_at_mut(gi);
-                    rest[0].clone_from(&done[src]);
-                }
-                None => encode_partition(&g.partition_by, &event.row, &mut keys[gi]),
-            }
-            self.state.filled[gi] = false;
-        }
-        self.state.rec_filled.fill(Captured::No);
+        self.begin_row(&event.row, out);
         let late = t < frontier;
         let key = event.key();
 
@@ -1220,13 +1200,67 @@ impl Runtime {
         } else {
             self.range_results()?;
         }
+        self.finish_row(out);
+        self.counters.emitted += 1;
+        Ok(Outcome::Emitted)
+    }
+
+    /// Starts the output row of an event with input `row`: its input columns in `out`
+    /// (metrics NULL until [`finish_row`](Self::finish_row)), its partition keys, and no
+    /// result captured yet.
+    #[inline]
+    fn begin_row(&mut self, row: &Row, out: &mut Vec<Value>) {
+        out.clear();
+        for (_, src) in &self.plan.outputs {
+            if let OutputSource::Field(i) = src {
+                out.push(row[*i].clone());
+            } else {
+                out.push(Value::Null);
+            }
+        }
+        for (gi, g) in self.plan.groups.iter().enumerate() {
+            // Nodes with one partitioning have one key: encode it once.
+            let keys = &mut self.state.cur_keys;
+            match self.key_source[gi] {
+                Some(src) => {
+                    let (done, rest) = keys.split_at_mut(gi);
+                    rest[0].clone_from(&done[src]);
+                }
+                None => encode_partition(&g.partition_by, row, &mut keys[gi]),
+            }
+            self.state.filled[gi] = false;
+        }
+        self.state.rec_filled.fill(Captured::No);
+    }
+
+    /// Fills the metric columns of `out` from the results the row's nodes captured.
+    #[inline]
+    fn finish_row(&mut self, out: &mut [Value]) {
         for (i, (_, src)) in self.plan.outputs.iter().enumerate() {
             if let OutputSource::Metric { group, agg } = *src {
                 out[i] = self.state.slots[group][agg].clone();
             }
         }
-        self.counters.emitted += 1;
-        Ok(Outcome::Emitted)
+    }
+
+    /// The row an event at the frontier gets from the state as it stands, changing
+    /// nothing: its input columns and every `RANGE` metric read for its partitions. Once
+    /// every event of the frontier's time is in, that is the value SQL gives each of
+    /// those rows (their peers included): [`peers`] uses it to give a backfilled query's
+    /// rows to the events a checkpoint held for their peers. `ROWS` metrics count rows,
+    /// so an event's own value is not in the state: an error ([`peers::check_backfill`]
+    /// refuses such a backfill first).
+    pub(crate) fn peer_row(&mut self, e: &Event) -> Result<Row> {
+        if self.plan.outputs.iter().any(|(_, src)| {
+            matches!(*src, OutputSource::Metric { group, .. } if self.plan.groups[group].rows.is_some())
+        }) {
+            return Err(Error::Config("a peer row of a query with ROWS metrics".into()));
+        }
+        let mut out = Vec::new();
+        self.begin_row(&e.row, &mut out);
+        self.range_results()?;
+        self.finish_row(&mut out);
+        Ok(out)
     }
 
     /// The results of the current (in-order) event's `RANGE` nodes: the slots of its

@@ -21,7 +21,9 @@
 //!   revised: a stream cannot take a row back) and waits in line behind the held rows,
 //!   so rows always come out in arrival order, as per-event rows do.
 //! - A checkpoint records the held rows ([`PeersSnapshot`]), so a resume emits them as an
-//!   uninterrupted run would.
+//!   uninterrupted run would. A backfill under a new query gives them the new query's
+//!   columns ([`Peers::backfilled`]): the events are still in the lateness buffer, and
+//!   their `RANGE` values are the backfilled state's.
 
 use std::collections::HashMap;
 
@@ -29,9 +31,9 @@ use spillway_store::StateStore;
 
 use super::backfill::Retention;
 use super::{Counters, Outcome, Runtime};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::operator::{Operator, OperatorSnapshot};
-use crate::plan::OutputSource;
+use crate::plan::{OutputSource, Plan};
 use crate::value::{Event, Row, Value};
 
 /// How rows with equal `ORDER BY` times see each other in `RANGE` frames.
@@ -71,6 +73,40 @@ pub struct PeersSnapshot {
     /// The held rows, in arrival order, each with its partition key per `RANGE` group
     /// that an output column reads (none for a late row, which keeps its own values).
     pub held: Vec<(Row, Vec<Vec<u8>>)>,
+}
+
+/// Whether a query (`plan`) backfilled from a checkpoint whose operator held `old`'s
+/// rows, with `buffer` its lateness buffer, can give those rows its own columns (see
+/// [`Peers::backfilled`]); checked before the backfill rebuilds anything.
+pub fn check_backfill<'a>(
+    plan: &Plan,
+    buffer: impl Iterator<Item = &'a Event>,
+    old: &PeersSnapshot,
+) -> Result<()> {
+    let Some(at) = old.at.filter(|_| !old.held.is_empty()) else { return Ok(()) };
+    let peers = buffer.filter(|e| e.time == at).count();
+    if peers != old.held.len() {
+        return Err(Error::Config(format!(
+            "the checkpoint holds {} rows for their peers but {peers} events of their time \
+             ({at}): the others are late events' rows, which keep values the state no longer \
+             shows; resume once without --backfill until a later time has arrived (the next \
+             checkpoint then holds no late rows), then backfill",
+            old.held.len()
+        )));
+    }
+    if let Some(g) = plan.outputs.iter().find_map(|(_, src)| match *src {
+        OutputSource::Metric { group, .. } if plan.groups[group].rows.is_some() => Some(group),
+        _ => None,
+    }) {
+        return Err(Error::Config(format!(
+            "the checkpoint holds {peers} rows for their peers (as every --ties peers \
+             checkpoint does), and the new query's metrics of {} count rows (ROWS): a held \
+             row's own value of them is not in the state, so this query cannot be backfilled \
+             under --ties peers; run it from the start",
+            super::state_name(plan, g)
+        )));
+    }
+    Ok(())
 }
 
 /// The per-event [`Runtime`] with SQL's peer rows. See the module docs.
@@ -120,6 +156,47 @@ impl Peers {
         p
     }
 
+    /// Peer rows over `rt`, a query backfilled from a checkpoint whose operator held
+    /// `old`'s rows (in the checkpointed query's columns). The events of those rows get
+    /// the new query's: they are the lateness buffer's events at the held time, in
+    /// arrival order (an event at the newest time is never late, and it stays in the
+    /// buffer while that time is the newest), and each gets its `RANGE` metrics from
+    /// the backfilled state, which holds all of them ([`Runtime::peer_row`]). A row held
+    /// for a late event keeps its own per-event value, which that state no longer
+    /// shows: such a checkpoint is refused, as is a new query with `ROWS` metrics.
+    pub fn backfilled(rt: Runtime, old: &PeersSnapshot) -> Result<Peers> {
+        let mut p = Peers::new(rt, None);
+        let Some(at) = old.at else { return Ok(p) };
+        p.state.at = Some(at);
+        let events: Vec<Event> = p.rt.buffer.iter().filter(|e| e.time == at).cloned().collect();
+        check_backfill(p.rt.plan(), p.rt.buffer.iter(), old)?;
+        for e in &events {
+            let row = p.rt.peer_row(e)?;
+            let keys = p.keys_of(&e.row);
+            let i = p.state.held.len();
+            for (g, k) in keys.iter().enumerate() {
+                p.last[g].insert(k.clone(), i);
+            }
+            p.state.held.push((row, keys));
+        }
+        Ok(p)
+    }
+
+    /// The partition key of `row` for each `RANGE` node an output column reads.
+    fn keys_of(&self, row: &Row) -> Vec<Vec<u8>> {
+        let plan = self.rt.plan();
+        self.groups
+            .iter()
+            .map(|&g| {
+                let mut k = Vec::new();
+                for &c in &plan.groups[g].partition_by {
+                    row[c].encode_key(&mut k);
+                }
+                k
+            })
+            .collect()
+    }
+
     /// Emits the held rows with their peers' final values.
     fn flush(&mut self, rows: &mut Vec<Row>) {
         let held = std::mem::take(&mut self.state.held);
@@ -161,21 +238,7 @@ impl Operator for Peers {
         if !late && self.state.at.is_some_and(|a| t > a) {
             self.flush(rows);
         }
-        let keys: Vec<Vec<u8>> = if late {
-            Vec::new()
-        } else {
-            let plan = self.rt.plan();
-            self.groups
-                .iter()
-                .map(|&g| {
-                    let mut k = Vec::new();
-                    for &c in &plan.groups[g].partition_by {
-                        event.row[c].encode_key(&mut k);
-                    }
-                    k
-                })
-                .collect()
-        };
+        let keys: Vec<Vec<u8>> = if late { Vec::new() } else { self.keys_of(&event.row) };
         let outcome = self.rt.process(event, &mut self.out)?;
         if outcome != Outcome::Emitted {
             return Ok(outcome);
