@@ -259,11 +259,44 @@ impl TimeUnit {
 }
 
 /// The columns of a stream, and which one is event time.
+///
+/// Deserializing checks what [`Schema::new`] checks (a schema topic or a checkpoint may
+/// hold what another program wrote): the time column exists and holds integers.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "SchemaFields")]
 pub struct Schema {
     fields: Vec<Field>,
     time_index: usize,
     time_unit: TimeUnit,
+}
+
+/// [`Schema`]'s serialized fields (the same layout), before they are checked.
+#[derive(serde::Deserialize)]
+struct SchemaFields {
+    fields: Vec<Field>,
+    time_index: usize,
+    time_unit: TimeUnit,
+}
+
+impl TryFrom<SchemaFields> for Schema {
+    type Error = String;
+
+    fn try_from(s: SchemaFields) -> Result<Schema, String> {
+        match s.fields.get(s.time_index) {
+            None => Err(format!(
+                "schema's time column index {} is past its {} columns",
+                s.time_index,
+                s.fields.len()
+            )),
+            Some(f) if f.ty != DataType::Int => Err(format!(
+                "schema's time column `{}` must hold integers, found type {}",
+                f.name, f.ty
+            )),
+            Some(_) => {
+                Ok(Schema { fields: s.fields, time_index: s.time_index, time_unit: s.time_unit })
+            }
+        }
+    }
 }
 
 impl Schema {
@@ -370,6 +403,7 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn ordered_event_keys_sort_by_time_then_seq() {
@@ -386,5 +420,65 @@ mod tests {
             .collect();
         assert!(enc.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(EventKey::decode_ordered(&enc[0][..15]), None);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Schemas (a checkpoint's, `SCHEMA.json`, a schema topic's) and key encodings that
+        /// are any bytes, or valid ones with a byte changed or cut, decode to something
+        /// [`Schema::new`] would build (its time column exists and holds ints) or to an
+        /// error, never a panic.
+        #[test]
+        fn hostile_schemas_and_keys_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..48),
+            time_index in 0usize..4,
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+            s in ".{0,4}",
+        ) {
+            let f = |name: &str, ty| Field { name: name.into(), ty };
+            let raw = Schema {
+                fields: vec![f("ts", DataType::Int), f("x", DataType::Str), f("y", DataType::Int)],
+                time_index,
+                time_unit: TimeUnit::Us,
+            };
+            let good = postcard::to_stdvec(&raw).unwrap();
+            let mut bad = good.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            let json = serde_json::to_vec(&raw).unwrap();
+            let mut bad_json = json.clone();
+            let i = at % bad_json.len();
+            bad_json[i] = byte;
+            let check = |r: Option<Schema>| {
+                if let Some(s) = r {
+                    assert_eq!(s.fields()[s.time_index()].ty, DataType::Int, "{s:?}");
+                }
+            };
+            for b in [&garbage[..], &good, &bad, &good[..cut % (good.len() + 1)]] {
+                check(postcard::from_bytes::<Schema>(b).ok());
+            }
+            for b in [&garbage[..], &json, &bad_json, &json[..cut % (json.len() + 1)]] {
+                check(serde_json::from_slice::<Schema>(b).ok());
+            }
+            prop_assert_eq!(
+                postcard::from_bytes::<Schema>(&good).is_ok(),
+                matches!(time_index, 0 | 2)
+            );
+
+            let mut key = Vec::new();
+            for v in [Value::Int(-3), Value::Str(s.into()), Value::Float(-0.5), Value::Bool(true)] {
+                v.encode_key(&mut key);
+            }
+            let mut bad = key.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            for b in [&garbage[..], &key, &bad, &key[..cut % (key.len() + 1)]] {
+                let mut rest = b;
+                while !rest.is_empty() && Value::decode_key(&mut rest).is_some() {}
+            }
+        }
     }
 }

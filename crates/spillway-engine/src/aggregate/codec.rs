@@ -348,6 +348,7 @@ impl<'a> EntryList<'a> {
 
     /// Offset of the first entry whose key is greater than `key`, scanning backwards from
     /// `end` down to `floor` (cheap when `key` belongs near the end, the common case).
+    /// `floor` must be an entry boundary: an entry that starts below it is an error.
     pub(crate) fn upper_bound_from_back(
         &self,
         floor: usize,
@@ -359,6 +360,9 @@ impl<'a> EntryList<'a> {
             let e = self.before(pos)?;
             if e.key < key {
                 break;
+            }
+            if e.start < floor {
+                return Err(self.corrupt(floor, "an entry boundary inside an entry"));
             }
             pos = e.start;
         }

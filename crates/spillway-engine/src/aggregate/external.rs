@@ -356,3 +356,47 @@ fn decode_value(k: &[u8]) -> Option<Value> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// A FIRST_VALUE/LAST_VALUE tree key that is any bytes, or a valid one with a byte
+        /// changed or cut, decodes to a value or to `None`, never a panic.
+        #[test]
+        fn hostile_first_last_keys_are_none_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..48),
+            value in prop_oneof![
+                Just(Value::Null),
+                any::<i64>().prop_map(Value::Int),
+                any::<f64>().prop_map(Value::Float),
+                ".{0,5}".prop_map(|s| Value::Str(s.into())),
+                any::<bool>().prop_map(Value::Bool),
+            ],
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let _ = decode_value(&garbage);
+            let mut key = Vec::new();
+            EventKey { time: -3, seq: 9 }.encode_ordered(&mut key);
+            match &value {
+                Value::Float(f) => {
+                    key.push(EXACT_FLOAT);
+                    key.extend_from_slice(&f.to_bits().to_be_bytes());
+                }
+                v => v.encode_key(&mut key),
+            }
+            let back = decode_value(&key);
+            prop_assert!(back.is_some(), "{:?} did not decode", value);
+            let _ = decode_value(&key[..cut % (key.len() + 1)]);
+            let i = at % key.len();
+            key[i] = byte;
+            let _ = decode_value(&key);
+        }
+    }
+}

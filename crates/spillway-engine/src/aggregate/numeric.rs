@@ -124,8 +124,10 @@ struct NonFinite {
 }
 
 impl NonFinite {
+    /// Saturating: a corrupt state's counts may add past u64::MAX (a valid one's add up
+    /// to at most `n`).
     fn total(&self) -> u64 {
-        self.nan + self.pos_inf + self.neg_inf
+        self.nan.saturating_add(self.pos_inf).saturating_add(self.neg_inf)
     }
 
     fn slot(&mut self, x: f64) -> &mut u64 {

@@ -16,7 +16,8 @@
 //! arrival) order; a late row is put at its place by moving the rows after it up by one.
 //! `guard` is the time of the row at position `head + n + 1` while that position is below
 //! `tail` (else it is unused): the runtime drops row `head` once `guard` is more than the
-//! allowed lateness behind the frontier, without reading any row to decide. The AggSet
+//! allowed lateness behind the frontier, without reading any row to decide. A header with
+//! `head > tail` or `tail > 2^63 - 1` (beyond one position per event) is refused. The AggSet
 //! state (its own FORMAT, see the module above) covers the rows at positions
 //! `max(head, tail - n - 1)..tail` that pass the node's `FILTER`.
 //!
@@ -42,6 +43,9 @@ pub(crate) const HEADER_LEN: usize = 24;
 
 /// Flag bit: the row passes the group-by node's `FILTER`.
 const PASSES: u8 = 1;
+
+/// The largest position a header may hold (see [`RowsHeader::split`]).
+const MAX_POSITION: u64 = i64::MAX as u64;
 
 /// The fixed part of a partition's header value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,6 +77,15 @@ impl RowsHeader {
                 agg: None,
                 offset: 0,
                 what: "a ROWS header whose head is past its tail",
+            });
+        }
+        // One position per event: 2^63 cannot be reached, and the runtime's position
+        // arithmetic (`tail + 1`, `head + n + 1`) must not overflow.
+        if tail > MAX_POSITION {
+            return Err(AggStateError::Corrupt {
+                agg: None,
+                offset: 8,
+                what: "a ROWS header whose tail is past 2^63 - 1 (one position per event)",
             });
         }
         Ok((RowsHeader { head, tail, guard }, &value[HEADER_LEN..]))
@@ -152,6 +165,7 @@ pub(crate) fn decode_row(bytes: &[u8], aggs: usize) -> Result<KeptRow, AggStateE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn rows_and_headers_round_trip() {
@@ -181,5 +195,100 @@ mod tests {
         let mut k = Vec::new();
         row_key(b"pk", 258, &mut k);
         assert_eq!(k, b"pk\0\0\0\0\0\0\x01\x02");
+    }
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(Value::Int),
+            any::<f64>().prop_map(Value::Float),
+            ".{0,5}".prop_map(|s| Value::Str(s.into())),
+            any::<bool>().prop_map(Value::Bool),
+        ]
+    }
+
+    /// A partition's header whose tail is the last position there is (what a flipped top
+    /// bit of a store value leaves): the next row's arrival overflowed `tail + 1`.
+    #[test]
+    fn a_rows_header_at_the_last_position_is_an_error() {
+        use crate::session::{Session, SessionConfig};
+        use crate::value::{DataType, Field, Schema, TimeUnit};
+        use spillway_store::{StateStore, StateStoreExt, StoreKind, StoreOptions};
+        let f = Field { name: "ts".into(), ty: DataType::Int };
+        let schema = Schema::new(vec![f], "ts", TimeUnit::Ms).unwrap();
+        let q = "SELECT COUNT(*) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) \
+                 AS n FROM t";
+        let d = tempfile::tempdir().unwrap();
+        let mut cfg = SessionConfig::new(q);
+        cfg.dir = Some(d.path().to_path_buf());
+        let mut s = Session::open(&cfg, schema.clone()).unwrap();
+        let mut out = Vec::new();
+        for t in 0..3 {
+            s.process(t, vec![Value::Int(t)], &mut out).unwrap();
+        }
+        s.checkpoint().unwrap();
+        drop(s);
+        let plan = crate::operator::QueryPlan::build(q, &schema, None).unwrap();
+        let mut opts = StoreOptions::new(d.path().join("state"));
+        for spec in plan.namespace_specs() {
+            opts = opts.namespace(spec);
+        }
+        let mut st = StoreKind::HashLog.open(opts).unwrap();
+        let ns = st.namespace("g0").unwrap();
+        let mut headers = Vec::new();
+        st.scan_prefix(ns, &[], &mut |k, v| {
+            headers.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .unwrap();
+        let [(key, mut header)] = <[_; 1]>::try_from(headers).unwrap();
+        header[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        st.put(ns, &key, &header).unwrap();
+        StateStore::checkpoint(st.as_mut()).unwrap();
+        drop(st);
+        let mut s = Session::open(&cfg, schema).unwrap();
+        let e = s.process(3, vec![Value::Int(3)], &mut out).unwrap_err().to_string();
+        assert!(e.contains("ROWS header") && e.contains("offset 8"), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Arbitrary bytes, and valid rows and headers with a byte changed, cut or a length
+        /// set huge, decode to a row or an error, never a panic.
+        #[test]
+        fn hostile_row_bytes_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..80),
+            args in prop::option::of(prop::collection::vec(arb_value(), 0..5)),
+            aggs in 0usize..7,
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            huge in prop_oneof![Just(u32::MAX), Just(0x7fff_ffff), any::<u32>()],
+            cut in any::<usize>(),
+        ) {
+            let _ = decode_row(&garbage, aggs);
+            let _ = RowsHeader::split(&garbage);
+            let mut row = Vec::new();
+            put_row(&mut row, EventKey { time: -1, seq: 2 }, args.as_deref());
+            let mut flipped = row.clone();
+            let i = at % flipped.len();
+            flipped[i] = byte;
+            let _ = decode_row(&flipped, aggs);
+            let _ = decode_row(&row[..cut % (row.len() + 1)], aggs);
+            if row.len() >= 4 {
+                let mut long = row.clone();
+                let i = at % (long.len() - 3);
+                long[i..i + 4].copy_from_slice(&huge.to_le_bytes());
+                let _ = decode_row(&long, aggs);
+            }
+            let mut h = Vec::new();
+            RowsHeader { head: 3, tail: 9, guard: -2 }.put(&mut h);
+            h.extend_from_slice(&garbage);
+            let i = at % h.len();
+            h[i] = byte;
+            if let Ok((hd, _)) = RowsHeader::split(&h) {
+                prop_assert!(hd.head <= hd.tail && hd.tail <= MAX_POSITION);
+            }
+        }
     }
 }

@@ -963,3 +963,213 @@ fn append_only_states_stay_small() {
         Err(AggStateError::NoEvictions { key: k(0, 0) })
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Hostile state bytes: the `try_` methods report what a crash, a bit flip or another
+// program left in the store as an error, never a panic.
+
+/// One aggregate (after `COUNT(*)`) of [`model_set`], picked by `pair`, in one of the shapes
+/// the engine builds (`shape`: evicting, without evictions, external holistic), or the
+/// whole model set (every aggregate in one value); with the column each reads.
+fn hostile_set(pair: usize, shape: u8) -> (AggSet, Vec<usize>) {
+    let (all, cols) = model_set();
+    if shape == 3 {
+        return (all, cols);
+    }
+    let i = 1 + pair % (all.aggs().len() - 1);
+    let mut set = AggSet::new(&[(AggKind::CountStar, None), all.aggs()[i]]);
+    if shape == 1 {
+        set = set.without_evictions();
+    } else if shape == 2 {
+        set = set.external_holistic();
+    }
+    (set, vec![0, cols[i]])
+}
+
+/// A change to a valid state value.
+#[derive(Clone, Debug)]
+enum Mutation {
+    /// XOR a byte (at an offset taken modulo the length).
+    Flip(usize, u8),
+    /// Cut the value at an offset.
+    Truncate(usize),
+    /// Overwrite 4 bytes (a section, entry or string length) with a value.
+    SetU32(usize, u32),
+    /// Overwrite 8 bytes (a row count, a multiplicity) with a value.
+    SetU64(usize, u64),
+    /// Insert a byte.
+    Insert(usize, u8),
+    /// Remove a byte.
+    Remove(usize),
+}
+
+fn mutation_strategy() -> impl Strategy<Value = Mutation> {
+    let len32 = prop_oneof![Just(u32::MAX), Just(0x7fff_ffff), Just(0), 0u32..128, any::<u32>(),];
+    let len64 = prop_oneof![Just(u64::MAX), Just(0), 0u64..8, any::<u64>()];
+    prop_oneof![
+        (any::<usize>(), 1u8..=255).prop_map(|(i, x)| Mutation::Flip(i, x)),
+        any::<usize>().prop_map(Mutation::Truncate),
+        (any::<usize>(), len32).prop_map(|(i, v)| Mutation::SetU32(i, v)),
+        (any::<usize>(), len64).prop_map(|(i, v)| Mutation::SetU64(i, v)),
+        (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Mutation::Insert(i, b)),
+        any::<usize>().prop_map(Mutation::Remove),
+    ]
+}
+
+fn mutate(state: &mut Vec<u8>, m: &Mutation) {
+    let at = |i: usize, len: usize| if len == 0 { 0 } else { i % len };
+    match *m {
+        Mutation::Flip(i, x) if !state.is_empty() => {
+            let i = at(i, state.len());
+            state[i] ^= x;
+        }
+        Mutation::Truncate(i) => state.truncate(at(i, state.len())),
+        Mutation::SetU32(i, v) if state.len() >= 4 => {
+            let i = at(i, state.len() - 3);
+            state[i..i + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        Mutation::SetU64(i, v) if state.len() >= 8 => {
+            let i = at(i, state.len() - 7);
+            state[i..i + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        Mutation::Insert(i, b) => state.insert(at(i, state.len() + 1), b),
+        Mutation::Remove(i) if !state.is_empty() => {
+            state.remove(at(i, state.len()));
+        }
+        _ => {}
+    }
+}
+
+/// Feeds `state` to every `try_` method of `set` with the given event; each returns `Ok` or
+/// `Err` (a panic fails the test). A state an update accepted is read back too.
+fn try_everything(set: &AggSet, state: &[u8], key: EventKey, args: &[Value], horizon: EventKey) {
+    let mut vals = vec![Value::Int(7)];
+    if set.try_results(state, &mut vals).is_err() {
+        assert_eq!(vals, vec![Value::Int(7)], "a failed read appended results");
+    }
+    let mut out = Vec::new();
+    let updates = [
+        set.try_insert(Some(state), &mut out, key, args, horizon).map(|_| ()),
+        set.try_evict(state, &mut Vec::new(), key, args).map(|_| ()),
+        set.try_remove_recent(state, &mut Vec::new(), key, args),
+    ];
+    if updates[0].is_ok() {
+        let _ = set.try_results(&out, &mut Vec::new());
+        let _ = set.try_evict(&out, &mut Vec::new(), key, args);
+        let _ = set.try_remove_recent(&out, &mut Vec::new(), key, args);
+        let _ = set.try_insert(Some(&out), &mut Vec::new(), key, args, horizon);
+    }
+}
+
+/// Builds a valid state from `events` (time step, horizon lag, values, NULL mask): ties,
+/// and horizons that leave MIN/MAX a monotonic part and a tail. Returns the state and each
+/// event's key and arguments.
+fn hostile_base(
+    set: &AggSet,
+    cols: &[usize],
+    events: &[(u8, u8, [u8; 5], u8)],
+) -> (Vec<u8>, Vec<(EventKey, Vec<Value>)>) {
+    let mut state = set.empty_state().to_vec();
+    let mut seen = Vec::new();
+    let mut t = 0i64;
+    for (seq, &(step, lag, vals, nulls)) in events.iter().enumerate() {
+        t += i64::from(step % 3);
+        let row = values(vals, nulls);
+        let args: Vec<Value> = cols.iter().map(|&c| row[c].clone()).collect();
+        let key = k(t, seq as u64);
+        let mut out = Vec::new();
+        set.insert(Some(&state), &mut out, key, &args, k(t - i64::from(lag % 4), 0));
+        state = out;
+        seen.push((key, args));
+    }
+    (state, seen)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Valid states of every aggregate with bytes flipped, cut, inserted or removed and
+    /// length fields set huge: every `try_` method returns `Ok` or `Err`, never panics.
+    #[test]
+    fn hostile_state_bytes_are_an_error_not_a_panic(
+        pair in any::<usize>(),
+        shape in 0u8..4,
+        events in prop::collection::vec((any::<u8>(), any::<u8>(), any::<[u8; 5]>(), any::<u8>()), 0..24),
+        mutations in prop::collection::vec(mutation_strategy(), 1..4),
+        probe in (any::<u8>(), -2i64..40, any::<[u8; 5]>(), any::<u8>(), -2i64..40),
+    ) {
+        let (set, cols) = hostile_set(pair, shape);
+        let (mut state, seen) = hostile_base(&set, &cols, &events);
+        for m in &mutations {
+            mutate(&mut state, m);
+        }
+        let (pick, time, vals, nulls, horizon) = probe;
+        // An event of the window (what evictions and late removals name) or a new one.
+        let (key, args) = match seen.get(usize::from(pick)) {
+            Some((key, args)) => (*key, args.clone()),
+            None => {
+                let row = values(vals, nulls);
+                (k(time, u64::from(pick)), cols.iter().map(|&c| row[c].clone()).collect())
+            }
+        };
+        try_everything(&set, &state, key, &args, k(horizon, 0));
+    }
+
+    /// Arbitrary bytes as the state of every aggregate.
+    #[test]
+    fn garbage_state_bytes_are_an_error_not_a_panic(
+        pair in any::<usize>(),
+        shape in 0u8..4,
+        bytes in prop::collection::vec(any::<u8>(), 0..160),
+        probe in (-2i64..40, any::<u64>(), any::<[u8; 5]>(), any::<u8>(), -2i64..40),
+    ) {
+        let (set, cols) = hostile_set(pair, shape);
+        let (time, seq, vals, nulls, horizon) = probe;
+        let row = values(vals, nulls);
+        let args: Vec<Value> = cols.iter().map(|&c| row[c].clone()).collect();
+        // Also behind a plausible row count, so that the bytes reach the aggregates' readers.
+        let mut state = 3u64.to_le_bytes().to_vec();
+        state.extend_from_slice(&bytes);
+        try_everything(&set, &bytes, k(time, seq), &args, k(horizon, 0));
+        try_everything(&set, &state, k(time, seq), &args, k(horizon, 0));
+    }
+}
+
+/// A MIN/MAX section whose monotonic part ends inside an entry (a string value that holds
+/// the bytes of another entry): the insert walked the tail back past the end of the
+/// monotonic part and sliced `bytes[mono..0]`.
+#[test]
+fn min_max_part_boundary_inside_an_entry_is_an_error() {
+    let set = AggSet::new(&[(AggKind::Min, Some(DataType::Int))]);
+    // Entry B, 29 bytes of ASCII: key (20, 0), int 5.
+    let mut b = Vec::new();
+    codec::put_entry(&mut b, k(20, 0), Some(Scalar::Int(5)));
+    assert_eq!(b.len(), 29);
+    // Entry A: key (40, 0), the string holding B.
+    let mut a = Vec::new();
+    codec::put_entry(&mut a, k(40, 0), Some(Scalar::Str(std::str::from_utf8(&b).unwrap())));
+    // The monotonic part ends where B starts, 21 bytes into A.
+    let mut sec = 21u32.to_le_bytes().to_vec();
+    sec.extend_from_slice(&a);
+    let mut state = 1u64.to_le_bytes().to_vec();
+    state.extend_from_slice(&(sec.len() as u32).to_le_bytes());
+    state.extend_from_slice(&sec);
+    let e = set
+        .try_insert(Some(&state), &mut Vec::new(), k(30, 1), &[Value::Int(1)], k(0, 0))
+        .unwrap_err();
+    assert!(matches!(e, AggStateError::Corrupt { agg: Some(0), .. }), "{e}");
+}
+
+/// A float SUM whose NaN and +inf counts add past u64::MAX: the insert overflowed adding
+/// them up.
+#[test]
+fn float_sum_non_finite_counts_that_overflow_are_no_panic() {
+    let set = AggSet::new(&[(AggKind::Sum, Some(DataType::Float))]);
+    let mut state = 1u64.to_le_bytes().to_vec();
+    for field in [1, 0, 0, u64::MAX, 1, 0] {
+        state.extend_from_slice(&u64::to_le_bytes(field));
+    }
+    let mut out = Vec::new();
+    set.try_insert(Some(&state), &mut out, k(0, 0), &[Value::Float(1.0)], LOW).unwrap();
+    assert!(matches!(results(&set, &out)[..], [Value::Float(f)] if f.is_nan()));
+}

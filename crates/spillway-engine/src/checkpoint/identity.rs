@@ -180,6 +180,7 @@ impl Identity {
 mod tests {
     use super::*;
     use crate::value::Field;
+    use proptest::prelude::*;
 
     fn identity() -> Identity {
         let schema = Schema::new(
@@ -235,5 +236,36 @@ mod tests {
         assert_eq!(a, Input::file(Path::new("x"), &o));
         o.time_unit = TimeUnit::S;
         assert_ne!(a, Input::file(Path::new("x"), &o));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// A recorded identity that is any bytes, or a valid one with a byte changed, cut or
+        /// a length set huge, decodes to an identity or an error, and comparing a decoded one
+        /// with this run's never panics.
+        #[test]
+        fn hostile_identities_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let now = identity();
+            let good = postcard::to_stdvec(&now).unwrap();
+            let mut huge = good[..at % good.len()].to_vec();
+            huge.extend_from_slice(&[0xff; 9]);
+            huge.push(0x01);
+            huge.extend_from_slice(&good[at % good.len()..]);
+            let mut bad = good.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            for b in [&garbage[..], &good[..cut % (good.len() + 1)], &bad, &huge] {
+                if let Ok(was) = postcard::from_bytes::<Identity>(b) {
+                    let _ = was.changes(&now);
+                    let _ = describe_schema(&was.schema);
+                }
+            }
+        }
     }
 }

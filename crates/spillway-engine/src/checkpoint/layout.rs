@@ -69,14 +69,20 @@ impl StoreLayout {
                 l.format_version
             )));
         }
-        if Self::generation(&l.dir).is_none() {
-            return Err(Error::Checkpoint(format!(
+        match Self::generation(&l.dir) {
+            None => Err(Error::Checkpoint(format!(
                 "{}: dir {:?} is not a store directory name (state or state-N)",
                 path.display(),
                 l.dir
-            )));
+            ))),
+            // A backfill moves the store to the next generation (`next`).
+            Some(u64::MAX) => Err(Error::Checkpoint(format!(
+                "{}: dir {:?} has no next generation for a backfill to move to",
+                path.display(),
+                l.dir
+            ))),
+            Some(_) => Ok(Some(l)),
         }
-        Ok(Some(l))
     }
 
     /// Replaces `<base>/store.json` atomically.
@@ -141,4 +147,60 @@ pub fn clear_dirs(dirs: &[&std::path::Path]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A `store.json` naming the last generation there is: a backfill's next directory
+    /// overflowed the generation.
+    #[test]
+    fn a_layout_of_the_last_generation_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let text =
+            format!(r#"{{"format_version": 1, "dir": "state-{}", "query": null}}"#, u64::MAX);
+        std::fs::write(d.path().join(LAYOUT_FILE), text).unwrap();
+        if let Ok(Some(l)) = StoreLayout::read(d.path()) {
+            // What a backfill does with it.
+            let _ = l.next("SELECT 1");
+        }
+        let e = StoreLayout::read(d.path()).unwrap_err().to_string();
+        assert!(e.contains("state-18446744073709551615") && e.contains("no next"), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// A `store.json` that is any bytes, or a valid one with a byte changed or cut, or
+        /// naming any directory, reads to a layout whose next generation exists, or an
+        /// error; never a panic.
+        #[test]
+        fn hostile_layout_files_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            dir in prop_oneof![".{0,12}", "state-[0-9]{1,22}"],
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let d = tempfile::tempdir().unwrap();
+            let good = serde_json::to_vec(&StoreLayout {
+                format_version: 1,
+                dir,
+                query: Some("SELECT 1".into()),
+            })
+            .unwrap();
+            let mut bad = good.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            for b in [&garbage[..], &good, &bad, &good[..cut % (good.len() + 1)]] {
+                std::fs::write(d.path().join(LAYOUT_FILE), b).unwrap();
+                if let Ok(Some(l)) = StoreLayout::read(d.path()) {
+                    let next = l.next("SELECT 2");
+                    prop_assert!(StoreLayout::generation(&next.dir) > StoreLayout::generation(&l.dir));
+                }
+            }
+        }
+    }
 }

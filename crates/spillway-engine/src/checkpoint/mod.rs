@@ -233,6 +233,7 @@ pub fn read_blob(store: &mut dyn StateStore, key: &str) -> Result<Option<Vec<u8>
 mod tests {
     use super::*;
     use crate::value::{DataType, Field, Schema, TimeUnit};
+    use proptest::prelude::*;
     use spillway_store::{StoreKind, StoreOptions};
 
     fn store(dir: &Path) -> Box<dyn StateStore> {
@@ -323,5 +324,87 @@ mod tests {
             "{e}"
         );
         assert!(was.check(&was, Path::new("/ck"), "a session").is_ok());
+    }
+
+    /// A record of every shape a field can take: a peers operator holding a row, a
+    /// pushed front with a tag.
+    fn record() -> Record {
+        use crate::operator::over::peers::PeersSnapshot;
+        use crate::operator::over::{Counters, RuntimeSnapshot};
+        use crate::value::{Event, Value};
+        let event = Event { time: 5, seq: 1, row: vec![Value::Int(5)] };
+        Record {
+            version: VERSION,
+            query: "SELECT 1".into(),
+            identity: identity(),
+            operator: OperatorSnapshot::OverPeers {
+                runtime: RuntimeSnapshot {
+                    frontier: Some(5),
+                    buffer: vec![event.clone()],
+                    cursors: vec![(1, 0, vec![event])],
+                    counters: Counters::default(),
+                },
+                reservoir: crate::reservoir::Position { events: 2, segment: 0, segment_len: 40 },
+                peers: PeersSnapshot {
+                    at: Some(5),
+                    held: vec![(vec![Value::Str("x".into())], vec![vec![1, 2]])],
+                },
+            },
+            events: 2,
+            checkpoint_every: Some(100),
+            retain: 0,
+            retain_index: 0,
+            front: Front::Pushed { tag: vec![1, 2, 3] },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Checkpoint metadata whose blob is any bytes, or a valid record with a byte
+        /// changed, cut or a length set huge (the checksum made to match, as another program
+        /// or an older build writes it), and headers of any bytes, read to a record or an
+        /// error, never a panic.
+        #[test]
+        fn hostile_checkpoint_metadata_is_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            head in prop::collection::vec(any::<u8>(), 0..16),
+            chunks in prop_oneof![Just(u64::MAX), 0u64..4],
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let d = tempfile::tempdir().unwrap();
+            let mut s = store(d.path());
+            write_blob(s.as_mut(), KEY, &garbage).unwrap();
+            let _ = read(s.as_mut(), d.path());
+            let good = postcard::to_stdvec(&record()).unwrap();
+            prop_assert!(read_back(s.as_mut(), d.path(), &good).is_ok());
+            let _ = read_back(s.as_mut(), d.path(), &good[..cut % (good.len() + 1)]);
+            let mut bad = good.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            let _ = read_back(s.as_mut(), d.path(), &bad);
+            // A varint (a length or a count) set to u64::MAX.
+            let mut huge = good[..at % good.len()].to_vec();
+            huge.extend_from_slice(&[0xff; 9]);
+            huge.push(0x01);
+            huge.extend_from_slice(&good[at % good.len()..]);
+            let _ = read_back(s.as_mut(), d.path(), &huge);
+            // Headers: any bytes, and a chunk count past the chunks.
+            let ns = s.namespace(META_NAMESPACE).unwrap();
+            s.put(ns, KEY.as_bytes(), &head).unwrap();
+            let _ = read(s.as_mut(), d.path());
+            let mut h = chunks.to_le_bytes().to_vec();
+            h.extend_from_slice(&crc32c::crc32c(&good).to_le_bytes());
+            s.put(ns, KEY.as_bytes(), &h).unwrap();
+            let _ = read(s.as_mut(), d.path());
+        }
+    }
+
+    /// Writes `blob` as the checkpoint metadata and reads it back.
+    fn read_back(s: &mut dyn StateStore, base: &Path, blob: &[u8]) -> Result<Option<Record>> {
+        write_blob(s, KEY, blob)?;
+        read(s, base)
     }
 }

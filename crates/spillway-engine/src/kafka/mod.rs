@@ -492,6 +492,7 @@ pub(crate) fn column_index(schema: &Schema) -> std::collections::HashMap<String,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn urls_parse_and_bad_ones_say_why() {
@@ -576,5 +577,96 @@ mod tests {
         let j = serde_json::to_string(&s).unwrap();
         assert!(j.contains("\"format\":\"spillway.results.v1\""), "{j}");
         assert_eq!(serde_json::from_str::<TopicSchema>(&j).unwrap(), s);
+    }
+
+    /// An event schema whose time column index is past its fields (JSON another program
+    /// wrote to the schema topic): a worker decoding its first event indexed the row
+    /// past its end.
+    #[test]
+    fn a_schema_message_without_its_time_column_is_an_error() {
+        let bodies: [&[u8]; 3] = [
+            br#"{"format":"spillway.events.v1","schema":{"fields":[],"time_index":0,"time_unit":"Ms"}}"#,
+            br#"{"format":"spillway.events.v1","schema":{"fields":[{"name":"ts","ty":"Int"}],"time_index":1,"time_unit":"Ms"}}"#,
+            br#"{"format":"spillway.events.v1","schema":{"fields":[{"name":"ts","ty":"Str"}],"time_index":0,"time_unit":"Ms"}}"#,
+        ];
+        for body in bodies {
+            let r = serde_json::from_slice::<TopicSchema>(body);
+            if let Ok(TopicSchema::Events { schema, .. }) = &r {
+                // What a worker does with the topic's first event.
+                let _ = decode_event(b"{}", schema, &column_index(schema));
+            }
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("time column"), "{e}");
+        }
+    }
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(Value::Int),
+            any::<f64>().prop_map(Value::Float),
+            ".{0,6}".prop_map(|s| Value::Str(s.into())),
+            any::<bool>().prop_map(Value::Bool),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Result messages that are any bytes, or valid ones with a byte changed, cut or a
+        /// length set huge, decode to a row or an error, never a panic.
+        #[test]
+        fn hostile_result_messages_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            row in prop::collection::vec(arb_value(), 0..6),
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let _ = decode_result(&garbage);
+            let mut with_version = vec![RESULT_VERSION];
+            with_version.extend_from_slice(&garbage);
+            let _ = decode_result(&with_version);
+            let mut msg = Vec::new();
+            encode_result(&row, &mut msg);
+            prop_assert_eq!(decode_result(&msg).map(|r| r.len()), Ok(row.len()));
+            let _ = decode_result(&msg[..cut % (msg.len() + 1)]);
+            let mut bad = msg.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            let _ = decode_result(&bad);
+            // The row's length (the varint after the version byte) set to u64::MAX.
+            let mut huge = vec![RESULT_VERSION];
+            huge.extend_from_slice(&[0xff; 9]);
+            huge.push(0x01);
+            huge.extend_from_slice(&msg[2..]);
+            prop_assert!(decode_result(&huge).is_err());
+        }
+
+        /// Schema messages: a valid one with a byte changed or cut, or any text, decode to
+        /// a schema that can decode events, or an error; never a panic.
+        #[test]
+        fn hostile_schema_messages_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            time_index in 0usize..4,
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let _ = serde_json::from_slice::<TopicSchema>(&garbage);
+            let body = format!(
+                r#"{{"format":"spillway.events.v1","schema":{{"fields":[{{"name":"ts","ty":"Int"}},{{"name":"x","ty":"Int"}}],"time_index":{time_index},"time_unit":"Ms"}},"key":"x"}}"#
+            );
+            let mut bad = body.clone().into_bytes();
+            let i = at % bad.len();
+            bad[i] = byte;
+            for b in [body.as_bytes(), &bad, &body.as_bytes()[..cut % (body.len() + 1)]] {
+                if let Ok(TopicSchema::Events { schema, .. }) = serde_json::from_slice(b) {
+                    let index = column_index(&schema);
+                    let _ = decode_event(br#"{"ts": 1, "x": 2}"#, &schema, &index);
+                    let _ = decode_event(b"{}", &schema, &index);
+                }
+            }
+        }
     }
 }

@@ -749,16 +749,26 @@ fn plan(mode: Mode, topic: &str, file: &str, rows: u64, c: &Committed) -> Result
     if c.messages == 0 {
         return Ok(Plan { first_row: 0, id_base: 0, check: None });
     }
-    let next_id = c.newest.as_ref().map_or(0, |n| n.id + 1);
-    match mode {
+    // `None`: the newest id (another program's header) is the largest there is.
+    let next_id = c.newest.as_ref().map_or(Some(0), |n| n.id.checked_add(1));
+    let p = match mode {
         Mode::New => Err(Error::Config(format!(
             "topic {topic} already holds {} committed messages; producing {file} again would \
              repeat its events. --resume continues an interrupted produce of the same file \
              after its last committed row; --append adds the file's rows again as new \
-             events (ids from {next_id})",
-            c.messages
+             events ({})",
+            c.messages,
+            next_id
+                .map_or("no id is left after its newest".to_string(), |i| format!("ids from {i}"))
         ))),
-        Mode::Append => Ok(Plan { first_row: 0, id_base: next_id, check: None }),
+        Mode::Append => match next_id {
+            Some(id_base) => Ok(Plan { first_row: 0, id_base, check: None }),
+            None => Err(Error::Config(format!(
+                "--append: the newest event of {topic} has id {}, the largest there is: no id \
+                 is left for {file}'s rows; produce to a new topic",
+                u64::MAX
+            ))),
+        },
         Mode::Resume => {
             let Some(n) = &c.newest else {
                 return Err(Error::Config(format!(
@@ -785,12 +795,23 @@ fn plan(mode: Mode, topic: &str, file: &str, rows: u64, c: &Committed) -> Result
             }
             Ok(Plan { first_row: row + 1, id_base: n.id - row, check: Some(n.clone()) })
         }
+    }?;
+    // Row `r` gets id `id_base + r`: the file's last row must have one.
+    if p.id_base.checked_add(rows.saturating_sub(1)).is_none() {
+        return Err(Error::Config(format!(
+            "the newest event of {topic} has id {}: {file}'s {rows} rows would need ids past \
+             the largest there is ({}); produce to a new topic",
+            c.newest.as_ref().map_or(0, |n| n.id),
+            u64::MAX
+        )));
     }
+    Ok(p)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn newest(id: u64, row: Option<u64>) -> Newest {
         Newest {
@@ -865,6 +886,49 @@ mod tests {
         assert!(m.contains("no valid spillway.row header"), "{m}");
         let m = e(committed(8, Some(newest(7, Some(7)))), 5).to_string();
         assert!(m.contains("f.csv is not the same file") && m.contains("has 5 rows"), "{m}");
+    }
+
+    /// Event ids near the largest u64 (headers another program wrote): the next id
+    /// overflowed, or the file's rows were planned ids past it (`id_base + row`
+    /// overflowed when sending).
+    #[test]
+    fn ids_past_the_largest_are_refused_not_a_panic() {
+        let top = committed(1, Some(newest(u64::MAX, Some(0))));
+        let e = plan(Mode::New, "t", "f", 5, &top).unwrap_err().to_string();
+        assert!(e.contains("no id is left after its newest"), "{e}");
+        let e = plan(Mode::Append, "t", "f", 5, &top).unwrap_err().to_string();
+        assert!(e.contains("no id is left for f's rows"), "{e}");
+        let e = plan(Mode::Resume, "t", "f", 5, &top).unwrap_err().to_string();
+        assert!(e.contains("would need ids past the largest"), "{e}");
+        let near = committed(1, Some(newest(u64::MAX - 2, None)));
+        let e = plan(Mode::Append, "t", "f", 10, &near).unwrap_err().to_string();
+        assert!(e.contains("10 rows would need ids past the largest"), "{e}");
+        // The last id there is can still be given, and resumed after.
+        assert_eq!(plan(Mode::Append, "t", "f", 2, &near).unwrap().id_base, u64::MAX - 1);
+        let p = plan(Mode::Resume, "t", "f", 1, &top).unwrap();
+        assert_eq!((p.first_row, p.id_base), (1, u64::MAX));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Any newest id and row header (as any program may write them) and any file size
+        /// plan a start whose ids all exist, or are refused; never a panic.
+        #[test]
+        fn hostile_event_ids_are_an_error_not_a_panic(
+            messages in 0u64..3,
+            id in prop_oneof![any::<u64>(), (0u64..4).prop_map(|d| u64::MAX - d), 0u64..8],
+            row in prop::option::of(prop_oneof![any::<u64>(), 0u64..8]),
+            rows in prop_oneof![any::<u64>(), 0u64..10],
+            has_newest in any::<bool>(),
+        ) {
+            let c = committed(messages, has_newest.then(|| newest(id, row)));
+            for mode in [Mode::New, Mode::Append, Mode::Resume] {
+                if let Ok(p) = plan(mode, "t", "f", rows, &c) {
+                    prop_assert!(p.id_base.checked_add(rows.saturating_sub(1)).is_some());
+                }
+            }
+        }
     }
 
     #[test]

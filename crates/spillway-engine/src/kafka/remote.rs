@@ -244,6 +244,17 @@ fn transport_failure(e: &object_store::Error) -> Option<object_store::client::Ht
     }
 }
 
+/// The number of the pointer after pointer `g` of the task at `base`; an error for the
+/// last number there is (a listed pointer's name is whatever the store holds).
+fn next_pointer(g: u64, base: &Path, url: &str) -> Result<u64> {
+    g.checked_add(1).ok_or_else(|| {
+        Error::Checkpoint(format!(
+            "task {base} in {url} has pointer {g}, which has no next pointer number; was it \
+             written by another program?"
+        ))
+    })
+}
+
 fn key_path(base: &Path, rel: &str) -> Path {
     rel.split('/').fold(base.clone(), |p, part| p.join(part))
 }
@@ -598,10 +609,11 @@ impl CheckpointStore {
                 Some((g, key)) => (*g, self.read_pointer(key)?),
                 None => (0, Pointer { version: FORMAT_VERSION, epoch: 0, manifest: None }),
             };
-            let next = Pointer { version: FORMAT_VERSION, epoch: g + 1, manifest: ptr.manifest };
-            let key = base.clone().join(HEAD).join(format!("{:020}", g + 1));
+            let g1 = next_pointer(g, &base, &self.url)?;
+            let next = Pointer { version: FORMAT_VERSION, epoch: g1, manifest: ptr.manifest };
+            let key = base.clone().join(HEAD).join(format!("{g1:020}"));
             if self.create(&key, serde_json::to_vec(&next).expect("a pointer encodes"))? {
-                break (g + 1, next);
+                break (g1, next);
             }
             tries += 1;
             if tries >= 20 {
@@ -833,7 +845,7 @@ impl RemoteTask {
         stats.uploaded_objects += 1;
         cs.put(&key_path(&self.base, &rel), body)?;
 
-        let g = self.generation + 1;
+        let g = next_pointer(self.generation, &self.base, &cs.url)?;
         let ptr =
             Pointer { version: FORMAT_VERSION, epoch: self.epoch, manifest: Some(rel.clone()) };
         let key = self.base.clone().join(HEAD).join(format!("{g:020}"));

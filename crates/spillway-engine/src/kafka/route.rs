@@ -394,6 +394,14 @@ impl Join {
             }
             None => self.pending.entry(id.to_string()).or_insert_with(|| vec![None; n]),
         };
+        // Only a loaded join state can hold another count (another query's, or damage).
+        if parts.len() != n {
+            return Err(format!(
+                "the join state's entry for event {id} has {} partial slots, but the query has \
+                 {n} stages (was the state written for another query?)",
+                parts.len()
+            ));
+        }
         if parts[stage].is_some() {
             return Err(format!("a second partial from stage {stage} for event {id}"));
         }
@@ -499,6 +507,7 @@ mod tests {
     use super::*;
     use crate::sql::parse_query;
     use crate::value::{DataType, Field, TimeUnit};
+    use proptest::prelude::*;
 
     fn schema() -> Schema {
         let f = |name: &str, ty| Field { name: name.to_string(), ty };
@@ -648,5 +657,119 @@ mod tests {
         assert!(Join::load(dir.path()).unwrap_err().to_string().contains("checksum"));
         std::fs::write(&path, b"nope").unwrap();
         assert!(Join::load(dir.path()).unwrap_err().to_string().contains("magic"));
+    }
+
+    /// Writes `body` as a join state with a valid header and checksum (what another
+    /// program or an older build could leave), as [`Join::save`] frames it.
+    fn write_join(dir: &Path, body: &[u8]) {
+        let mut bytes = JOIN_MAGIC.to_vec();
+        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
+        bytes.extend_from_slice(body);
+        std::fs::write(join_path(dir), bytes).unwrap();
+    }
+
+    /// Loads the join state in `dir`, if it decodes, and completes each of its events
+    /// with a partial from every stage of `r`: each step is a result or an error.
+    fn load_and_complete(dir: &Path, r: &Routing) {
+        let Ok(Some((mut j, _))) = Join::load(dir) else { return };
+        let ids: Vec<String> = j.pending.keys().cloned().collect();
+        for id in ids {
+            for stage in 0..r.stages.len() + 1 {
+                let _ = j.add(r, &id, stage, Partial::Result(vec![Value::Int(1); 3]));
+            }
+        }
+    }
+
+    /// A join state (checksum intact) whose event has one partial slot, not one per
+    /// stage: adding the last stage's partial indexed past the slots.
+    #[test]
+    fn a_join_state_with_too_few_slots_is_an_error() {
+        let s = schema();
+        let r = Routing::plan(&parse_query(Q, &s).unwrap(), &s, "pay", "out", None, 1, 4).unwrap();
+        assert_eq!(r.stages.len(), 3);
+        let dir = tempfile::tempdir().unwrap();
+        let entries: Vec<Pending> = vec![("1".into(), vec![None])];
+        write_join(dir.path(), &postcard::to_stdvec(&(7i64, entries)).unwrap());
+        let (mut j, _) = Join::load(dir.path()).unwrap().unwrap();
+        let e = j.add(&r, "1", 2, Partial::Result(vec![Value::Int(3)])).unwrap_err();
+        assert!(
+            e.contains("event 1") && e.contains("1 partial slots") && e.contains("3 stages"),
+            "{e}"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Partials that are any bytes, or valid ones with a byte changed, cut or a length
+        /// set huge, decode to a partial or an error, never a panic.
+        #[test]
+        fn hostile_partials_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            ints in prop::collection::vec(any::<i64>(), 0..6),
+            text in ".{0,8}",
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let _ = decode_partial(&garbage);
+            let mut partial = Vec::new();
+            let mut values: Vec<Value> = ints.into_iter().map(Value::Int).collect();
+            values.push(Value::Str(text.into()));
+            encode_partial_result(1, &values, &mut partial);
+            prop_assert_eq!(decode_partial(&partial), Ok((1, Partial::Result(values))));
+            let _ = decode_partial(&partial[..cut % (partial.len() + 1)]);
+            let mut bad = partial.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            let _ = decode_partial(&bad);
+            // A vector length (the varint after the 3-byte head) set to u64::MAX.
+            let mut huge = partial[..3].to_vec();
+            huge.extend_from_slice(&[0xff; 9]);
+            huge.push(0x01);
+            huge.extend_from_slice(&partial[4..]);
+            prop_assert!(decode_partial(&huge).is_err());
+        }
+
+        /// Join states with a valid checksum whose body is any bytes, or a valid body with
+        /// a byte changed or cut, load to a state or an error, and completing their events
+        /// is a result or an error, never a panic.
+        #[test]
+        fn hostile_join_states_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            slots in prop::collection::vec(0usize..5, 1..4),
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let s = schema();
+            let r = Routing::plan(&parse_query(Q, &s).unwrap(), &s, "pay", "out", None, 1, 4)
+                .unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            write_join(dir.path(), &garbage);
+            load_and_complete(dir.path(), &r);
+            // Events with 0 to 4 slots (the query has 3 stages), some filled.
+            let entries: Vec<Pending> = slots
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| {
+                    let p = (0..n)
+                        .map(|k| (k % 2 == 0).then(|| Partial::Result(vec![Value::Int(k as i64)])))
+                        .collect();
+                    (i.to_string(), p)
+                })
+                .collect();
+            let body = postcard::to_stdvec(&(5i64, entries)).unwrap();
+            write_join(dir.path(), &body);
+            load_and_complete(dir.path(), &r);
+            write_join(dir.path(), &body[..cut % (body.len() + 1)]);
+            load_and_complete(dir.path(), &r);
+            let mut bad = body.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            write_join(dir.path(), &bad);
+            load_and_complete(dir.path(), &r);
+        }
     }
 }

@@ -694,6 +694,7 @@ fn table<R: AsRef<[String]>>(out: &mut String, rows: &[R], right: &[bool]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// ConsumerProtocol bytes: version, topics with partitions, optional user data.
     fn assignment(version: i16, topics: &[(&str, &[i32])], user: Option<Option<&[u8]>>) -> Vec<u8> {
@@ -779,6 +780,33 @@ mod tests {
         for (b, want) in cases {
             let e = decode_assignment(&b).unwrap_err();
             assert!(e.contains(want), "{b:?}: {e}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Assignments that are any bytes, or valid ones with a byte changed, cut or a count
+        /// set huge, decode to an assignment or an error, never a panic.
+        #[test]
+        fn hostile_assignments_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            huge in any::<i32>(),
+            cut in any::<usize>(),
+        ) {
+            let _ = decode_assignment(&garbage);
+            let good = assignment(1, &[("pay", &[0, 1]), ("q", &[5])], Some(Some(b"ud")));
+            let _ = decode_assignment(&good[..cut % (good.len() + 1)]);
+            let mut bad = good.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            let _ = decode_assignment(&bad);
+            let mut big = good.clone();
+            let i = at % (big.len() - 3);
+            big[i..i + 4].copy_from_slice(&huge.to_be_bytes());
+            let _ = decode_assignment(&big);
         }
     }
 

@@ -1987,6 +1987,7 @@ fn checkpoint_sessions<'a>(tasks: impl Iterator<Item = &'a mut Task>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn task_tags_round_trip_and_refuse_what_they_did_not_write() {
@@ -2003,6 +2004,44 @@ mod tests {
         let mut more = task_tag(5, &held);
         more.push(0);
         assert!(parse_task_tag(&more).unwrap_err().contains("1 bytes after"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Checkpoint tags that are any bytes, or valid ones with a byte changed, cut or a
+        /// length set huge, parse to an offset or an error, never a panic.
+        #[test]
+        fn hostile_task_tags_are_an_error_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..64),
+            next in any::<i64>(),
+            held in prop::collection::vec(
+                (".{0,6}", prop::option::of(any::<i64>())), 0..4),
+            at in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let _ = parse_task_tag(&garbage);
+            let held: VecDeque<Held> = held.into();
+            let tag = task_tag(next, &held);
+            prop_assert_eq!(parse_task_tag(&tag), Ok((next, held.clone())));
+            let _ = parse_task_tag(&tag[..cut % (tag.len() + 1)]);
+            let mut bad = tag.clone();
+            let i = at % bad.len();
+            bad[i] = byte;
+            let _ = parse_task_tag(&bad);
+            // The held rows' count, then the first id's length, set to u64::MAX.
+            let mut huge = tag[..8].to_vec();
+            huge.extend_from_slice(&[0xff; 9]);
+            huge.push(0x01);
+            prop_assert!(parse_task_tag(&huge).is_err());
+            let mut huge = tag[..8].to_vec();
+            huge.push(1);
+            huge.extend_from_slice(&[0xff; 9]);
+            huge.push(0x01);
+            huge.extend_from_slice(&garbage);
+            prop_assert!(parse_task_tag(&huge).is_err());
+        }
     }
 
     fn list(tasks: &[Progress]) -> Result<Vec<(usize, i64)>> {

@@ -372,7 +372,7 @@ pub fn open(
             let reservoir = Reservoir::create(opts.reservoir.clone(), schema)?;
             let rt = Runtime::new(plan, store, reservoir, opts.allowed_lateness, None)?;
             if peers {
-                Box::new(Peers::new(rt, None))
+                Box::new(Peers::new(rt, None)?)
             } else {
                 Box::new(rt)
             }
@@ -387,7 +387,7 @@ pub fn open(
         ) if peers => {
             let reservoir = Reservoir::recover(opts.reservoir.clone(), schema, &reservoir)?;
             let rt = Runtime::new(plan, store, reservoir, opts.allowed_lateness, Some(runtime))?;
-            Box::new(Peers::new(rt, Some(held)))
+            Box::new(Peers::new(rt, Some(held))?)
         }
         (
             QueryPlan::Over(_),

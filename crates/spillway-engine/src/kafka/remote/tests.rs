@@ -603,3 +603,110 @@ fn measure_s3_failover_of_one_gib_of_hashlog_state() {
     );
     assert_eq!(r.bytes, last.state_bytes);
 }
+
+/// Writes the object `rel` (`/`-separated) of task `t-0` of the file store in `store`.
+fn put_object(store: &FsPath, rel: &str, bytes: &[u8]) {
+    write(&store.join("t-0"), rel, bytes);
+}
+
+fn pointer_json(epoch: u64, manifest: Option<&str>) -> Vec<u8> {
+    serde_json::to_vec(&Pointer {
+        version: FORMAT_VERSION,
+        epoch,
+        manifest: manifest.map(Into::into),
+    })
+    .unwrap()
+}
+
+/// A pointer numbered 18446744073709551615 (20 digits, as the layout names pointers; left
+/// by another program): the claim's next pointer number overflowed.
+#[test]
+fn a_pointer_numbered_last_is_an_error() {
+    let root = tempfile::tempdir().unwrap();
+    let store = root.path().join("store");
+    let cs = file_store(&store);
+    put_object(&store, &format!("HEAD/{}", u64::MAX), &pointer_json(1, None));
+    let dir = root.path().join("a");
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = cs.claim("t-0", &dir).err().expect("claimed").to_string();
+    assert!(e.contains("pointer 18446744073709551615") && e.contains("no next"), "{e}");
+}
+
+/// A pointer numbered one below the last: the claim takes the last number, and the
+/// first checkpoint's next pointer number overflowed.
+#[test]
+fn a_claim_of_the_last_pointer_number_cannot_publish_but_does_not_panic() {
+    let root = tempfile::tempdir().unwrap();
+    let store = root.path().join("store");
+    let cs = file_store(&store);
+    put_object(&store, &format!("HEAD/{}", u64::MAX - 1), &pointer_json(1, None));
+    let a = task_dir(root.path(), "a");
+    let mut task = cs.claim("t-0", &a).unwrap();
+    assert_eq!(task.epoch(), u64::MAX);
+    let e = task.publish(&cs, &a).expect_err("published").to_string();
+    assert!(e.contains("pointer 18446744073709551615") && e.contains("no next"), "{e}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 64,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Pointers and manifests that are any bytes, or a valid checkpoint's with a byte
+    /// changed or cut (another program's, or damage), claim to a restored directory or an
+    /// error, never a panic.
+    #[test]
+    fn hostile_pointers_and_manifests_are_an_error_not_a_panic(
+        garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48),
+        which in 0u8..3,
+        at in proptest::prelude::any::<usize>(),
+        byte in proptest::prelude::any::<u8>(),
+        cut in proptest::prelude::any::<usize>(),
+        number in proptest::prop_oneof![
+            proptest::prelude::Just(u64::MAX),
+            proptest::prelude::Just(u64::MAX - 1),
+            0u64..3,
+        ],
+    ) {
+        let root = tempfile::tempdir().unwrap();
+        let store = root.path().join("store");
+        let cs = file_store(&store);
+        // A valid checkpoint of a small directory.
+        let a = root.path().join("a");
+        write(&a, "state/one", b"first file");
+        write(&a, "reservoir/two", &noise(100, 3));
+        let mut task = cs.claim("t-0", &a).unwrap();
+        done(task.publish(&cs, &a).unwrap());
+        let head = store.join("t-0").join("HEAD");
+        let ptr_path = std::fs::read_dir(&head).unwrap().next().unwrap().unwrap().path();
+        let ptr = std::fs::read(&ptr_path).unwrap();
+        let p: Pointer = serde_json::from_slice(&ptr).unwrap();
+        let manifest_path = store.join("t-0").join(p.manifest.as_deref().unwrap());
+        let manifest = std::fs::read(&manifest_path).unwrap();
+        // Damage the pointer (0) or the manifest (1), or renumber the pointer (2).
+        let good = if which == 0 { &ptr } else { &manifest };
+        let mut bad = good.clone();
+        let i = at % bad.len();
+        bad[i] = byte;
+        for b in [&garbage[..], &bad, &good[..cut % (good.len() + 1)]] {
+            match which {
+                0 => std::fs::write(&ptr_path, b).unwrap(),
+                1 => std::fs::write(&manifest_path, b).unwrap(),
+                _ => std::fs::rename(&ptr_path, head.join(format!("{number:020}"))).unwrap(),
+            }
+            let c = root.path().join("c");
+            let _ = std::fs::remove_dir_all(&c);
+            std::fs::create_dir_all(&c).unwrap();
+            if let Ok(mut t) = cs.claim("t-0", &c) {
+                let _ = t.publish(&cs, &c);
+            }
+            // Back to the valid checkpoint for the next round.
+            for e in std::fs::read_dir(&head).unwrap() {
+                std::fs::remove_file(e.unwrap().path()).unwrap();
+            }
+            std::fs::write(&ptr_path, &ptr).unwrap();
+            std::fs::write(&manifest_path, &manifest).unwrap();
+        }
+    }
+}

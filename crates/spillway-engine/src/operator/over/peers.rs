@@ -123,8 +123,10 @@ pub struct Peers {
 }
 
 impl Peers {
-    /// Peer rows over `rt`, holding `snapshot`'s rows if it continues a checkpoint.
-    pub fn new(rt: Runtime, snapshot: Option<PeersSnapshot>) -> Peers {
+    /// Peer rows over `rt`, holding `snapshot`'s rows if it continues a checkpoint. A
+    /// snapshot whose rows do not have the query's output columns, or whose rows' keys
+    /// are not one per `RANGE` group (none for a late row), is an error.
+    pub fn new(rt: Runtime, snapshot: Option<PeersSnapshot>) -> Result<Peers> {
         let plan = rt.plan();
         let mut groups: Vec<usize> = Vec::new();
         let mut columns = Vec::new();
@@ -148,12 +150,24 @@ impl Peers {
             state: snapshot.unwrap_or_default(),
             out: Vec::new(),
         };
+        let width = p.rt.plan().outputs.len();
         for i in 0..p.state.held.len() {
-            for (g, k) in p.state.held[i].1.iter().enumerate() {
+            let (row, keys) = &p.state.held[i];
+            if row.len() != width || !(keys.is_empty() || keys.len() == p.groups.len()) {
+                return Err(Error::Checkpoint(format!(
+                    "the checkpoint's held row {i} has {} columns and {} partition keys, but \
+                     the query has {width} output columns and {} RANGE groups (none for a \
+                     late row's keys)",
+                    row.len(),
+                    keys.len(),
+                    p.groups.len()
+                )));
+            }
+            for (g, k) in keys.iter().enumerate() {
                 p.last[g].insert(k.clone(), i);
             }
         }
-        p
+        Ok(p)
     }
 
     /// Peer rows over `rt`, a query backfilled from a checkpoint whose operator held
@@ -165,7 +179,7 @@ impl Peers {
     /// for a late event keeps its own per-event value, which that state no longer
     /// shows: such a checkpoint is refused, as is a new query with `ROWS` metrics.
     pub fn backfilled(rt: Runtime, old: &PeersSnapshot) -> Result<Peers> {
-        let mut p = Peers::new(rt, None);
+        let mut p = Peers::new(rt, None)?;
         let Some(at) = old.at else { return Ok(p) };
         p.state.at = Some(at);
         let events: Vec<Event> = p.rt.buffer.iter().filter(|e| e.time == at).cloned().collect();
@@ -283,5 +297,124 @@ impl Operator for Peers {
 
     fn as_over(&mut self) -> Option<&mut Runtime> {
         Some(&mut self.rt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint;
+    use crate::session::{Session, SessionConfig};
+    use crate::value::{DataType, Field, Schema, TimeUnit};
+    use proptest::prelude::*;
+    use spillway_store::{StoreKind, StoreOptions};
+
+    const Q: &str = "SELECT k, COUNT(*) OVER (PARTITION BY k ORDER BY ts \
+                     RANGE BETWEEN 10 PRECEDING AND CURRENT ROW) AS n FROM t";
+
+    fn schema() -> Schema {
+        let f = |name: &str| Field { name: name.into(), ty: DataType::Int };
+        Schema::new(vec![f("ts"), f("k")], "ts", TimeUnit::Ms).unwrap()
+    }
+
+    fn config(dir: &std::path::Path) -> SessionConfig {
+        let mut cfg = SessionConfig::new(Q);
+        cfg.dir = Some(dir.to_path_buf());
+        cfg.ties = Ties::Peers;
+        cfg
+    }
+
+    /// Checkpoints a session in `d` holding two rows for their peers, applies `edit` to
+    /// the recorded snapshot (as another program or a damaged record could leave it, its
+    /// checksum intact) and resumes.
+    fn resume_edited(
+        d: &tempfile::TempDir,
+        edit: impl FnOnce(&mut PeersSnapshot),
+    ) -> Result<Session> {
+        let cfg = config(d.path());
+        let mut s = Session::open(&cfg, schema()).unwrap();
+        let mut rows = Vec::new();
+        for (t, k) in [(0, 1), (1, 1), (1, 2)] {
+            s.push(t, vec![Value::Int(t), Value::Int(k)], &mut rows).unwrap();
+        }
+        s.checkpoint().unwrap();
+        drop(s);
+        let plan = crate::operator::QueryPlan::build(Q, &schema(), None).unwrap();
+        let mut opts = StoreOptions::new(d.path().join("state"));
+        for spec in plan.namespace_specs() {
+            opts = opts.namespace(spec);
+        }
+        let mut st = StoreKind::HashLog.open(opts).unwrap();
+        let mut record = checkpoint::read(st.as_mut(), d.path()).unwrap().unwrap();
+        let OperatorSnapshot::OverPeers { peers, .. } = &mut record.operator else {
+            panic!("not a peers snapshot: {:?}", record.operator)
+        };
+        assert_eq!(peers.held.len(), 2);
+        edit(peers);
+        checkpoint::write(st.as_mut(), &record).unwrap();
+        StateStore::checkpoint(st.as_mut()).unwrap();
+        drop(st);
+        Session::open(&cfg, schema())
+    }
+
+    /// A held row with more partition keys than the query has `RANGE` groups: restoring
+    /// indexed past the groups.
+    #[test]
+    fn a_held_row_with_too_many_keys_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let e = resume_edited(&d, |p| p.held[0].1.push(vec![9])).err().expect("resumed");
+        let e = e.to_string();
+        assert!(e.contains("held row 0") && e.contains("2 partition keys"), "{e}");
+    }
+
+    /// A held row with fewer columns than the query's output: flushing it (at the end of
+    /// the input) indexed past the row.
+    #[test]
+    fn a_held_row_with_too_few_columns_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let e = resume_edited(&d, |p| p.held[1].0.clear())
+            .and_then(|mut s| s.finish(&mut Vec::new()))
+            .unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("held row 1") && e.contains("0 columns"), "{e}");
+    }
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            (-2i64..3).prop_map(Value::Int),
+            any::<f64>().prop_map(Value::Float),
+            ".{0,3}".prop_map(|s| Value::Str(s.into())),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// A recorded peers snapshot of any shape (rows of any width, any number of keys,
+        /// any held time) resumes to a session that takes events and finishes, or is an
+        /// error; never a panic.
+        #[test]
+        fn hostile_peers_snapshots_are_an_error_not_a_panic(
+            at in prop::option::of(-2i64..4),
+            held in prop::collection::vec(
+                (
+                    prop::collection::vec(arb_value(), 0..4),
+                    prop::collection::vec(prop::collection::vec(any::<u8>(), 0..3), 0..3),
+                ),
+                0..4,
+            ),
+            events in prop::collection::vec((0i64..4, 0i64..3), 0..4),
+        ) {
+            let d = tempfile::tempdir().unwrap();
+            let Ok(mut s) = resume_edited(&d, |p| *p = PeersSnapshot { at, held }) else {
+                return Ok(());
+            };
+            let mut rows = Vec::new();
+            for (t, k) in events {
+                let _ = s.push(t, vec![Value::Int(t), Value::Int(k)], &mut rows);
+            }
+            let _ = s.finish(&mut rows);
+        }
     }
 }
