@@ -285,7 +285,8 @@ impl<'a> Cursor<'a> {
     }
 
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
-        let s = self.buf.get(self.pos..self.pos + n).ok_or_else(|| {
+        let end = self.pos.checked_add(n);
+        let s = end.and_then(|end| self.buf.get(self.pos..end)).ok_or_else(|| {
             Error::corrupt(
                 self.path,
                 self.offset(),
@@ -315,5 +316,84 @@ impl<'a> Cursor<'a> {
     /// File offset of the next byte the cursor reads.
     pub(crate) fn offset(&self) -> u64 {
         self.base + self.pos as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostile::{damaged, damages};
+    use crate::io::StdFs;
+    use proptest::prelude::*;
+
+    const MAGIC: [u8; 8] = *b"SWTEST\0\0";
+
+    /// Every frame of the block file at `path`.
+    fn read_all(path: &Path) -> Result<Vec<Vec<u8>>> {
+        let mut r = BlockReader::open(&StdFs, path, MAGIC, 2)?;
+        let (mut out, mut buf) = (Vec::new(), Vec::new());
+        while r.next(&mut buf)? {
+            out.push(buf.clone());
+        }
+        Ok(out)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any bytes (also behind a valid header), and valid files damaged (a frame
+        /// length set huge, a cut, a flipped byte): reading answers `Ok` or `Err`, and
+        /// what it returns is no more than the file holds.
+        #[test]
+        fn hostile_block_files_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..64),
+            frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..4),
+            ds in damages(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("f");
+            let mut w = BlockWriter::create(&StdFs, &path, MAGIC, 1).unwrap();
+            for f in &frames {
+                w.frame(f).unwrap();
+            }
+            w.finish().unwrap();
+            let valid = std::fs::read(&path).unwrap();
+            prop_assert_eq!(&read_all(&path).unwrap(), &frames);
+            let behind_header = [&valid[..HEADER], &raw[..]].concat();
+            for bytes in [raw, behind_header, damaged(&valid, &ds)] {
+                std::fs::write(&path, &bytes).unwrap();
+                if let Ok(got) = read_all(&path) {
+                    prop_assert!(got.iter().map(Vec::len).sum::<usize>() <= bytes.len());
+                }
+            }
+        }
+
+        /// Reads of any length, a length field set huge included, from any bytes: each
+        /// answers `Ok` or `Err` and the cursor never moves past the end.
+        #[test]
+        fn hostile_cursor_lengths_are_an_error_not_a_panic(
+            buf in proptest::collection::vec(any::<u8>(), 0..32),
+            reads in proptest::collection::vec((0u8..4, prop_oneof![0usize..40, Just(usize::MAX), any::<usize>()]), 0..8),
+        ) {
+            let mut c = Cursor::new(&buf, Path::new("f"), 16);
+            for (kind, n) in reads {
+                let ok = match kind {
+                    0 => c.u16().is_ok(),
+                    1 => c.u32().is_ok(),
+                    2 => c.u64().is_ok(),
+                    _ => c.bytes(n).is_ok(),
+                };
+                prop_assert!(c.pos <= buf.len(), "{ok}");
+            }
+        }
+    }
+
+    /// The minimal case the cursor proptest found: a length that overflows the position.
+    #[test]
+    fn a_cursor_read_of_usize_max_bytes_is_an_error_not_an_overflow() {
+        let mut c = Cursor::new(&[0, 0, 0], Path::new("f"), 16);
+        c.u16().unwrap();
+        let e = c.bytes(usize::MAX).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { offset: 18, .. }), "{e}");
     }
 }

@@ -82,6 +82,8 @@ pub mod timelog;
 
 mod backend;
 mod blockfile;
+#[cfg(test)]
+mod hostile;
 mod hot;
 mod manifest;
 

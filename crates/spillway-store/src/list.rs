@@ -83,3 +83,44 @@ impl<'a> Iterator for ListIter<'a> {
         Some(Ok(elem))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any bytes, and damaged valid lists (a frame length set huge, a cut frame):
+        /// iteration ends after at most one item per frame header, a bad frame is an
+        /// error at its offset and ends the iteration, and elements lie inside the value.
+        #[test]
+        fn hostile_list_values_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..64),
+            elems in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..9), 0..6),
+            ds in crate::hostile::damages(),
+        ) {
+            let mut valid = Vec::new();
+            for e in &elems {
+                push(&mut valid, e);
+            }
+            for v in [raw, crate::hostile::damaged(&valid, &ds)] {
+                let mut n = 0;
+                let mut ended = false;
+                for item in iter(&v) {
+                    prop_assert!(!ended, "an item after an error");
+                    n += 1;
+                    prop_assert!(n <= v.len() / FRAME + 1);
+                    match item {
+                        Ok(e) => prop_assert!(e.len() + FRAME <= v.len()),
+                        Err(b) => {
+                            prop_assert!(b.offset < v.len());
+                            ended = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

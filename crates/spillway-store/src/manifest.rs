@@ -370,6 +370,7 @@ pub(crate) fn remove_quiet(fs: &dyn Fs, dir: &Path, name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn the_two_newest_checkpoints_are_retained() {
@@ -413,5 +414,51 @@ mod tests {
         assert_eq!(version, 3);
         let back = Manifest::decode(path, &bytes, 16, version).expect("decode");
         assert_eq!(back.namespaces, m.namespaces);
+    }
+
+    fn sample() -> Manifest {
+        let mut m = Manifest { seq: 7, version: 3, ..Manifest::default() };
+        m.set("store", "hashlog");
+        m.set("page_bits", 12);
+        m.namespaces.push(("list".into(), "a b%".into()));
+        m.namespaces.push(("fn:sum".into(), "c".into()));
+        m
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any bytes, any lines of the manifest's alphabet, and damaged valid contents,
+        /// under every version: `decode` answers `Ok` or `Err`.
+        #[test]
+        fn hostile_manifest_text_is_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..64),
+            lines in proptest::collection::vec("[a-z0-9%= \\n\u{e9}]{0,12}", 0..6),
+            version in 0u32..5,
+            ds in crate::hostile::damages(),
+        ) {
+            let path = Path::new("MANIFEST-test");
+            let text = lines.join("\n").into_bytes();
+            let valid = sample().encode().0;
+            for b in [raw, text, crate::hostile::damaged(&valid, &ds)] {
+                if let Ok(m) = Manifest::decode(path, &b, 16, version) {
+                    prop_assert!(m.fields.keys().all(|k| !k.contains('\n')));
+                }
+            }
+        }
+
+        /// A manifest file damaged anywhere (frame lengths set huge, cut, flipped bytes):
+        /// reading it answers `Ok` or `Err`.
+        #[test]
+        fn hostile_manifest_files_are_an_error_not_a_panic(ds in crate::hostile::damages()) {
+            let dir = tempfile::tempdir().unwrap();
+            let fs = crate::io::StdFs;
+            write_manifest(&fs, dir.path(), &sample()).unwrap();
+            let path = join(dir.path(), &manifest_name(7));
+            let valid = std::fs::read(&path).unwrap();
+            prop_assert_eq!(read_manifest(&fs, dir.path(), 7).unwrap().namespaces, sample().namespaces);
+            std::fs::write(&path, crate::hostile::damaged(&valid, &ds)).unwrap();
+            let _ = read_manifest(&fs, dir.path(), 7);
+        }
     }
 }

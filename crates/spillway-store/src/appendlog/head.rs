@@ -125,6 +125,7 @@ pub(crate) fn chunk_key(out: &mut Vec<u8>, key: &[u8], no: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn head_round_trips_and_rejects_bad_fields() {
@@ -158,5 +159,40 @@ mod tests {
         let mut k = Vec::new();
         chunk_key(&mut k, b"ab", 0x0102_0304);
         assert_eq!(k, b"ab\x01\x02\x03\x04");
+    }
+
+    fn any_head() -> impl Strategy<Value = Head> {
+        (any::<u8>(), any::<[u64; 2]>(), any::<[u32; 5]>()).prop_map(
+            |(flags, [count, bytes], u)| Head {
+                flags,
+                count,
+                bytes,
+                first: u[0],
+                last: u[1],
+                front: u[2],
+                last_used: u[3],
+                last_cap: u[4],
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any bytes, any field values, and damaged valid heads: `decode` answers `Ok`
+        /// or `Err`, and a head it accepts encodes back to the same bytes.
+        #[test]
+        fn hostile_head_bytes_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..48),
+            h in any_head(),
+            ds in crate::hostile::damages(),
+        ) {
+            let valid = Head { flags: 0, count: 3, bytes: 30, first: 2, last: 4, front: 8, last_used: 10, last_cap: 256 };
+            for b in [raw, h.encode().to_vec(), crate::hostile::damaged(&valid.encode(), &ds)] {
+                if let Ok(d) = Head::decode(&b) {
+                    prop_assert_eq!(&d.encode()[..], &b[..]);
+                }
+            }
+        }
     }
 }

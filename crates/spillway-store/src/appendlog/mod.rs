@@ -501,13 +501,14 @@ impl AppendLogStore {
                 format!("list head counts {} elements, fewer found", h.count),
             ));
         }
-        let new = Head {
-            count: h.count - n,
-            bytes: h.bytes - freed,
-            first: new_first,
-            front: new_front,
-            ..h
+        let Some(bytes) = h.bytes.checked_sub(freed) else {
+            return Err(self.corrupt(
+                ns,
+                key,
+                format!("list head byte length {} below the {freed} bytes evicted", h.bytes),
+            ));
         };
+        let new = Head { count: h.count - n, bytes, first: new_first, front: new_front, ..h };
         self.write_head(ns, key, &new)?;
         self.drop_chunks(cns, key, h.first..new_first)?;
         self.counters.evicted += n;
@@ -716,7 +717,9 @@ impl AppendLogStore {
         let framed = list::framed_len(elem);
         crate::check_value(framed, self.inner.max_record_value(key.len() + CHUNK_NO_LEN))?;
         let head = self.read_head(ns, key)?;
-        let total = head.as_ref().map_or(0, |h| h.bytes) + framed as u64;
+        let Some(total) = head.as_ref().map_or(0, |h| h.bytes).checked_add(framed as u64) else {
+            return Err(self.corrupt(ns, key, "list head byte length leaves no room to append"));
+        };
         let max = self.max_list(key.len());
         if total > max as u64 {
             return Err(Error::ValueTooLarge { len: total as usize, max });
@@ -1166,5 +1169,103 @@ impl StateStore for AppendLogStore {
         s.live_keys = None;
         s.bytes_in_memory += (self.buf.capacity() + self.ckey.capacity()) as u64;
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{HashLogOptions, StateStoreExt};
+    use proptest::prelude::*;
+
+    /// A fresh store in `dir` with one list namespace, and its handle.
+    fn open(dir: &std::path::Path) -> (AppendLogStore, Ns) {
+        let opts =
+            StoreOptions::new(dir).memory_budget(1 << 20).namespace(NamespaceSpec::list("l"));
+        let a = AppendLogOptions::default().hashlog(HashLogOptions::for_budget(1 << 20));
+        let store = AppendLogStore::open(opts, a).unwrap();
+        let ns = store.namespace("l").unwrap();
+        (store, ns)
+    }
+
+    /// An operation on the store, for the hostile-head proptest.
+    type Op = dyn Fn(&mut AppendLogStore) -> Result<()>;
+
+    /// Replaces the head of the list at `key` with `bytes`, as a damaged value reads.
+    fn put_head(store: &mut AppendLogStore, ns: Ns, key: &[u8], bytes: &[u8]) {
+        store.inner.put(ns, key, bytes).unwrap();
+    }
+
+    /// A head whose byte length is 2^64 - 1: an append has no length to give.
+    #[test]
+    fn an_append_to_a_head_of_2_64_bytes_is_an_error_not_an_overflow() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, ns) = open(dir.path());
+        store.append(ns, b"k", b"abcd").unwrap();
+        let h = store.read_head(ns, b"k").unwrap().unwrap();
+        put_head(&mut store, ns, b"k", &Head { bytes: u64::MAX, ..h }.encode());
+        let e = store.append(ns, b"k", b"x").unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
+
+    /// A head counting fewer live bytes than its first chunk holds before the evicted
+    /// element's end.
+    #[test]
+    fn truncating_a_head_of_fewer_bytes_than_evicted_is_an_error_not_an_underflow() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, ns) = open(dir.path());
+        store.append(ns, b"k", &[7; 100]).unwrap();
+        store.append(ns, b"k", &[8; 100]).unwrap();
+        let h = store.read_head(ns, b"k").unwrap().unwrap();
+        let bad = Head { count: 2, bytes: 8, last: h.last + 1, last_used: 0, last_cap: 0, ..h };
+        put_head(&mut store, ns, b"k", &bad.encode());
+        let e = store.truncate_front(ns, b"k", 1).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The head of a list of a few chunks damaged (fields set huge, cut, flipped) or
+        /// any bytes: every operation on the list answers `Ok` or `Err` (`put`,
+        /// `delete` and `rmw` only when the head spans few chunks: they drop the range
+        /// blind).
+        #[test]
+        fn hostile_list_heads_make_operations_fail_not_panic(
+            n in 1usize..40,
+            raw in proptest::collection::vec(any::<u8>(), 0..48),
+            use_raw in any::<bool>(),
+            ds in crate::hostile::damages(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut store, ns) = open(dir.path());
+            for i in 0..n {
+                store.append(ns, b"k", &vec![i as u8; i % 7]).unwrap();
+            }
+            let valid = store.inner.get(ns, b"k").unwrap().unwrap();
+            let head = if use_raw { raw } else { crate::hostile::damaged(&valid, &ds) };
+            put_head(&mut store, ns, b"k", &head);
+            let few = Head::decode(&head).map_or(true, |h| h.last - h.first < 1000);
+            let mut ops: Vec<Box<Op>> = vec![
+                Box::new(move |s| s.list_len(ns, b"k").map(drop)),
+                Box::new(move |s| s.iter_list(ns, b"k", &mut |_| true).map(drop)),
+                Box::new(move |s| s.get(ns, b"k").map(drop)),
+                Box::new(move |s| s.range(ns, Bound::Unbounded, Bound::Unbounded, Order::Any, 10, &mut |_, _| true).map(drop)),
+                Box::new(move |s| s.scan_step(ns, None, 10, &mut |_, _| true).map(drop)),
+                Box::new(move |s| s.truncate_front(ns, b"k", 1).map(drop)),
+                Box::new(move |s| s.truncate_front(ns, b"k", 3).map(drop)),
+                Box::new(move |s| s.append(ns, b"k", b"tail")),
+            ];
+            if few {
+                ops.push(Box::new(move |s| s.rmw(ns, b"k", &mut |_, _| Rmw::Keep)));
+                ops.push(Box::new(move |s| s.put(ns, b"k", b"\x01\0\0\0x")));
+                ops.push(Box::new(move |s| s.delete(ns, b"k")));
+            }
+            for op in &ops {
+                // A corruption error poisons the store: each operation starts unpoisoned.
+                store.poisoned = None;
+                let _ = op(&mut store);
+            }
+        }
     }
 }

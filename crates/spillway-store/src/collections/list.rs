@@ -141,7 +141,7 @@ impl<T: Serialize + DeserializeOwned> CachedList<T> {
         let key = self.chunk_key(chunk);
         let r = try_rmw(store, self.c.ns(), &key, |old, out| {
             let old = old.unwrap_or(EMPTY_CHUNK);
-            let ranges = self.elements(&key, old)?;
+            let ranges = self.elements(&key, old, step.new.chunk_len)?;
             if ranges.len() < j {
                 return Err(self.missing(&key, j, ranges.len()));
             }
@@ -172,7 +172,7 @@ impl<T: Serialize + DeserializeOwned> CachedList<T> {
         let mut item = None;
         let r = try_rmw(store, self.c.ns(), &key, |old, out| {
             let old = old.unwrap_or(EMPTY_CHUNK);
-            let ranges = self.elements(&key, old)?;
+            let ranges = self.elements(&key, old, step.new.chunk_len)?;
             let Some(range) = ranges.get(j) else {
                 return Err(self.missing(&key, j + 1, ranges.len()));
             };
@@ -209,7 +209,7 @@ impl<T: Serialize + DeserializeOwned> CachedList<T> {
         let mut item = None;
         let r = try_rmw(store, self.c.ns(), &key, |old, _| {
             let old = old.unwrap_or(EMPTY_CHUNK);
-            let ranges = self.elements(&key, old)?;
+            let ranges = self.elements(&key, old, step.new.chunk_len)?;
             let Some(range) = ranges.get(j) else {
                 return Err(self.missing(&key, j + 1, ranges.len()));
             };
@@ -229,7 +229,7 @@ impl<T: Serialize + DeserializeOwned> CachedList<T> {
         let (chunk, j) = self.locate(&h, h.head + index);
         let key = self.chunk_key(chunk);
         let bytes = self.read_chunk(store, &key)?;
-        let ranges = self.elements(&key, &bytes)?;
+        let ranges = self.elements(&key, &bytes, h.chunk_len)?;
         let Some(range) = ranges.get(j) else {
             return Err(self.missing(&key, j + 1, ranges.len()));
         };
@@ -255,7 +255,7 @@ impl<T: Serialize + DeserializeOwned> CachedList<T> {
         let mut prev = None;
         try_rmw(store, self.c.ns(), &key, |old, out| {
             let old = old.unwrap_or(EMPTY_CHUNK);
-            let ranges = self.elements(&key, old)?;
+            let ranges = self.elements(&key, old, h.chunk_len)?;
             let Some(range) = ranges.get(j) else {
                 return Err(self.missing(&key, j + 1, ranges.len()));
             };
@@ -282,9 +282,9 @@ impl<T: Serialize + DeserializeOwned> CachedList<T> {
         for chunk in h.head / cl..=(h.end() - 1) / cl {
             let key = self.chunk_key(chunk);
             let bytes = self.read_chunk(store, &key)?;
-            let ranges = self.elements(&key, &bytes)?;
+            let ranges = self.elements(&key, &bytes, h.chunk_len)?;
             let first = h.head.max(chunk * cl);
-            let end = h.end().min((chunk + 1) * cl);
+            let end = h.end().min((chunk + 1).saturating_mul(cl));
             if ranges.len() < (end - chunk * cl) as usize {
                 return Err(self.missing(&key, (end - chunk * cl) as usize, ranges.len()));
             }
@@ -343,7 +343,8 @@ impl<T: Serialize + DeserializeOwned> CachedList<T> {
                 ),
             ));
         }
-        if h.chunk_len == 0 || h.head.checked_add(h.len).is_none() {
+        // A list ends below position 2^64 - 1, so that a push has a position to give.
+        if h.chunk_len == 0 || h.head.checked_add(h.len).is_none_or(|end| end == u64::MAX) {
             return Err(self.c.corrupt(key, format!("the list header is inconsistent: {h:?}")));
         }
         Ok(h)
@@ -407,11 +408,18 @@ impl<T: Serialize + DeserializeOwned> CachedList<T> {
         Ok(buf)
     }
 
-    /// The byte ranges of the elements of an encoded chunk (`varint count | elements`).
-    fn elements(&self, key: &[u8], bytes: &[u8]) -> Result<Vec<Range<usize>>> {
+    /// The byte ranges of the elements of an encoded chunk (`varint count | elements`)
+    /// of a list of `chunk_len` elements per chunk.
+    fn elements(&self, key: &[u8], bytes: &[u8], chunk_len: u32) -> Result<Vec<Range<usize>>> {
         let bad = |what: String| self.c.corrupt(key, what);
         let (n, mut rest) = postcard::take_from_bytes::<u64>(bytes)
             .map_err(|e| bad(format!("the chunk's element count does not decode ({e})")))?;
+        // Checked before the loop: an element may encode in no bytes (a unit type).
+        if n > u64::from(chunk_len) {
+            return Err(bad(format!(
+                "the chunk counts {n} elements, more than the {chunk_len} of a chunk"
+            )));
+        }
         let mut ranges = Vec::with_capacity(n.min(1 << 16) as usize);
         for i in 0..n {
             let start = bytes.len() - rest.len();
@@ -618,5 +626,115 @@ mod tests {
         assert!(err.contains("list \"l\"") && err.contains("does not decode"), "{err}");
         assert!(list.pop(&mut store).is_err());
         assert_eq!(list.len(&mut store).unwrap(), 5, "the failed pop put the header back");
+    }
+
+    fn put_header(store: &mut crate::MemStore, ns: Ns, chunk_len: u32, head: u64, len: u64) {
+        let h = Header { version: FORMAT_VERSION, chunk_len, head, len };
+        let key = Collection::new(ns, Kind::List, "l").key(&[HEADER_TAG]);
+        store.put(ns, &key, &postcard::to_allocvec(&h).unwrap()).unwrap();
+    }
+
+    /// A header whose list ends at position 2^64 - 1: a push has no position to give.
+    #[test]
+    fn a_full_list_header_is_an_error_not_an_overflow() {
+        let (_d, mut store, ns) = testutil::mem();
+        let list: CachedList<u32> = CachedList::new(ns, "l");
+        put_header(&mut store, ns, 3, 0, u64::MAX);
+        let e = list.push(&mut store, &1).unwrap_err();
+        assert!(e.to_string().contains("inconsistent"), "{e}");
+    }
+
+    /// A list whose last chunk ends past position 2^64 - 1 (chunk length 6): reading it
+    /// reads its element.
+    #[test]
+    fn a_chunk_ending_past_the_last_position_reads_without_overflow() {
+        let (_d, mut store, ns) = testutil::mem();
+        let list: CachedList<String> = CachedList::new(ns, "l");
+        let head = u64::MAX - 3;
+        put_header(&mut store, ns, 6, head, 1);
+        let mut chunk = Vec::new();
+        write_chunk(&mut chunk, 1, &[&postcard::to_allocvec("x").unwrap()]);
+        store.put(ns, &list.chunk_key(head / 6), &chunk).unwrap();
+        assert_eq!(list.to_vec(&mut store).unwrap(), vec!["x".to_string()]);
+    }
+
+    /// A chunk counting 2^64 - 1 elements of a type that encodes in no bytes: an error,
+    /// not a loop over the count (which also grew a vector without bound).
+    #[test]
+    fn a_chunk_counting_more_than_its_chunk_len_is_an_error_not_an_endless_loop() {
+        let (_d, mut store, ns) = testutil::mem();
+        let list: CachedList<()> = CachedList::new(ns, "l");
+        put_header(&mut store, ns, 3, 0, 1);
+        let mut chunk = Vec::new();
+        push_varint(&mut chunk, u64::MAX);
+        store.put(ns, &list.chunk_key(0), &chunk).unwrap();
+        let e = list.get(&mut store, 0).unwrap_err();
+        assert!(e.to_string().contains("more than"), "{e}");
+    }
+
+    fn wide() -> impl Strategy<Value = u64> {
+        prop_oneof![0u64..20, Just(u64::MAX), Just(u64::MAX - 1), Just(1 << 63), any::<u64>()]
+    }
+
+    /// Every operation of `list`: each answers `Ok` or `Err` (`clear` only when the
+    /// header's chunk range is small: it deletes the range blind).
+    fn exercise<T: Serialize + DeserializeOwned + Clone>(
+        store: &mut crate::MemStore,
+        list: &CachedList<T>,
+        item: &T,
+    ) {
+        let _ = (list.len(store), list.is_empty(store), list.to_vec(store));
+        for i in [0, 1, 2, 5, u64::MAX - 1] {
+            let _ = list.get(store, i);
+        }
+        let _ = list.replace(store, 1, item);
+        let _ = (list.push(store, item), list.pop(store), list.pop_front(store));
+        let _ = list.to_vec(store);
+        if let Ok(Some(h)) = list.header(store) {
+            let cl = u64::from(h.chunk_len);
+            if h.len == 0 || (h.end() - 1) / cl - h.head / cl < 1000 {
+                let _ = list.clear(store);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A list's header (any bytes, damaged, or well-formed with any field values)
+        /// and one of its chunks (any bytes or damaged): every operation answers `Ok` or
+        /// `Err`.
+        #[test]
+        fn hostile_list_headers_and_chunks_are_an_error_not_a_panic(
+            n in 1u32..12,
+            which in 0u8..4,
+            raw in proptest::collection::vec(any::<u8>(), 0..24),
+            fields in (any::<u32>(), wide(), wide()),
+            ds in crate::hostile::damages(),
+            chunk in 0u64..4,
+            chunk_raw in any::<bool>(),
+        ) {
+            let (_d, mut store, ns) = testutil::mem();
+            let list: CachedList<String> = CachedList::new(ns, "l").chunk_len(3);
+            for i in 0..n {
+                list.push(&mut store, &format!("e{i}")).unwrap();
+            }
+            let hkey = list.c.key(&[HEADER_TAG]);
+            let valid = store.get(ns, &hkey).unwrap().unwrap();
+            let (chunk_len, head, len) = fields;
+            let header = match which {
+                0 => raw.clone(),
+                1 => crate::hostile::damaged(&valid, &ds),
+                2 => postcard::to_allocvec(&Header { version: FORMAT_VERSION, chunk_len, head, len }).unwrap(),
+                _ => valid,
+            };
+            store.put(ns, &hkey, &header).unwrap();
+            let ckey = list.chunk_key(chunk);
+            if let Some(c) = store.get(ns, &ckey).unwrap() {
+                let c = if chunk_raw { raw } else { crate::hostile::damaged(&c, &ds) };
+                store.put(ns, &ckey, &c).unwrap();
+            }
+            exercise(&mut store, &list, &"x".to_string());
+        }
     }
 }

@@ -379,4 +379,33 @@ mod tests {
         assert_eq!(m.get(&mut store, &"k3".to_string()).unwrap(), Some(vec![3; 3]));
         assert_eq!(m.get(&mut store, &"late".to_string()).unwrap(), None);
     }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// An entry's value damaged (or any bytes), and a stray key under the map's
+        /// prefix with any suffix and value: every operation answers `Ok` or `Err`.
+        #[test]
+        fn hostile_map_values_and_keys_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..24),
+            suffix in proptest::collection::vec(any::<u8>(), 0..12),
+            ds in crate::hostile::damages(),
+            use_raw in any::<bool>(),
+        ) {
+            let (_d, mut store, ns) = testutil::mem();
+            let m: CachedMap<String, Vec<(u8, String, Option<u64>)>> = CachedMap::new(ns, "m");
+            let k = "k".to_string();
+            m.put(&mut store, &k, &vec![(1, "é".into(), Some(u64::MAX)), (2, String::new(), None)]).unwrap();
+            let key = m.c.item_key(&k).unwrap();
+            let valid = store.get(ns, &key).unwrap().unwrap();
+            let v = if use_raw { raw.clone() } else { crate::hostile::damaged(&valid, &ds) };
+            store.put(ns, &key, &v).unwrap();
+            store.put(ns, &m.c.key(&suffix), &raw).unwrap();
+            let _ = (m.get(&mut store, &k), m.contains_key(&mut store, &k));
+            let _ = m.update(&mut store, &k, |v| v.map(|mut v| { v.push((3, "x".into(), None)); v }));
+            let _ = (m.insert(&mut store, &k, &Vec::new()), m.remove(&mut store, &k));
+            let _ = (m.entries(&mut store), m.keys(&mut store), m.len(&mut store));
+            let _ = (m.is_empty(&mut store), m.clear(&mut store));
+        }
+    }
 }

@@ -134,6 +134,7 @@
 use crate::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use crate::StateStoreExt;
 use crate::{BatchKind, BatchOp, Ns, Rmw, StateStore};
+use std::collections::HashSet;
 use std::fmt;
 
 /// The format version this build writes and reads.
@@ -333,6 +334,11 @@ fn corrupt(prefix: &[u8], node: Option<u64>, what: impl Into<String>) -> OsTreeE
     OsTreeError::Corrupt { prefix: prefix.to_vec(), node, what: what.into() }
 }
 
+/// Branch `id` links `child`, which the walk reached already: a node linked twice.
+fn linked_twice(prefix: &[u8], id: u64, child: u64) -> OsTreeError {
+    corrupt(prefix, Some(id), format!("links node {child}, which the tree links twice"))
+}
+
 // ---------------------------------------------------------------------------------------
 // Key encodings.
 
@@ -449,10 +455,23 @@ impl Header {
         usize::from(if level == 0 { self.leaf_cap } else { self.branch_cap })
     }
 
-    fn alloc(&mut self) -> u64 {
+    /// A fresh node id; a header whose next id is `u64::MAX` (no valid tree gets there)
+    /// has none to give.
+    fn alloc(&mut self, prefix: &[u8]) -> Result<u64> {
         let id = self.next_id;
-        self.next_id += 1;
-        id
+        self.next_id = id
+            .checked_add(1)
+            .ok_or_else(|| corrupt(prefix, None, format!("has no node id left (next id {id})")))?;
+        Ok(id)
+    }
+
+    /// Counts one node less; a header counting fewer nodes than the tree holds is
+    /// corrupt.
+    fn drop_node(&mut self, prefix: &[u8]) -> Result<()> {
+        self.nodes = self.nodes.checked_sub(1).ok_or_else(|| {
+            corrupt(prefix, None, "counts fewer nodes than the tree holds".to_string())
+        })?;
+        Ok(())
     }
 }
 
@@ -668,15 +687,26 @@ impl Node {
         self.offs.extend(other.offs.iter().map(|&o| o - nd::LEN as u32 + base));
     }
 
-    /// (total, distinct) of the subtree this node roots.
+    /// (total, distinct) of the subtree this node roots. Saturating: only the counts
+    /// of a damaged tree pass 2^64 (the header's total bounds a valid tree's), which
+    /// [`checked_total`](Self::checked_total) reports.
     fn summary(&self) -> (u64, u64) {
         if self.is_leaf() {
-            ((0..self.len()).map(|i| self.mult(i)).sum(), self.len() as u64)
+            let t = (0..self.len()).fold(0u64, |t, i| t.saturating_add(self.mult(i)));
+            (t, self.len() as u64)
         } else {
             (0..self.len())
                 .map(|i| (self.child_total(i), self.child_distinct(i)))
-                .fold((0, 0), |(t, d), (ct, cd)| (t + ct, d + cd))
+                .fold((0, 0), |(t, d), (ct, cd)| (t.saturating_add(ct), d.saturating_add(cd)))
         }
+    }
+
+    /// The sum of the multiplicities (leaf) or subtree totals (branch) of entries
+    /// `..end`; `None` past 2^64 (a damaged node).
+    fn checked_total(&self, end: usize) -> Option<u64> {
+        (0..end).try_fold(0u64, |t, i| {
+            t.checked_add(if self.is_leaf() { self.mult(i) } else { self.child_total(i) })
+        })
     }
 
     /// Writes the node header fields and the checksum.
@@ -1012,7 +1042,7 @@ impl OsTree {
             let cap = h.cap(cur.level);
             let min = cap / 2;
             if cur.len() > cap {
-                let mut right = self.fresh(h.alloc(), cur.level);
+                let mut right = self.fresh(h.alloc(prefix)?, cur.level);
                 cur.split_half(&mut right);
                 parent.set_counts(i, cur.summary());
                 let (rid, rsum) = (right.id, right.summary());
@@ -1022,7 +1052,15 @@ impl OsTree {
                 writes.push(right);
             } else if cur.len() < min {
                 // `parent` has two children at least: a non-root branch has `min >= 2`
-                // and a root branch left with one is replaced by it below.
+                // and a root branch left with one is replaced by it below (a stored
+                // branch of one child is damage).
+                if parent.len() < 2 {
+                    return Err(corrupt(
+                        prefix,
+                        Some(parent.id),
+                        "is a branch of one child above an underfull node (a branch holds two)",
+                    ));
+                }
                 let cur_is_left = i == 0;
                 let (j, sib_at) = if cur_is_left { (i, i + 1) } else { (i - 1, i - 1) };
                 let sib = self.load(store, prefix, parent.child(sib_at), cur.level)?;
@@ -1038,7 +1076,7 @@ impl OsTree {
                     parent.set_counts(j, l.summary());
                     parent.remove(j + 1);
                     deletes.push(r.id);
-                    h.nodes -= 1;
+                    h.drop_node(prefix)?;
                     writes.push(l);
                     self.recycle(r);
                 } else {
@@ -1097,16 +1135,16 @@ impl OsTree {
         if !cur.is_leaf() && cur.len() == 1 {
             h.root = cur.child(0);
             h.height -= 1;
-            h.nodes -= 1;
+            h.drop_node(prefix)?;
             deletes.push(cur.id);
             self.recycle(cur);
         } else if cur.len() > h.cap(cur.level) {
             if h.height >= MAX_HEIGHT {
                 return Err(corrupt(prefix, None, "would grow past height 64"));
             }
-            let mut right = self.fresh(h.alloc(), cur.level);
+            let mut right = self.fresh(h.alloc(prefix)?, cur.level);
             cur.split_half(&mut right);
-            let mut root = self.fresh(h.alloc(), cur.level + 1);
+            let mut root = self.fresh(h.alloc(prefix)?, cur.level + 1);
             root.insert_branch(0, cur.id, cur.summary(), cur.first_sep(), &mut self.scratch);
             root.insert_branch(1, right.id, right.summary(), right.first_sep(), &mut self.scratch);
             h.root = root.id;
@@ -1255,15 +1293,17 @@ impl OsTree {
             return Ok(0);
         };
         let mut below = 0u64;
+        let past = |n: &Node| corrupt(prefix, Some(n.id), "holds counts summing past 2^64");
         let leaf = self.descend(store, prefix, &h, &mut |n| {
             let i = n.route(key);
-            below += (0..i).map(|c| n.child_total(c)).sum::<u64>();
+            below = n.checked_total(i).and_then(|t| below.checked_add(t)).ok_or_else(|| past(n))?;
             Ok(i)
         })?;
         let at = leaf.search(key).unwrap_or_else(|i| i);
-        below += (0..at).map(|i| leaf.mult(i)).sum::<u64>();
+        let r =
+            leaf.checked_total(at).and_then(|t| below.checked_add(t)).ok_or_else(|| past(&leaf));
         self.recycle(leaf);
-        Ok(below)
+        r
     }
 
     /// Writes into `out` the key at rank `k` (0-based, each key counted as often as its
@@ -1355,12 +1395,15 @@ impl OsTree {
         f: &mut dyn FnMut(&[u8], u64) -> bool,
     ) -> Result<()> {
         if let Some(h) = self.read_header(store, prefix)? {
-            self.walk(store, prefix, h.root, h.height - 1, f)?;
+            let mut seen = HashSet::from([h.root]);
+            self.walk(store, prefix, h.root, h.height - 1, f, &mut seen)?;
         }
         Ok(())
     }
 
-    /// Visits the subtree of node `id`; returns false once `f` asked to stop.
+    /// Visits the subtree of node `id`; returns false once `f` asked to stop. `seen`
+    /// holds the nodes reached so far: a node linked twice (damage) is an error, not a
+    /// walk along every path to it (exponential in the height).
     fn walk<S: StateStore + ?Sized>(
         &mut self,
         store: &mut S,
@@ -1368,6 +1411,7 @@ impl OsTree {
         id: u64,
         level: u8,
         f: &mut dyn FnMut(&[u8], u64) -> bool,
+        seen: &mut HashSet<u64>,
     ) -> Result<bool> {
         let n = self.load(store, prefix, id, level)?;
         let mut go = true;
@@ -1375,7 +1419,11 @@ impl OsTree {
             go = if n.is_leaf() {
                 f(n.key(i), n.mult(i))
             } else {
-                self.walk(store, prefix, n.child(i), level - 1, f)?
+                let c = n.child(i);
+                if !seen.insert(c) {
+                    return Err(linked_twice(prefix, id, c));
+                }
+                self.walk(store, prefix, c, level - 1, f, seen)?
             };
             if !go {
                 break;
@@ -1458,7 +1506,10 @@ impl OsTree {
             if !(inside(n.key(0)) && inside(n.key(len - 1))) {
                 return bad("holds keys outside its parent's separators".into());
             }
-            n.summary()
+            match n.checked_total(len) {
+                Some(t) => (t, len as u64),
+                None => return bad("holds multiplicities summing past 2^64".into()),
+            }
         } else {
             let (mut t, mut d) = (0u64, 0u64);
             for i in 0..len {
@@ -1486,8 +1537,10 @@ impl OsTree {
                         n.child(i)
                     ));
                 }
-                t += ct;
-                d += cd;
+                match (t.checked_add(ct), d.checked_add(cd)) {
+                    (Some(nt), Some(nd)) => (t, d) = (nt, nd),
+                    _ => return bad("holds subtree counts summing past 2^64".into()),
+                }
             }
             (t, d)
         };
@@ -1504,11 +1557,17 @@ impl OsTree {
         };
         let mut ids = vec![h.root];
         let mut level_ids = vec![h.root];
+        let mut seen = HashSet::from([h.root]);
         for level in (1..h.height).rev() {
             let mut next = Vec::new();
             for &id in &level_ids {
                 let n = self.load(store, prefix, id, level)?;
-                next.extend((0..n.len()).map(|i| n.child(i)));
+                for c in (0..n.len()).map(|i| n.child(i)) {
+                    if !seen.insert(c) {
+                        return Err(linked_twice(prefix, id, c));
+                    }
+                    next.push(c);
+                }
                 self.recycle(n);
             }
             ids.extend_from_slice(&next);
@@ -1621,5 +1680,263 @@ mod tests {
         assert_eq!(m.offs, n.offs);
         assert_eq!(m.summary(), (24, 9));
         assert_eq!(m.child(3), 13);
+    }
+
+    use crate::collections::testutil;
+    use crate::hostile::{damaged, damages};
+    use crate::StateStore;
+    use proptest::prelude::*;
+
+    /// Rewrites the checksum of a header or node, as a hostile writer would.
+    fn reseal(v: &mut [u8]) {
+        if v.len() >= 4 {
+            let crc = crc32c::crc32c(&v[4..]);
+            v[..4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+
+    /// Every accessor of a parsed node, over each of its entries.
+    fn touch(n: &Node, probe: &[u8]) {
+        for i in 0..n.len() {
+            if n.is_leaf() {
+                let _ = (n.key(i), n.mult(i));
+            } else {
+                let _ = (n.child(i), n.child_total(i), n.child_distinct(i), n.sep(i));
+            }
+        }
+        let _ = (n.first_sep(), n.summary());
+        if n.is_leaf() {
+            let _ = n.search(probe);
+        } else {
+            let _ = n.route(probe);
+        }
+    }
+
+    /// A tree of 3 levels at prefix `p` in a fresh MemStore, with keys `k0`..`k59`.
+    fn small_tree() -> (tempfile::TempDir, crate::MemStore, OsTree) {
+        let (d, mut s, ns) = testutil::mem();
+        let mut t = OsTree::new(ns).with_fanout(4, 4).unwrap();
+        for i in 0..60u32 {
+            t.add(&mut s, b"p", format!("k{i:02}").as_bytes(), i64::from(i % 3) + 1).unwrap();
+        }
+        t.check(&mut s, b"p").unwrap();
+        (d, s, t)
+    }
+
+    /// Every operation of the tree at `p`: each answers `Ok` or `Err`.
+    fn exercise(t: &mut OsTree, s: &mut dyn StateStore, probe: &[u8]) {
+        let p = &b"p"[..];
+        let _ = (t.total(s, p), t.distinct(s, p), t.stats(s, p), t.multiplicity(s, p, probe));
+        let _ = (t.rank(s, p, probe), t.first(s, p), t.last(s, p));
+        for k in [0, 1, 7, 59, 119, u64::MAX] {
+            let _ = t.select(s, p, k);
+        }
+        let mut n = 0u64;
+        let _ = t.for_each(s, p, &mut |_, _| {
+            n += 1;
+            true
+        });
+        let _ = t.check(s, p);
+        for (k, d) in [(probe, 1), (probe, -1), (&b"k00"[..], -1), (b"k30", 5), (b"k59", -3)] {
+            let _ = t.add(s, p, k, d);
+        }
+        let _ = t.add(s, p, b"zz", i64::MAX);
+        let _ = t.clear(s, p);
+        let _ = t.purge(s, p);
+    }
+
+    /// Stores a hand-made node (valid checksum) of the tree at `p`.
+    fn put_node(s: &mut dyn StateStore, ns: Ns, id: u64, level: u8, build: impl Fn(&mut Node)) {
+        let mut n = Node::default();
+        n.reset(id, level);
+        build(&mut n);
+        n.seal();
+        let mut k = Vec::new();
+        node_key(&mut k, b"p", id);
+        s.put(ns, &k, &n.buf).unwrap();
+    }
+
+    fn leaf(s: &mut dyn StateStore, ns: Ns, id: u64, entries: &[(&[u8], u64)]) {
+        put_node(s, ns, id, 0, |n| {
+            for (i, (k, m)) in entries.iter().enumerate() {
+                n.insert_leaf(i, k, *m, &mut Vec::new());
+            }
+        });
+    }
+
+    /// A branch of entries (child, subtree total, separator); each subtree holds 2
+    /// distinct keys, or 1 if its total is 1.
+    fn branch(s: &mut dyn StateStore, ns: Ns, id: u64, level: u8, entries: &[(u64, u64, &[u8])]) {
+        put_node(s, ns, id, level, |n| {
+            for (i, (c, t, sep)) in entries.iter().enumerate() {
+                n.insert_branch(i, *c, (*t, (*t).min(2)), sep, &mut Vec::new());
+            }
+        });
+    }
+
+    fn header(s: &mut dyn StateStore, ns: Ns, height: u8, next_id: u64, total: u64, nodes: u64) {
+        let h = Header {
+            height,
+            leaf_cap: 4,
+            branch_cap: 4,
+            root: 1,
+            next_id,
+            total,
+            distinct: 1,
+            nodes,
+        };
+        s.put(ns, b"p", &h.encode()).unwrap();
+    }
+
+    /// Multiplicities of one leaf that sum past 2^64 (each valid on its own).
+    #[test]
+    fn multiplicities_summing_past_2_64_are_an_error_not_an_overflow() {
+        let (_d, mut s, ns) = testutil::mem();
+        let mut t = OsTree::new(ns);
+        header(&mut s, ns, 1, 2, u64::MAX, 1);
+        leaf(&mut s, ns, 1, &[(b"a", 1 << 63), (b"b", 1 << 63)]);
+        assert!(matches!(t.check(&mut s, b"p"), Err(OsTreeError::Corrupt { .. })));
+        assert!(matches!(t.rank(&mut s, b"p", b"c"), Err(OsTreeError::Corrupt { .. })));
+    }
+
+    /// Subtree totals of one branch that sum past 2^64.
+    #[test]
+    fn subtree_totals_summing_past_2_64_are_an_error_not_an_overflow() {
+        let (_d, mut s, ns) = testutil::mem();
+        let mut t = OsTree::new(ns);
+        header(&mut s, ns, 2, 5, u64::MAX, 4);
+        branch(&mut s, ns, 1, 1, &[(2, 1 << 63, b""), (3, 1 << 63, b"b"), (4, 1 << 63, b"c")]);
+        for (id, k) in [(2, b"a"), (3, b"b"), (4, b"c")] {
+            leaf(&mut s, ns, id, &[(k, 1 << 62), (&[k[0], b'1'], 1 << 62)]);
+        }
+        let e = t.rank(&mut s, b"p", b"d").unwrap_err();
+        assert!(e.to_string().contains("node 1 "), "{e}");
+        assert!(matches!(t.check(&mut s, b"p"), Err(OsTreeError::Corrupt { node: Some(1), .. })));
+    }
+
+    /// A root branch of one child (a valid root has two) whose leaf underflows on an
+    /// update: the sibling it would borrow from does not exist.
+    #[test]
+    fn a_branch_of_one_child_above_an_underfull_node_is_an_error_not_a_panic() {
+        let (_d, mut s, ns) = testutil::mem();
+        let mut t = OsTree::new(ns).with_fanout(4, 4).unwrap();
+        header(&mut s, ns, 2, 3, 1, 2);
+        branch(&mut s, ns, 1, 1, &[(2, 1, b"")]);
+        leaf(&mut s, ns, 2, &[(b"a", 1)]);
+        let e = t.add(&mut s, b"p", b"a", 1).unwrap_err();
+        assert!(matches!(e, OsTreeError::Corrupt { node: Some(1), .. }), "{e}");
+    }
+
+    /// A header counting fewer nodes than a merge and a root collapse remove.
+    #[test]
+    fn a_header_counting_too_few_nodes_is_an_error_not_an_underflow() {
+        let (_d, mut s, ns) = testutil::mem();
+        let mut t = OsTree::new(ns).with_fanout(4, 4).unwrap();
+        header(&mut s, ns, 2, 4, 4, 1);
+        branch(&mut s, ns, 1, 1, &[(2, 2, b""), (3, 2, b"c")]);
+        leaf(&mut s, ns, 2, &[(b"a", 1), (b"b", 1)]);
+        leaf(&mut s, ns, 3, &[(b"c", 1), (b"d", 1)]);
+        let e = t.add(&mut s, b"p", b"a", -1).unwrap_err();
+        assert!(matches!(e, OsTreeError::Corrupt { node: None, .. }), "{e}");
+    }
+
+    /// A header whose next node id is 2^64 - 1: a split has no id to give.
+    #[test]
+    fn a_header_out_of_node_ids_is_an_error_not_an_overflow() {
+        let (_d, mut s, ns) = testutil::mem();
+        let mut t = OsTree::new(ns).with_fanout(4, 4).unwrap();
+        header(&mut s, ns, 1, u64::MAX, 4, 1);
+        leaf(&mut s, ns, 1, &[(b"a", 1), (b"b", 1), (b"c", 1), (b"d", 1)]);
+        let e = t.add(&mut s, b"p", b"e", 1).unwrap_err();
+        assert!(matches!(e, OsTreeError::Corrupt { node: None, .. }), "{e}");
+    }
+
+    /// Branches that link one node twice at every level (40 levels: 2^39 paths to
+    /// the one leaf): walking the tree reports the node linked twice instead of
+    /// visiting it along every path (`for_each`) or listing it once per path (`clear`).
+    #[test]
+    fn a_node_linked_twice_is_an_error_not_an_endless_walk() {
+        let (_d, mut s, ns) = testutil::mem();
+        let mut t = OsTree::new(ns).with_fanout(4, 4).unwrap();
+        header(&mut s, ns, 40, 41, 1, 40);
+        for id in 1..40u64 {
+            let level = (40 - id) as u8;
+            branch(&mut s, ns, id, level, &[(id + 1, 1, b""), (id + 1, 1, b"b")]);
+        }
+        leaf(&mut s, ns, 40, &[(b"a", 1)]);
+        let e = t.for_each(&mut s, b"p", &mut |_, _| true).unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        let e = t.clear(&mut s, b"p").unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        assert!(t.check(&mut s, b"p").is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any bytes and damaged valid headers and nodes, checksums rewritten so that
+        /// the fields are what is read: decoding answers `Ok` or `Err`, and every
+        /// accessor of a node that parses stays inside it.
+        #[test]
+        fn hostile_node_and_header_bytes_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..80),
+            ds in damages(),
+            id in prop_oneof![Just(7u64), any::<u64>()],
+            level in 0u8..3,
+            probe in proptest::collection::vec(any::<u8>(), 0..4),
+        ) {
+            let mut leaf = Node::default();
+            leaf.reset(7, 0);
+            let mut branch = Node::default();
+            branch.reset(7, 1);
+            let mut sc = Vec::new();
+            for (i, k) in [&b""[..], b"b", b"dd"].iter().enumerate() {
+                leaf.insert_leaf(i, k, 3, &mut sc);
+                branch.insert_branch(i, 10 + i as u64, (5, 2), k, &mut sc);
+            }
+            leaf.seal();
+            branch.seal();
+            let h = Header { height: 2, leaf_cap: 4, branch_cap: 4, root: 1, next_id: 9, total: 9, distinct: 3, nodes: 4 };
+            let mut inputs = vec![raw.clone()];
+            for v in [&raw[..], &leaf.buf, &branch.buf, &h.encode()] {
+                let mut b = damaged(v, &ds);
+                reseal(&mut b);
+                inputs.push(b);
+            }
+            for b in inputs {
+                let _ = Header::decode(b"p", &b);
+                let mut n = Node { buf: b.clone(), ..Node::default() };
+                if n.parse(b"p", id, level).is_ok() {
+                    touch(&n, &probe);
+                }
+            }
+        }
+
+        /// A header or node of a stored tree damaged (checksum rewritten or not): every
+        /// tree operation answers `Ok` or `Err`.
+        #[test]
+        fn hostile_tree_values_make_operations_fail_not_panic(
+            pick in any::<usize>(),
+            ds in damages(),
+            seal in any::<bool>(),
+            probe in prop_oneof![Just(b"k31".to_vec()), proptest::collection::vec(any::<u8>(), 0..4)],
+        ) {
+            let (_d, mut s, mut t) = small_tree();
+            let ns = t.ns();
+            let mut keys = Vec::new();
+            crate::StateStoreExt::scan_prefix(&mut s, ns, b"p", &mut |k, v| {
+                keys.push((k.to_vec(), v.to_vec()));
+                true
+            })
+            .unwrap();
+            keys.sort();
+            let (k, v) = &keys[pick % keys.len()];
+            let mut v = damaged(v, &ds);
+            if seal {
+                reseal(&mut v);
+            }
+            s.put(ns, k, &v).unwrap();
+            exercise(&mut t, &mut s, &probe);
+        }
     }
 }

@@ -344,10 +344,14 @@ impl CachedQuadTree {
                     }
                     None => return Err(self.missing(&key)),
                 };
+                let Some(count) = node.count.checked_add(1) else {
+                    return Err(self.c.corrupt(&key, "the node counts 2^64 - 1 points".into()));
+                };
                 match &mut node.body {
                     Body::Inner => {
-                        node.count += 1;
-                        next = Next::Descend(Self::child_id(id, node.bounds.quadrant_of(x, y)));
+                        node.count = count;
+                        let q = node.bounds.quadrant_of(x, y);
+                        next = Next::Descend(self.checked_child(&key, id, q)?);
                     }
                     Body::Leaf(points) => {
                         if points.len() as u64 >= u64::from(self.opts.capacity)
@@ -360,7 +364,7 @@ impl CachedQuadTree {
                             return Ok(Rmw::Keep);
                         }
                         points.push((x, y));
-                        node.count += 1;
+                        node.count = count;
                         next = Next::Done;
                     }
                 }
@@ -437,18 +441,22 @@ impl CachedQuadTree {
     /// Number of points in `rect` (borders included). Reads the nodes that `rect`
     /// overlaps without covering, and no node below one it covers.
     pub fn count_in<S: StateStore + ?Sized>(&self, store: &mut S, rect: &Rect) -> Result<u64> {
-        let mut total = 0;
+        // `None` once the counts sum past 2^64 (damaged counts).
+        let mut total = Some(0u64);
         self.walk(store, rect, &mut |node, _| {
             if rect.contains_rect(&node.bounds) {
-                total += node.count;
+                total = total.and_then(|t| t.checked_add(node.count));
                 return false;
             }
             if let Body::Leaf(points) = &node.body {
-                total += points.iter().filter(|&&(x, y)| rect.contains(x, y)).count() as u64;
+                let n = points.iter().filter(|&&(x, y)| rect.contains(x, y)).count() as u64;
+                total = total.and_then(|t| t.checked_add(n));
             }
-            true
+            total.is_some()
         })?;
-        Ok(total)
+        total.ok_or_else(|| {
+            self.c.corrupt(&self.node_key(0), "the cells' counts sum past 2^64".into())
+        })
     }
 
     /// The points in `rect` (borders included), leaf by leaf in quadrant order.
@@ -539,8 +547,12 @@ impl CachedQuadTree {
                 continue;
             }
             if f(&node, id) && matches!(node.body, Body::Inner) {
-                let inside = |q: &usize| within.intersects(&node.bounds.quadrant(*q));
-                stack.extend((0..4).rev().filter(inside).map(|q| Self::child_id(id, q)));
+                let key = self.node_key(id);
+                for q in (0..4).rev() {
+                    if within.intersects(&node.bounds.quadrant(q)) {
+                        stack.push(self.checked_child(&key, id, q)?);
+                    }
+                }
             }
         }
         Ok(())
@@ -548,6 +560,16 @@ impl CachedQuadTree {
 
     fn node_key(&self, id: u64) -> Vec<u8> {
         self.c.numbered_key(NODE_TAG, id)
+    }
+
+    /// [`child_id`](Self::child_id) of the inner node `id` stored at `key`, which is an
+    /// error past [`MAX_DEPTH`] (no valid tree has inner nodes there: their children's
+    /// ids do not fit a `u64`).
+    fn checked_child(&self, key: &[u8], id: u64, q: usize) -> Result<u64> {
+        id.checked_mul(4).and_then(|i| i.checked_add(1 + q as u64)).ok_or_else(|| {
+            self.c
+                .corrupt(key, format!("inner node {id} is too deep: its children's ids pass 2^64"))
+        })
     }
 
     fn node<S: StateStore + ?Sized>(&self, store: &mut S, id: u64) -> Result<Option<Node>> {
@@ -750,5 +772,102 @@ mod tests {
         }
         assert_eq!(t.cell_bounds(CachedQuadTree::child_id(0, 3)), WORLD.quadrant(3));
         assert_eq!(CachedQuadTree::depth_of(CachedQuadTree::child_id(5, 2)), 3);
+    }
+
+    const UNIT: Rect = Rect { min_x: 0.0, min_y: 0.0, max_x: 1.0, max_y: 1.0 };
+
+    fn put(store: &mut crate::MemStore, tree: &CachedQuadTree, id: u64, count: u64, body: Body) {
+        let node = Node { bounds: UNIT, depth: 0, count, body };
+        tree.put_node(store, id, &node).unwrap();
+    }
+
+    /// A root leaf counting 2^64 - 1 points, and two covered cells whose counts sum
+    /// past 2^64.
+    #[test]
+    fn node_counts_past_2_64_are_an_error_not_an_overflow() {
+        let (_d, mut store, ns) = testutil::mem();
+        let tree = CachedQuadTree::new(ns, "t", UNIT, QuadTreeOptions::default());
+        put(&mut store, &tree, 0, u64::MAX, Body::Leaf(Vec::new()));
+        let e = tree.insert(&mut store, 0.5, 0.5).unwrap_err();
+        assert!(e.to_string().contains("2^64"), "{e}");
+        put(&mut store, &tree, 0, 1, Body::Inner);
+        for q in 0..4 {
+            let node = Node {
+                bounds: UNIT.quadrant(q),
+                depth: 1,
+                count: 1 << 63,
+                body: Body::Leaf(Vec::new()),
+            };
+            tree.put_node(&mut store, CachedQuadTree::child_id(0, q), &node).unwrap();
+        }
+        let e = tree.count_in(&mut store, &Rect::new(-1.0, -1.0, 0.7, 2.0)).unwrap_err();
+        assert!(e.to_string().contains("2^64"), "{e}");
+    }
+
+    /// Inner nodes down the north-east path to depth 31, where a child's id no longer
+    /// fits a u64 (one of them wraps to the root).
+    #[test]
+    fn an_inner_node_too_deep_for_child_ids_is_an_error_not_an_overflow() {
+        let (_d, mut store, ns) = testutil::mem();
+        let tree = CachedQuadTree::new(ns, "t", UNIT, QuadTreeOptions::default());
+        let mut id = 0u64;
+        for depth in 0..32 {
+            put(&mut store, &tree, id, 1, Body::Inner);
+            if depth < 31 {
+                id = CachedQuadTree::child_id(id, 3);
+            }
+        }
+        let e = tree.insert(&mut store, 0.95, 0.95).unwrap_err();
+        assert!(e.to_string().contains("too deep"), "{e}");
+        let e = tree.count_in(&mut store, &Rect::new(0.9, 0.9, 1.0, 1.0)).unwrap_err();
+        assert!(e.to_string().contains("too deep"), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A node or the header of a tree damaged, any bytes, or a well-formed node with
+        /// any count, depth and body: every operation answers `Ok` or `Err`.
+        #[test]
+        fn hostile_quadtree_nodes_are_an_error_not_a_panic(
+            pts in proptest::collection::vec((-10.0f64..=30.0, 35.0f64..=60.0), 1..40),
+            pick in any::<usize>(),
+            which in 0u8..3,
+            raw in proptest::collection::vec(any::<u8>(), 0..24),
+            ds in crate::hostile::damages(),
+            fields in (prop_oneof![Just(u64::MAX), any::<u64>(), 0u64..10], any::<u8>(), any::<bool>()),
+        ) {
+            let (_d, mut store, ns) = testutil::mem();
+            let opts = QuadTreeOptions::default().capacity(2).max_depth(6);
+            let tree = CachedQuadTree::new(ns, "t", WORLD, opts);
+            for &(x, y) in &pts {
+                tree.insert(&mut store, x, y).unwrap();
+            }
+            let mut keys = Vec::new();
+            store.scan_prefix(ns, tree.c.prefix(), &mut |k, v| {
+                keys.push((k.to_vec(), v.to_vec()));
+                true
+            }).unwrap();
+            keys.sort();
+            let (k, v) = &keys[pick % keys.len()];
+            let (count, depth, leaf) = fields;
+            let v = match which {
+                0 => raw,
+                1 => crate::hostile::damaged(v, &ds),
+                _ => {
+                    let body = if leaf { Body::Leaf(pts.clone()) } else { Body::Inner };
+                    postcard::to_allocvec(&Node { bounds: WORLD, depth, count, body }).unwrap()
+                }
+            };
+            store.put(ns, k, &v).unwrap();
+            let _ = CachedQuadTree::open(&mut store, ns, "t");
+            let r = Rect::new(0.0, 40.0, 12.5, 50.0);
+            let _ = (tree.len(&mut store), tree.count_in(&mut store, &r), tree.points_in(&mut store, &r));
+            let _ = (tree.cells(&mut store), tree.leaves(&mut store));
+            for &(x, y) in pts.iter().take(3) {
+                let _ = tree.insert(&mut store, x, y);
+            }
+            let _ = tree.clear(&mut store);
+        }
     }
 }

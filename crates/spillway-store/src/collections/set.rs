@@ -182,4 +182,31 @@ mod tests {
             })
             .unwrap();
     }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Stray keys under the set's prefix (any suffix, a damaged member) with any
+        /// value: every operation answers `Ok` or `Err`.
+        #[test]
+        fn hostile_set_members_are_an_error_not_a_panic(
+            suffix in proptest::collection::vec(any::<u8>(), 0..12),
+            value in proptest::collection::vec(any::<u8>(), 0..6),
+            ds in crate::hostile::damages(),
+        ) {
+            let (_d, mut store, ns) = testutil::mem();
+            let set: CachedSet<(i16, String)> = CachedSet::new(ns, "s");
+            let member = (-7, "member".to_string());
+            set.insert(&mut store, &member).unwrap();
+            let key = set.map_key(&member).unwrap();
+            let prefix = set.map.collection().prefix().to_vec();
+            let damaged = crate::hostile::damaged(&key[prefix.len()..], &ds);
+            store.put(ns, &set.map.collection().key(&damaged), &value).unwrap();
+            store.put(ns, &set.map.collection().key(&suffix), &value).unwrap();
+            let _ = (set.contains(&mut store, &member), set.insert(&mut store, &(1, "x".into())));
+            let _ = (set.members(&mut store), set.for_each(&mut store, |_| true));
+            let _ = (set.len(&mut store), set.is_empty(&mut store), set.remove(&mut store, &member));
+            let _ = set.clear(&mut store);
+        }
+    }
 }

@@ -84,12 +84,11 @@ impl HashLogStore {
                 c.cursor = (p + 1) << page_bits;
                 continue;
             }
-            let r = Rec(&c.buf[off..]);
-            let size = r.size();
-            if off + size > c.used || r.vlen() > r.vcap() {
+            let Some(r) = rec_within(&c.buf[off..c.used]) else {
                 let (path, off) = self.log.file_offset(c.cursor);
                 return Err(Error::corrupt(path, off, "record overruns its page"));
-            }
+            };
+            let size = r.size();
             let ns = r.ns();
             let h = hash(ns, r.key());
             if let Some(slot) = self.index.find_addr(h, c.cursor) {

@@ -274,7 +274,9 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use self::compaction::Compaction;
 use self::index::{HashIndex, Slot, BUCKET_BYTES};
 use self::log::Log;
-use self::record::{record_size, write_record, write_tombstone, Rec, PAGE_HDR, REC_HDR};
+use self::record::{
+    rec_within, record_size, write_record, write_tombstone, Rec, PAGE_HDR, REC_HDR,
+};
 use self::snapshot::{read_index, LogRange, SnapshotWriter};
 use crate::backend::StoreCore;
 use crate::error::{Error, Result};

@@ -25,6 +25,18 @@ pub(crate) fn record_size(klen: usize, vcap: usize) -> usize {
 /// Read accessors over a record's bytes.
 pub(crate) struct Rec<'a>(pub(crate) &'a [u8]);
 
+/// The record at the start of `rest`, the bytes from it to the used end of its page,
+/// if its header and its whole size lie in `rest` and its value fits its capacity
+/// (else the page is damaged). The walkers over a page's records check each with this
+/// before reading its fields: a page read from disk is checked by its checksum only.
+pub(crate) fn rec_within(rest: &[u8]) -> Option<Rec<'_>> {
+    if rest.len() < REC_HDR {
+        return None;
+    }
+    let r = Rec(rest);
+    (r.vlen() <= r.vcap() && r.size() <= rest.len()).then_some(r)
+}
+
 impl<'a> Rec<'a> {
     #[inline]
     pub(crate) fn ns(&self) -> u16 {
@@ -84,4 +96,81 @@ pub(crate) fn write_record(dst: &mut [u8], ns: u16, key: &[u8], value: &[u8], vc
 pub(crate) fn write_tombstone(dst: &mut [u8], ns: u16, key: &[u8]) {
     write_record(dst, ns, key, &[], 0);
     dst[6] = FLAG_TOMBSTONE;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostile::{damaged, damages};
+    use crate::{HashLogOptions, HashLogStore, NamespaceSpec, StateStore, StoreOptions};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any bytes, and damaged valid records (a key, value or capacity length set
+        /// huge, a cut), as the rest of a page: `rec_within` accepts only a record whose
+        /// every field lies inside.
+        #[test]
+        fn hostile_record_headers_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..80),
+            key in proptest::collection::vec(any::<u8>(), 0..9),
+            value in proptest::collection::vec(any::<u8>(), 0..9),
+            ds in damages(),
+        ) {
+            let mut valid = vec![0u8; record_size(key.len(), value.len() + 3)];
+            write_record(&mut valid, 1, &key, &value, value.len() + 3);
+            let r = rec_within(&valid).expect("a valid record");
+            prop_assert_eq!((r.key(), r.value()), (&key[..], &value[..]));
+            for b in [raw, damaged(&valid, &ds)] {
+                if let Some(r) = rec_within(&b) {
+                    prop_assert!(r.size() <= b.len());
+                    let _ = (r.ns(), r.key(), r.value(), r.crc_span(), r.is_tombstone());
+                }
+            }
+        }
+    }
+
+    /// An on-disk page whose used length (checksum rewritten) ends 8 bytes into a
+    /// record: reading the page's records is a corruption error naming the segment,
+    /// not a read of the header past the page's bytes.
+    #[test]
+    fn a_page_cutting_a_record_header_is_corrupt_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = || {
+            let o = StoreOptions::new(dir.path()).memory_budget(1 << 20);
+            (
+                o.namespace(NamespaceSpec::list("c")),
+                HashLogOptions::for_budget(1 << 20).page_size(4096),
+            )
+        };
+        {
+            let (o, h) = opts();
+            let mut s = HashLogStore::open(o, h).unwrap();
+            let ns = s.namespace("c").unwrap();
+            for i in 0u32..200 {
+                s.put(ns, &i.to_be_bytes(), &[7; 40]).unwrap();
+            }
+            s.checkpoint().unwrap();
+        }
+        let seg = dir.path().join("log-0000000000.seg");
+        let mut f = std::fs::read(&seg).unwrap();
+        let page = &mut f[4096..8192];
+        put_u32(page, 16, (PAGE_HDR + 8) as u32);
+        let crc = crc32c::crc32c(&page[4..PAGE_HDR + 8]);
+        put_u32(page, 0, crc);
+        std::fs::write(&seg, &f).unwrap();
+        let (o, h) = opts();
+        let e = match HashLogStore::open(o, h) {
+            Err(e) => e,
+            Ok(mut s) => {
+                let ns = s.namespace("c").unwrap();
+                crate::StateStoreExt::scan_prefix(&mut s, ns, b"", &mut |_, _| true).unwrap_err()
+            }
+        };
+        assert!(
+            matches!(&e, crate::Error::Corrupt { path, .. } if path.ends_with("log-0000000000.seg")),
+            "{e}"
+        );
+    }
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::index::Slot;
-use super::record::{Rec, PAGE_HDR};
+use super::record::{rec_within, PAGE_HDR};
 use super::{hash, HashLogStore};
 use crate::error::{Error, Result};
 
@@ -35,13 +35,12 @@ impl HashLogStore {
                 let used = self.log.read_page(p, &mut buf)?;
                 let mut off = ((a & mask) as usize).max(PAGE_HDR);
                 while off < used {
-                    let r = Rec(&buf[off..]);
                     let addr = (p << page_bits) + off as u64;
-                    let size = r.size();
-                    if size == 0 || off + size > used || r.vlen() > r.vcap() {
+                    let Some(r) = rec_within(&buf[off..used]) else {
                         let (path, off) = self.log.file_offset(addr);
                         return Err(Error::corrupt(path, off, "record overruns its page"));
-                    }
+                    };
+                    let size = r.size();
                     if usize::from(r.ns()) >= self.merges.len() {
                         let (path, off) = self.log.file_offset(addr);
                         return Err(Error::corrupt(path, off, "record of an unknown namespace"));

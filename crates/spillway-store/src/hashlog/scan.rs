@@ -26,13 +26,12 @@ impl HashLogStore {
                 let used = self.log.read_page(p, &mut buf)?;
                 let mut off = PAGE_HDR;
                 while off < used {
-                    let r = Rec(&buf[off..]);
-                    let size = r.size();
                     let addr = (p << page_bits) + off as u64;
-                    if off + size > used {
+                    let Some(r) = rec_within(&buf[off..used]) else {
                         let (path, off) = self.log.file_offset(addr);
                         return Err(Error::corrupt(path, off, "record overruns its page"));
-                    }
+                    };
+                    let size = r.size();
                     if addr >= begin
                         && r.ns() == ns
                         && crate::in_bounds(r.key(), start, end)
@@ -101,13 +100,12 @@ impl HashLogStore {
             while off < used && visited < limit && !stopped {
                 let page: &[u8] =
                     if in_memory { self.log.mem(p << page_bits) } else { &self.scan_buf };
-                let r = Rec(&page[off..]);
-                let size = r.size();
                 let addr = (p << page_bits) + off as u64;
-                if size == 0 || off + size > used {
+                let Some(r) = page.get(off..used).and_then(rec_within) else {
                     let (path, off) = self.log.file_offset(addr);
                     return Err(Error::corrupt(path, off, "record overruns its page"));
-                }
+                };
+                let size = r.size();
                 off += size;
                 if r.ns() == ns && self.index.find_addr(hash(ns, r.key()), addr).is_some() {
                     visited += 1;

@@ -326,3 +326,82 @@ pub(super) fn read_index(
     }
     Ok(index)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostile::{damaged, damages};
+    use crate::io::StdFs;
+    use proptest::prelude::*;
+
+    /// Page bits of the log the snapshots index, and its tail (page 4).
+    const PAGE_BITS: u32 = 12;
+    const TAIL: u64 = (4 << PAGE_BITS) + PAGE_HDR as u64;
+
+    /// A bucket record: its number, then slots and link.
+    fn bucket(no: u64, slots: [u64; 8]) -> Vec<u8> {
+        let mut b = no.to_le_bytes().to_vec();
+        for s in slots {
+            b.extend_from_slice(&s.to_le_bytes());
+        }
+        b
+    }
+
+    /// An entry pointing at log address `a` (tag 5).
+    fn entry(a: u64) -> u64 {
+        (5 << index::ADDR_BITS) | (a >> 3)
+    }
+
+    /// Writes a snapshot of the given header frame and bucket frames (valid checksums).
+    fn write(path: &Path, frames: &[Vec<u8>]) {
+        let mut w = BlockWriter::create(&StdFs, path, INDEX_MAGIC, FORMAT_VERSION).unwrap();
+        for f in frames {
+            w.frame(f).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    fn load(path: &Path) -> Result<HashIndex> {
+        let mut index =
+            read_index(&StdFs, path, 1 << 20, &LogRange { tail: TAIL, page_bits: PAGE_BITS })?;
+        index.clean_loaded(1 << PAGE_BITS, TAIL).map_err(|e| Error::corrupt(path, 16, e))?;
+        Ok(index)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Snapshots whose frames verify but whose header (sizes, counts) and bucket
+        /// records (numbers, entries, overflow links) are damaged or any bytes, and
+        /// snapshot files damaged anywhere: loading answers `Ok` or `Err`.
+        #[test]
+        fn hostile_index_snapshots_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..80),
+            ds in damages(),
+            which in 0u8..4,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("index-1.snap");
+            let a = (1 << PAGE_BITS) + PAGE_HDR as u64;
+            let head = header(8, 8, 256, 2, 3);
+            let b1 = [entry(a), entry(a + 64), 0, 0, 0, 0, 0, 1];
+            let ov = [entry(a + 128), 0, 0, 0, 0, 0, 0, 0];
+            let buckets = [bucket(3, b1), bucket(256, ov)].concat();
+            let valid = [head.clone(), buckets.clone()];
+            write(&path, &valid);
+            prop_assert_eq!(load(&path).unwrap().count, 3);
+            let frames = match which {
+                0 => vec![damaged(&head, &ds), buckets],
+                1 => vec![head, damaged(&buckets, &ds)],
+                2 => vec![head, raw],
+                _ => vec![raw],
+            };
+            write(&path, &frames);
+            let _ = load(&path);
+            write(&path, &valid);
+            let bytes = std::fs::read(&path).unwrap();
+            std::fs::write(&path, damaged(&bytes, &ds)).unwrap();
+            let _ = load(&path);
+        }
+    }
+}

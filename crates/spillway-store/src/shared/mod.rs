@@ -411,6 +411,39 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A stored event (count and bytes) and a window's reference list damaged (a
+        /// frame length or count set huge, a cut) or any bytes: every call answers `Ok`
+        /// or `Err`.
+        #[test]
+        fn hostile_shared_values_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..40),
+            ds in crate::hostile::damages(),
+            which in 0u8..3,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut s, sh) = store(dir.path());
+            let r = sh.append_many(&mut s, &[b"w", b"w2"], &event(3)).unwrap().reference;
+            sh.append(&mut s, b"w", &event(4)).unwrap();
+            let ev = s.get(sh.events, &r).unwrap().unwrap();
+            let list = s.get(sh.lists, b"w").unwrap().unwrap();
+            if which != 1 {
+                let v = if which == 0 { crate::hostile::damaged(&ev, &ds) } else { raw.clone() };
+                s.put(sh.events, &r, &v).unwrap();
+            }
+            if which != 0 {
+                let v = if which == 1 { crate::hostile::damaged(&list, &ds) } else { raw };
+                s.put(sh.lists, b"w", &v).unwrap();
+            }
+            let _ = (sh.read(&mut s, b"w"), sh.read(&mut s, b"w2"), sh.count(&mut s, &r));
+            let _ = sh.append_many(&mut s, &[b"w", b"w3"], &event(3));
+            let _ = sh.take(&mut s, b"w2", &mut |_| {});
+            let _ = (sh.purge(&mut s, b"w"), sh.purge(&mut s, b"w3"));
+        }
+    }
+
+    proptest! {
         /// Against a model of per-window event lists: reads return each window's events in
         /// order, and an event is stored exactly while some window holds it, with a count
         /// equal to the number of its references in all lists.

@@ -148,6 +148,13 @@ impl BulkReader {
             return Ok(None);
         }
         let len = usize::try_from(len).map_err(|e| e.to_string())?;
+        // Checked before allocating: the store writes values and a tag byte, no more.
+        if len > crate::MAX_VALUE_LEN + 1 {
+            return Err(format!(
+                "bulk length {len} exceeds the {} bytes of the largest value this store writes",
+                crate::MAX_VALUE_LEN + 1
+            ));
+        }
         let mut value = Vec::with_capacity(len + 2);
         (&mut self.reader)
             .take(len as u64 + 2)
@@ -158,5 +165,52 @@ impl BulkReader {
         }
         value.truncate(len);
         Ok(Some(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `GET k` against a server that answers `reply` (written before the call, through
+    /// a socket pair).
+    fn get_with_reply(reply: &[u8]) -> BulkResult<Option<Vec<u8>>> {
+        let (ours, mut server) = UnixStream::pair().unwrap();
+        server.write_all(reply).unwrap();
+        drop(server.shutdown(std::net::Shutdown::Write));
+        let mut r = BulkReader {
+            reader: BufReader::new(Stream::Unix(ours)),
+            cmd: Vec::new(),
+            line: Vec::new(),
+        };
+        r.get(b"k")
+    }
+
+    /// A bulk length of 2^63 - 1 from the server: an error, not a buffer of that size.
+    #[test]
+    fn a_huge_bulk_length_is_an_error_not_an_allocation() {
+        let e = get_with_reply(format!("${}\r\n", i64::MAX).as_bytes()).unwrap_err();
+        assert!(e.contains("bulk length"), "{e}");
+        assert_eq!(get_with_reply(b"$3\r\nab\x01\r\n"), Ok(Some(b"ab\x01".to_vec())));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any reply, and replies of any bulk length: `get` answers `Ok` or `Err`, and
+        /// a value it returns is what the reply holds.
+        #[test]
+        fn hostile_bulk_replies_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..40),
+            len in prop_oneof![any::<i64>(), -2i64..40, Just(i64::MAX), Just(crate::MAX_VALUE_LEN as i64 + 2)],
+            body in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let _ = get_with_reply(&raw);
+            let reply = [format!("${len}\r\n").as_bytes(), &body].concat();
+            if let Ok(Some(v)) = get_with_reply(&reply) {
+                prop_assert!(v.len() <= body.len());
+            }
+        }
     }
 }

@@ -377,10 +377,13 @@ impl RedisLevel {
     /// caller removes those that reached L3 with [`mark_clean`](Self::mark_clean) (sent
     /// in the same round trip as the next page through `clean`), so a key leaves the
     /// set only after L3 holds its value and a failure in between loses nothing.
+    /// A member that is not a key this store wrote (shorter than the namespace number,
+    /// or naming none of the store's `namespaces`) is an error, as a bad tag is.
     pub(crate) fn dirty_page(
         &mut self,
         cursor: u64,
         clean: &[Vec<u8>],
+        namespaces: usize,
     ) -> Result<(u64, Vec<Newest>)> {
         self.settle("flush to L3")?;
         let mut pipe = redis::pipe();
@@ -404,6 +407,20 @@ impl RedisLevel {
         self.round_trips += 1;
         let mut out = Vec::with_capacity(members.len());
         for (m, v) in members.into_iter().zip(values) {
+            if m.get(..2)
+                .is_none_or(|n| usize::from(u16::from_le_bytes([n[0], n[1]])) >= namespaces)
+            {
+                return Err(Error::Redis {
+                    addr: self.addr.clone(),
+                    op: "flush to L3",
+                    detail: format!(
+                        "the dirty set holds {:?}, not a key of this store (no namespace of its \
+                         {namespaces}): is another program writing under the prefix {:?}?",
+                        String::from_utf8_lossy(&m),
+                        String::from_utf8_lossy(&self.base)
+                    ),
+                });
+            }
             let v = match v {
                 Some(v) => match self.untag(v, &m, "flush to L3")? {
                     Lookup::Found(v) => Some(v),

@@ -929,7 +929,7 @@ impl TieredStore {
                 // next page's request), so a refusal or a crash loses none.
                 let (mut cursor, mut clean) = (0u64, Vec::new());
                 loop {
-                    let (next, mut page) = l2.dirty_page(cursor, &clean)?;
+                    let (next, mut page) = l2.dirty_page(cursor, &clean, self.l3_ns.len())?;
                     clean.clear();
                     // Deletes first: a tombstone may free the index room an insert of
                     // the same page needs (the keys of a page are distinct).
@@ -1227,5 +1227,39 @@ impl StateStore for TieredStore {
         s.checkpoint_seq = self.core.seq;
         s.backend = crate::BackendStats::Tiered(self.tier_stats());
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NamespaceSpec, StateStore, StoreOptions};
+
+    /// Members of Redis's dirty set this store did not write (empty, shorter than a
+    /// namespace number, naming an undeclared namespace), each with a tagged value: the
+    /// checkpoint's flush to L3 is an error naming Redis, not an index past a slice.
+    #[test]
+    fn hostile_dirty_keys_in_redis_are_an_error_not_a_panic() {
+        // The test binary's one server (the rule for tests that need Redis).
+        let server = RedisServer::shared().expect("start redis-server");
+        let mut con = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+        for (i, member) in [&b""[..], b"\x05", b"\xff\xffk"].into_iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let opts = StoreOptions::new(dir.path())
+                .memory_budget(16 << 20)
+                .namespace(NamespaceSpec::list("kv"));
+            let prefix = format!("hostile{i}");
+            let t = TieredOptions::new(4096).l2(L2Config::Url(server.url())).redis_prefix(&prefix);
+            let mut store = TieredStore::open(opts, t).unwrap();
+            let ns = store.namespace("kv").unwrap();
+            store.put(ns, b"a", b"1").unwrap();
+            let base = format!("spw:{prefix}:");
+            let data = [format!("{base}d:").as_bytes(), member].concat();
+            let _: () = redis::cmd("SET").arg(data).arg(b"v\x01").query(&mut con).unwrap();
+            let _: () =
+                redis::cmd("SADD").arg(format!("{base}dirty")).arg(member).query(&mut con).unwrap();
+            let e = store.checkpoint().unwrap_err();
+            assert!(matches!(e, Error::Redis { .. }), "{e}");
+        }
     }
 }

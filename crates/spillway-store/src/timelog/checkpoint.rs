@@ -196,3 +196,43 @@ fn parse_segments(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A manifest's `time_field` of `at:<offset>:<len>` whose offset plus length pass
+    /// `usize::MAX`: the time of any key read back (from a memtable image or a put) is 0,
+    /// as for any key too short for the field.
+    #[test]
+    fn a_time_field_past_usize_max_reads_time_zero_not_an_overflow() {
+        let f = TimeField::decode(&format!("at:{}:8", usize::MAX)).expect("parses");
+        assert_eq!(f.time_of(b"any key at all"), 0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any `time_field` and `segments` values of a manifest: parsing answers `Ok`
+        /// or `Err` (or `None`), and a time field that parses reads any key.
+        #[test]
+        fn hostile_manifest_fields_are_an_error_not_a_panic(
+            time in prop_oneof![
+                "(suffix|at|x):[0-9]{0,20}(:[0-9]{0,20})?",
+                Just(format!("at:{}:8", usize::MAX)),
+                Just(format!("at:{}:1", usize::MAX - 3)),
+                ".{0,12}",
+            ],
+            segments in "[0-9: ]{0,40}|.{0,20}",
+            key in proptest::collection::vec(any::<u8>(), 0..12),
+        ) {
+            if let Some(f) = TimeField::decode(&time) {
+                let _ = f.time_of(&key);
+            }
+            let mut m = Manifest::default();
+            m.set("segments", &segments);
+            let _ = parse_segments(&m, std::path::Path::new("MANIFEST"), 3);
+        }
+    }
+}

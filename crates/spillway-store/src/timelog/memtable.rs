@@ -288,4 +288,66 @@ mod tests {
         let e = read_image(&StdFs, &path, |_, _, _, _| Ok(())).expect_err("spanning v1");
         assert!(matches!(e, crate::Error::Corrupt { .. }), "{e}");
     }
+
+    use crate::hostile::{damaged, damages};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Images whose frames (valid checksums) hold any bytes or damaged valid records
+        /// (a key or value length set huge, a cut), of either version, and image files
+        /// damaged anywhere: reading answers `Ok` or `Err`, and hands out no more bytes
+        /// than the file holds.
+        #[test]
+        fn hostile_memtable_images_are_an_error_not_a_panic(
+            frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..4),
+            entries in proptest::collection::vec(
+                (0u16..3, proptest::collection::vec(any::<u8>(), 0..8),
+                 proptest::option::of(proptest::collection::vec(any::<u8>(), 0..8))),
+                0..6,
+            ),
+            ds in damages(),
+            version in 1u32..=2,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("mem.tlm");
+            let iter = entries.iter().map(|(n, k, v)| (*n, &k[..], v.as_deref()));
+            write_image(&StdFs, &path, iter).unwrap();
+            let valid = std::fs::read(&path).unwrap();
+            let read = |path: &std::path::Path| {
+                let mut n = 0usize;
+                read_image(&StdFs, path, |_, _, k, v| {
+                    n += k.len() + v.map_or(0, <[u8]>::len);
+                    Ok(())
+                })
+                .map(|()| n)
+            };
+            prop_assert!(read(&path).is_ok());
+            // Records of any bytes, and damaged records, inside frames that verify.
+            let mut stream = Vec::new();
+            for (ns, k, v) in &entries {
+                stream.extend_from_slice(&ns.to_le_bytes());
+                stream.extend_from_slice(&(k.len() as u32).to_le_bytes());
+                stream.extend_from_slice(&(v.as_ref().map_or(0, Vec::len) as u32).to_le_bytes());
+                stream.push(u8::from(v.is_none()));
+                stream.extend_from_slice(k);
+                stream.extend_from_slice(v.as_deref().unwrap_or(&[]));
+            }
+            let stream = damaged(&stream, &ds);
+            let cut = stream.len() / 2;
+            for payloads in [frames.clone(), vec![stream[..cut].to_vec(), stream[cut..].to_vec()]] {
+                let mut w = crate::blockfile::BlockWriter::create(&StdFs, &path, IMAGE_MAGIC, version).unwrap();
+                for f in &payloads {
+                    w.frame(f).unwrap();
+                }
+                w.finish().unwrap();
+                if let Ok(n) = read(&path) {
+                    prop_assert!(n <= payloads.iter().map(Vec::len).sum::<usize>());
+                }
+            }
+            std::fs::write(&path, damaged(&valid, &ds)).unwrap();
+            let _ = read(&path);
+        }
+    }
 }

@@ -16,7 +16,10 @@ impl TimeField {
     pub(super) fn time_of(self, key: &[u8]) -> u64 {
         let bytes = match self {
             TimeField::Suffix(len) => &key[key.len().saturating_sub(len)..],
-            TimeField::At(offset, len) => key.get(offset..offset + len).unwrap_or(&[]),
+            // An offset past `usize::MAX - len` (a damaged manifest) fits no key either.
+            TimeField::At(offset, len) => {
+                offset.checked_add(len).and_then(|end| key.get(offset..end)).unwrap_or(&[])
+            }
         };
         bytes.iter().fold(0u64, |t, &b| (t << 8) | u64::from(b))
     }

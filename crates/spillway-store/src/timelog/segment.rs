@@ -616,3 +616,130 @@ impl<'a> SegIter<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostile::{damaged, damages};
+    use crate::io::StdFs;
+    use proptest::prelude::*;
+
+    /// Rewrites a block's trailing checksum, as a hostile writer would.
+    fn reseal_block(b: &mut [u8]) {
+        if b.len() >= 4 {
+            let body = b.len() - 4;
+            let crc = crc32c::crc32c(&b[..body]);
+            b[body..].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+
+    /// Rewrites the index and footer checksums of a segment file's bytes (where the
+    /// footer still places the index inside the file), so that the index fields are
+    /// what is read.
+    fn reseal_index(f: &mut [u8]) {
+        let len = f.len() as u64;
+        if len < HEADER_LEN + FOOTER_LEN {
+            return;
+        }
+        let foot = (len - FOOTER_LEN) as usize;
+        let at = u64::from_le_bytes(f[foot..foot + 8].try_into().unwrap());
+        let n = u64::from(u32::from_le_bytes(f[foot + 8..foot + 12].try_into().unwrap()));
+        if at >= HEADER_LEN && at.checked_add(n) == Some(foot as u64) {
+            let crc = crc32c::crc32c(&f[at as usize..foot]);
+            f[foot + 12..foot + 16].copy_from_slice(&crc.to_le_bytes());
+        }
+        let fcrc = crc32c::crc32c(&f[foot..foot + 24]);
+        f[foot + 24..foot + 28].copy_from_slice(&fcrc.to_le_bytes());
+    }
+
+    /// Every record of `seg` forward and backward, and a lookup of `probe`.
+    fn read_all(seg: &Segment, probe: &[u8]) -> Result<()> {
+        for reverse in [false, true] {
+            let mut it = SegIter::new(seg, None, None, reverse);
+            while it.next_entry()?.is_some() {}
+        }
+        let mut it = SegIter::new(seg, Some(probe), None, false);
+        it.next_entry()?;
+        seg.get(probe, &mut BlockCache::default(), 1 << 20, &mut 0)?;
+        Ok(())
+    }
+
+    fn records() -> impl Strategy<Value = Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+        proptest::collection::btree_map(
+            proptest::collection::vec(any::<u8>(), 0..6),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+            1..30,
+        )
+        .prop_map(|m| m.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any bytes and damaged valid blocks (a key or value length set huge, a count
+        /// set huge, a cut), checksum rewritten: decoding answers `Ok` or `Err`, and
+        /// every record of a block that decodes lies inside it.
+        #[test]
+        fn hostile_blocks_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..64),
+            recs in records(),
+            ds in damages(),
+            probe in proptest::collection::vec(any::<u8>(), 0..4),
+        ) {
+            let mut valid = vec![0u8; 4];
+            valid[..4].copy_from_slice(&(recs.len() as u32).to_le_bytes());
+            for (k, v) in &recs {
+                let val = v.as_deref().unwrap_or(&[]);
+                valid.extend_from_slice(&(k.len() as u32).to_le_bytes());
+                valid.extend_from_slice(&(val.len() as u32).to_le_bytes());
+                valid.push(if v.is_none() { FLAG_TOMBSTONE } else { 0 });
+                valid.extend_from_slice(k);
+                valid.extend_from_slice(val);
+            }
+            valid.extend_from_slice(&[0; 4]);
+            reseal_block(&mut valid);
+            prop_assert_eq!(decode_block(Path::new("seg"), 16, valid.clone()).unwrap().len(), recs.len());
+            for mut b in [raw, damaged(&valid, &ds)] {
+                reseal_block(&mut b);
+                if let Ok(block) = decode_block(Path::new("seg"), 16, b) {
+                    for i in 0..block.len() {
+                        let _ = (block.key(i), block.value(i));
+                    }
+                    let _ = block.lower_bound(&probe);
+                }
+            }
+        }
+
+        /// A segment file damaged anywhere (the index and footer checksums rewritten or
+        /// not), or any bytes: opening answers `Ok` or `Err`, and so does reading every
+        /// record of a segment that opens.
+        #[test]
+        fn hostile_segment_files_are_an_error_not_a_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..80),
+            recs in records(),
+            ds in damages(),
+            reseal in any::<bool>(),
+            probe in proptest::collection::vec(any::<u8>(), 0..4),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut w = SegmentWriter::create(&StdFs, dir.path(), 1, 64).unwrap();
+            for (k, v) in &recs {
+                w.add(k, v.as_deref()).unwrap();
+            }
+            let (seg, _) = w.finish().unwrap();
+            read_all(&seg, &probe).unwrap();
+            let path = seg.path.clone();
+            drop(seg);
+            let valid = std::fs::read(&path).unwrap();
+            for mut b in [raw, damaged(&valid, &ds)] {
+                if reseal {
+                    reseal_index(&mut b);
+                }
+                std::fs::write(&path, &b).unwrap();
+                if let Ok(seg) = Segment::open(&StdFs, dir.path(), 1) {
+                    let _ = read_all(&seg, &probe);
+                }
+            }
+        }
+    }
+}
