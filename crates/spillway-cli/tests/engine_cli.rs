@@ -962,6 +962,10 @@ fn window_offsets_move_the_windows() {
         ("SESSION(TABLE pay PARTITION BY card, DESCRIPTOR(ts), 5, 1)", "SESSION takes TABLE <stream>, DESCRIPTOR(<time column>) and a gap; found 2"),
         ("TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, 'x')", "the offset of TUMBLE must be an INTERVAL or an integer"),
         ("TUMBLE(TABLE pay, DESCRIPTOR(ts), 5, INTERVAL '-x' SECOND)", "the offset of TUMBLE must be a whole number"),
+        (
+            "HOP(TABLE pay, DESCRIPTOR(ts), 5, 10, INTERVAL 'abc' SECOND)",
+            "the offset of HOP must be a whole number of the time column's unit, positive or negative",
+        ),
     ] {
         let err = run_err(&["run", "--input", i, "--query", &q(w)]);
         assert!(err.contains(want), "{w}: expected `{want}` in: {err}");

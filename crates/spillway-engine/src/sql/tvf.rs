@@ -736,7 +736,17 @@ fn signed_duration(
                     )?;
                     Ok(-n)
                 }
-                _ => duration(e, what, fname, schema),
+                _ => duration(e, what, fname, schema).map_err(|_| {
+                    invalid(
+                        e,
+                        format!(
+                            "the {what} of {fname} must be a whole number of the time \
+                             column's unit, positive or negative, e.g. INTERVAL '10' MINUTE \
+                             or INTERVAL '-10' MINUTE"
+                        ),
+                        e.span(),
+                    )
+                }),
             }
         }
         _ => duration(e, what, fname, schema),
