@@ -40,6 +40,8 @@ pub mod checkpoint;
 pub mod driver;
 pub mod duration;
 pub mod error;
+#[cfg(test)]
+mod hostile;
 pub mod job;
 #[cfg(feature = "kafka")]
 pub mod kafka;

@@ -445,13 +445,9 @@ mod tests {
                 time_unit: TimeUnit::Us,
             };
             let good = postcard::to_stdvec(&raw).unwrap();
-            let mut bad = good.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&good, at, byte);
             let json = serde_json::to_vec(&raw).unwrap();
-            let mut bad_json = json.clone();
-            let i = at % bad_json.len();
-            bad_json[i] = byte;
+            let bad_json = crate::hostile::flipped(&json, at, byte);
             let check = |r: Option<Schema>| {
                 if let Some(s) = r {
                     assert_eq!(s.fields()[s.time_index()].ty, DataType::Int, "{s:?}");
@@ -472,9 +468,7 @@ mod tests {
             for v in [Value::Int(-3), Value::Str(s.into()), Value::Float(-0.5), Value::Bool(true)] {
                 v.encode_key(&mut key);
             }
-            let mut bad = key.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&key, at, byte);
             for b in [&garbage[..], &key, &bad, &key[..cut % (key.len() + 1)]] {
                 let mut rest = b;
                 while !rest.is_empty() && Value::decode_key(&mut rest).is_some() {}

@@ -197,16 +197,6 @@ mod tests {
         assert_eq!(k, b"pk\0\0\0\0\0\0\x01\x02");
     }
 
-    fn arb_value() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            Just(Value::Null),
-            any::<i64>().prop_map(Value::Int),
-            any::<f64>().prop_map(Value::Float),
-            ".{0,5}".prop_map(|s| Value::Str(s.into())),
-            any::<bool>().prop_map(Value::Bool),
-        ]
-    }
-
     /// A partition's header whose tail is the last position there is (what a flipped top
     /// bit of a store value leaves): the next row's arrival overflowed `tail + 1`.
     #[test]
@@ -259,7 +249,7 @@ mod tests {
         #[test]
         fn hostile_row_bytes_are_an_error_not_a_panic(
             garbage in prop::collection::vec(any::<u8>(), 0..80),
-            args in prop::option::of(prop::collection::vec(arb_value(), 0..5)),
+            args in prop::option::of(prop::collection::vec(crate::hostile::any_value(5), 0..5)),
             aggs in 0usize..7,
             at in any::<usize>(),
             byte in any::<u8>(),

@@ -257,9 +257,7 @@ mod tests {
             huge.extend_from_slice(&[0xff; 9]);
             huge.push(0x01);
             huge.extend_from_slice(&good[at % good.len()..]);
-            let mut bad = good.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&good, at, byte);
             for b in [&garbage[..], &good[..cut % (good.len() + 1)], &bad, &huge] {
                 if let Ok(was) = postcard::from_bytes::<Identity>(b) {
                     let _ = was.changes(&now);

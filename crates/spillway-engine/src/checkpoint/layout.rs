@@ -191,9 +191,7 @@ mod tests {
                 query: Some("SELECT 1".into()),
             })
             .unwrap();
-            let mut bad = good.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&good, at, byte);
             for b in [&garbage[..], &good, &bad, &good[..cut % (good.len() + 1)]] {
                 std::fs::write(d.path().join(LAYOUT_FILE), b).unwrap();
                 if let Ok(Some(l)) = StoreLayout::read(d.path()) {

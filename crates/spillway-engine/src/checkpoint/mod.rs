@@ -381,9 +381,7 @@ mod tests {
             let good = postcard::to_stdvec(&record()).unwrap();
             prop_assert!(read_back(s.as_mut(), d.path(), &good).is_ok());
             let _ = read_back(s.as_mut(), d.path(), &good[..cut % (good.len() + 1)]);
-            let mut bad = good.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&good, at, byte);
             let _ = read_back(s.as_mut(), d.path(), &bad);
             // A varint (a length or a count) set to u64::MAX.
             let mut huge = good[..at % good.len()].to_vec();

@@ -600,16 +600,6 @@ mod tests {
         }
     }
 
-    fn arb_value() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            Just(Value::Null),
-            any::<i64>().prop_map(Value::Int),
-            any::<f64>().prop_map(Value::Float),
-            ".{0,6}".prop_map(|s| Value::Str(s.into())),
-            any::<bool>().prop_map(Value::Bool),
-        ]
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -618,7 +608,7 @@ mod tests {
         #[test]
         fn hostile_result_messages_are_an_error_not_a_panic(
             garbage in prop::collection::vec(any::<u8>(), 0..64),
-            row in prop::collection::vec(arb_value(), 0..6),
+            row in prop::collection::vec(crate::hostile::any_value(6), 0..6),
             at in any::<usize>(),
             byte in any::<u8>(),
             cut in any::<usize>(),
@@ -631,9 +621,7 @@ mod tests {
             encode_result(&row, &mut msg);
             prop_assert_eq!(decode_result(&msg).map(|r| r.len()), Ok(row.len()));
             let _ = decode_result(&msg[..cut % (msg.len() + 1)]);
-            let mut bad = msg.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&msg, at, byte);
             let _ = decode_result(&bad);
             // The row's length (the varint after the version byte) set to u64::MAX.
             let mut huge = vec![RESULT_VERSION];
@@ -657,9 +645,7 @@ mod tests {
             let body = format!(
                 r#"{{"format":"spillway.events.v1","schema":{{"fields":[{{"name":"ts","ty":"Int"}},{{"name":"x","ty":"Int"}}],"time_index":{time_index},"time_unit":"Ms"}},"key":"x"}}"#
             );
-            let mut bad = body.clone().into_bytes();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(body.as_bytes(), at, byte);
             for b in [body.as_bytes(), &bad, &body.as_bytes()[..cut % (body.len() + 1)]] {
                 if let Ok(TopicSchema::Events { schema, .. }) = serde_json::from_slice(b) {
                     let index = column_index(&schema);

@@ -720,9 +720,7 @@ mod tests {
             encode_partial_result(1, &values, &mut partial);
             prop_assert_eq!(decode_partial(&partial), Ok((1, Partial::Result(values))));
             let _ = decode_partial(&partial[..cut % (partial.len() + 1)]);
-            let mut bad = partial.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&partial, at, byte);
             let _ = decode_partial(&bad);
             // A vector length (the varint after the 3-byte head) set to u64::MAX.
             let mut huge = partial[..3].to_vec();
@@ -765,9 +763,7 @@ mod tests {
             load_and_complete(dir.path(), &r);
             write_join(dir.path(), &body[..cut % (body.len() + 1)]);
             load_and_complete(dir.path(), &r);
-            let mut bad = body.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&body, at, byte);
             write_join(dir.path(), &bad);
             load_and_complete(dir.path(), &r);
         }

@@ -799,9 +799,7 @@ mod tests {
             let _ = decode_assignment(&garbage);
             let good = assignment(1, &[("pay", &[0, 1]), ("q", &[5])], Some(Some(b"ud")));
             let _ = decode_assignment(&good[..cut % (good.len() + 1)]);
-            let mut bad = good.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&good, at, byte);
             let _ = decode_assignment(&bad);
             let mut big = good.clone();
             let i = at % (big.len() - 3);

@@ -2026,9 +2026,7 @@ mod tests {
             let tag = task_tag(next, &held);
             prop_assert_eq!(parse_task_tag(&tag), Ok((next, held.clone())));
             let _ = parse_task_tag(&tag[..cut % (tag.len() + 1)]);
-            let mut bad = tag.clone();
-            let i = at % bad.len();
-            bad[i] = byte;
+            let bad = crate::hostile::flipped(&tag, at, byte);
             let _ = parse_task_tag(&bad);
             // The held rows' count, then the first id's length, set to u64::MAX.
             let mut huge = tag[..8].to_vec();

@@ -715,38 +715,30 @@ fn signed_duration(
                 },
                 _ => None,
             };
-            match text {
-                Some("0") => Ok(0),
-                Some(t) if t.starts_with('-') => {
+            if text == Some("0") {
+                return Ok(0);
+            }
+            let bad = |_| {
+                invalid(
+                    e,
+                    format!(
+                        "the {what} of {fname} must be a whole number of the time column's \
+                         unit, positive or negative, e.g. INTERVAL '10' MINUTE or INTERVAL \
+                         '-10' MINUTE"
+                    ),
+                    e.span(),
+                )
+            };
+            match text.and_then(|t| t.strip_prefix('-')) {
+                Some(amount) => {
                     let mut positive = iv.clone();
                     positive.value = Box::new(ast::Expr::Value(
-                        ast::Value::SingleQuotedString(t[1..].to_string()).into(),
+                        ast::Value::SingleQuotedString(amount.to_string()).into(),
                     ));
-                    let n = duration(&ast::Expr::Interval(positive), what, fname, schema).map_err(
-                        |_| {
-                            invalid(
-                                e,
-                                format!(
-                                    "the {what} of {fname} must be a whole number of the time \
-                                     column's unit, e.g. INTERVAL '-1' HOUR"
-                                ),
-                                e.span(),
-                            )
-                        },
-                    )?;
-                    Ok(-n)
+                    Ok(-duration(&ast::Expr::Interval(positive), what, fname, schema)
+                        .map_err(bad)?)
                 }
-                _ => duration(e, what, fname, schema).map_err(|_| {
-                    invalid(
-                        e,
-                        format!(
-                            "the {what} of {fname} must be a whole number of the time \
-                             column's unit, positive or negative, e.g. INTERVAL '10' MINUTE \
-                             or INTERVAL '-10' MINUTE"
-                        ),
-                        e.span(),
-                    )
-                }),
+                None => duration(e, what, fname, schema).map_err(bad),
             }
         }
         _ => duration(e, what, fname, schema),

@@ -1248,14 +1248,9 @@ impl Runtime {
     /// every event of the frontier's time is in, that is the value SQL gives each of
     /// those rows (their peers included): [`peers`] uses it to give a backfilled query's
     /// rows to the events a checkpoint held for their peers. `ROWS` metrics count rows,
-    /// so an event's own value is not in the state: an error ([`peers::check_backfill`]
-    /// refuses such a backfill first).
+    /// so an event's own value is not in the state: [`peers::check_backfill`] refuses
+    /// such a query before this is called.
     pub(crate) fn peer_row(&mut self, e: &Event) -> Result<Row> {
-        if self.plan.outputs.iter().any(|(_, src)| {
-            matches!(*src, OutputSource::Metric { group, .. } if self.plan.groups[group].rows.is_some())
-        }) {
-            return Err(Error::Config("a peer row of a query with ROWS metrics".into()));
-        }
         let mut out = Vec::new();
         self.begin_row(&e.row, &mut out);
         self.range_results()?;

@@ -183,7 +183,7 @@ impl Peers {
         let Some(at) = old.at else { return Ok(p) };
         p.state.at = Some(at);
         let events: Vec<Event> = p.rt.buffer.iter().filter(|e| e.time == at).cloned().collect();
-        check_backfill(p.rt.plan(), p.rt.buffer.iter(), old)?;
+        check_backfill(p.rt.plan(), events.iter(), old)?;
         for e in &events {
             let row = p.rt.peer_row(e)?;
             let keys = p.keys_of(&e.row);
