@@ -686,7 +686,7 @@ proptest::proptest! {
         let manifest = std::fs::read(&manifest_path).unwrap();
         // Damage the pointer (0) or the manifest (1), or renumber the pointer (2).
         let good = if which == 0 { &ptr } else { &manifest };
-        let bad = crate::hostile::flipped(&good, at, byte);
+        let bad = crate::hostile::flipped(good, at, byte);
         for b in [&garbage[..], &bad, &good[..cut % (good.len() + 1)]] {
             match which {
                 0 => std::fs::write(&ptr_path, b).unwrap(),
